@@ -1,0 +1,137 @@
+/* Configuration: the libconfig file of DESIGN.md loaded into plain structs.
+ * Everything is validated at load time, so the rest of the gateway can take
+ * every field as given: strings are non-NULL unless documented as optional,
+ * numbers are in range, every export's target is resolved. */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "gateway/log.h"
+
+#define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
+
+enum gw_transport {
+	GW_TRANSPORT_TCP,
+	GW_TRANSPORT_RDMA,
+};
+
+enum gw_multipath {
+	GW_MULTIPATH_FAILOVER,
+	GW_MULTIPATH_ROUND_ROBIN,
+	GW_MULTIPATH_QUEUE_DEPTH,
+};
+
+struct gw_path {
+	enum gw_transport transport;
+	char *traddr;
+	char *trsvcid;		/* decimal port, "4420" by default */
+	char *host_traddr;	/* optional (NULL) */
+	char *host_iface;	/* optional (NULL) */
+	int tos;		/* -1: leave the socket's default */
+};
+
+struct gw_target {
+	char *name;
+	char *subnqn;
+	struct gw_path *paths;
+	size_t nr_paths;	/* >= 1 */
+	int nr_io_queues;
+	int queue_size;
+	bool hdr_digest;
+	bool data_digest;
+	int keep_alive_tmo;	/* seconds, 0 = no keep-alive */
+	int reconnect_delay;	/* seconds */
+	int ctrl_loss_tmo;	/* seconds, -1 = reconnect forever */
+	int fast_io_fail_tmo;	/* seconds, -1 = off */
+	int io_timeout;		/* seconds */
+	int max_retries;
+	enum gw_multipath multipath;
+	char *dhchap_secret;	/* optional (NULL), "DHHC-1:..." */
+};
+
+enum gw_listen_kind {
+	GW_LISTEN_NONE,
+	GW_LISTEN_UNIX,
+	GW_LISTEN_TCP,
+};
+
+/* An NBD server socket: "unix:PATH", "tcp:HOST:PORT" or "tcp:PORT". */
+struct gw_listen {
+	enum gw_listen_kind kind;
+	char *spec;		/* the string as written, for messages */
+	char *path;		/* UNIX */
+	char *host;		/* TCP; NULL = every address */
+	uint16_t port;		/* TCP */
+};
+
+#define GW_NBD_NONE (-2)	/* no kernel device, socket only */
+#define GW_NBD_AUTO (-1)	/* first free /dev/nbdN */
+
+struct gw_nbd {
+	int device;		/* N of /dev/nbdN, GW_NBD_AUTO or GW_NBD_NONE */
+	struct gw_listen listen;	/* kind GW_LISTEN_NONE if not set */
+	int connections;
+};
+
+struct gw_export {
+	char *name;
+	char *target_name;
+	struct gw_target *target;	/* resolved, points into gw_config */
+	uint32_t nsid;
+	bool has_nbd;		/* the nbd section is present */
+	struct gw_nbd nbd;
+	bool fuse;
+	bool read_only;
+	uint64_t qos_iops;	/* 0 = unlimited */
+	uint64_t qos_bandwidth;	/* bytes/s, 0 = unlimited */
+};
+
+struct gw_fuse {
+	char *mountpoint;
+	bool allow_other;
+	uint32_t uid;
+	uint32_t gid;
+};
+
+struct gw_config {
+	char *path;		/* the file it was loaded from */
+	int reactors;
+	char *control;
+	char *state_dir;
+	enum log_level log_level;
+	char *hostnqn;		/* optional (NULL) */
+	char *hostid;		/* optional (NULL) */
+	struct gw_target *targets;
+	size_t nr_targets;
+	struct gw_export *exports;
+	size_t nr_exports;
+	struct gw_fuse fuse;
+};
+
+/* Loads and validates PATH.  0 with *out set, or -EINVAL after printing
+ * every error as one "FILE:LINE: message" line to ERRS, or -errno when the
+ * file cannot be read ("FILE: cannot open: ...").  Integer literals beyond
+ * 32 bits need libconfig's L suffix (4294967294L); without it libconfig 1.5
+ * wraps them silently, so they are reported as errors. */
+int config_load(const char *path, struct gw_config **out, FILE *errs);
+void config_free(struct gw_config *cfg);
+/* "FILE: OK: 2 targets (3 paths), 4 exports (3 nbd, 2 fuse)" */
+void config_summary(const struct gw_config *cfg, FILE *f);
+struct gw_target *config_find_target(const struct gw_config *cfg,
+				     const char *name);
+
+/* Parsers shared with the CLI.  0, or -EINVAL on bad syntax. */
+/* "400M", "4k", "1G", "2T", "512": base 1024; -ERANGE past 2^64-1. */
+int config_parse_size(const char *s, uint64_t *out);
+/* "/dev/nbdN" -> N, "auto" -> GW_NBD_AUTO. */
+int config_parse_nbd_device(const char *s, int *out);
+/* Fills *out (strings allocated, -ENOMEM possible); free with
+ * config_listen_free. */
+int config_parse_listen(const char *s, struct gw_listen *out);
+void config_listen_free(struct gw_listen *l);
+
+#endif

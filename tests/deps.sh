@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that the build and every test suite need.
+# A no-op when they are all present; needs root otherwise.
+set -eu
+pkgs=(
+	build-essential pkg-config
+	liburing-dev libconfig-dev check
+	libfuse3-dev fuse3 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
+	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
+	clang libclang-rt-14-dev
+	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
+	nvme-cli fio iproute2 util-linux e2fsprogs
+	libnbd-bin nbdkit
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+		missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing ${missing[*]}; run 'make deps' as root" >&2
+	exit 1
+fi
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

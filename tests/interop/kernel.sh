@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# kernel.sh CACHE_DIR: makes sure CACHE_DIR holds what the test guest boots:
+#   vmlinuz, modules/*.ko + modules/order (insmod order), initramfs.img.
+# The host kernel has no loadable modules, so the guest runs a Debian 6.12
+# kernel (nvmet TCP/RDMA, auth, ANA, rxe) taken from the apt archive.
+# Idempotent: a complete cache is left alone; the initramfs alone is rebuilt
+# when guest-init.sh or busybox changed, everything when MODULES changed.
+# Env: VM_KERNEL_PKG forces a kernel package (e.g. to pin a version).
+set -u
+cache=${1:?usage: kernel.sh CACHE_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+
+# What the tests load; their dependencies come from modprobe.  Some are built
+# into Debian's kernel (fuse, virtio_pci): modprobe says so and they are skipped.
+MODULES=(fuse dm_mod ext4 virtio_net virtio_pci configfs nvmet nvmet-tcp
+	nvmet-rdma nvme-tcp nvme-rdma nvme-fabrics loop nbd null_blk rdma_rxe
+	rdma_ucm ib_uverbs 9pnet_virtio 9p sch_netem crc32_generic crc32c_generic)
+# The one that was checked by hand (INTEROP.md); tried when apt-cache offers none.
+KNOWN_GOOD=linux-image-6.12.107+deb12-amd64-unsigned
+
+die() { echo "kernel.sh: $*" >&2; exit 1; }
+
+mkdir -p "$cache" || die "cannot create $cache"
+cache=$(cd "$cache" && pwd)
+# Two test runs may share the cache: build it under a lock.
+exec 9> "$cache/.lock" && flock 9 || die "cannot lock $cache/.lock"
+
+modules_sum=$(printf '%s\n' "${MODULES[@]}" | sha256sum | cut -d' ' -f1)
+initramfs_sum() {
+	cat "$here/guest-init.sh" /bin/busybox "$cache/modules/order" "$cache/version" |
+		sha256sum | cut -d' ' -f1
+}
+
+# Kernel packages to try, best first: a forced one, the newest 6.12 the
+# archive lists, the known good one.
+kernel_candidates() {
+	local found
+	[ -n "${VM_KERNEL_PKG:-}" ] && echo "$VM_KERNEL_PKG"
+	found=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
+		cut -d' ' -f1 | sort -rV | head -n 2)
+	if [ -z "$found" ]; then
+		# A fresh machine may never have fetched the package lists.
+		apt-get update -qq >&2
+		found=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
+			cut -d' ' -f1 | sort -rV | head -n 2)
+	fi
+	printf '%s\n' $found "$KNOWN_GOOD" | awk 'NF && !seen[$0]++'
+}
+
+# Downloads and unpacks a kernel, keeps vmlinuz and the needed modules
+# (decompressed: busybox insmod takes plain .ko) with their insmod order.
+# The build_* functions run in subshells: $tmp and its trap are their own.
+build_kernel() {
+	local pkg deb ver m kind path
+	tmp=$(mktemp -d /tmp/nvmf-kernel.XXXXXX) || die "no scratch dir"
+	trap 'rm -rf "$tmp"' EXIT
+	for pkg in $(kernel_candidates); do
+		# Sandbox user root: _apt cannot write into the scratch dir.
+		(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg") >&2 && break
+		echo "kernel.sh: could not download $pkg, trying the next one" >&2
+	done
+	deb=$(ls "$tmp"/*.deb 2>/dev/null | head -n 1)
+	[ -n "$deb" ] || die "no kernel package could be downloaded"
+	echo "kernel.sh: unpacking $(basename "$deb")"
+	dpkg-deb -x "$deb" "$tmp/root" || die "dpkg-deb -x failed"
+	ver=$(ls "$tmp/root/lib/modules")
+	depmod -b "$tmp/root" "$ver" || die "depmod failed"
+	mkdir -p "$tmp/noconf" "$tmp/modules"
+	# -C: an empty config, so the host's modprobe.d cannot add options.
+	for m in "${MODULES[@]}"; do
+		modprobe -C "$tmp/noconf" -d "$tmp/root" -S "$ver" --show-depends "$m" ||
+			die "module $m not in $ver"
+	done | awk '!seen[$1 $2]++ { print $1, $2 }' > "$tmp/deps"
+	while read -r kind path; do
+		if [ "$kind" = builtin ]; then
+			echo "kernel.sh: $path is built in"
+			continue
+		fi
+		m=$(basename "$path"); m=${m%.xz}
+		case "$path" in
+		*.ko.xz) xz -dc "$path" > "$tmp/modules/$m" ;;
+		*.ko) cp "$path" "$tmp/modules/$m" ;;
+		*) die "unexpected module file $path" ;;
+		esac || die "cannot unpack $path"
+		echo "$m" >> "$tmp/modules/order"
+	done < "$tmp/deps"
+	cp "$tmp/root/boot/vmlinuz-$ver" "$tmp/vmlinuz" || die "no vmlinuz in $pkg"
+	rm -rf "$cache/modules" "$cache/initramfs.sum"
+	mv "$tmp/modules" "$tmp/vmlinuz" "$cache/" &&
+		echo "$ver" > "$cache/version" &&
+		echo "$modules_sum" > "$cache/modules.sum" || die "cannot fill $cache"
+	echo "kernel.sh: kernel $ver with $(wc -l < "$cache/modules/order") modules in $cache"
+}
+
+# busybox + modules + /init, as a gzip'ed newc cpio.
+build_initramfs() {
+	tmp=$(mktemp -d /tmp/nvmf-initramfs.XXXXXX) || die "no scratch dir"
+	trap 'rm -rf "$tmp"' EXIT
+	mkdir -p "$tmp/bin" "$tmp/dev" "$tmp/proc" "$tmp/sys" "$tmp/newroot"
+	cp /bin/busybox "$tmp/bin/busybox" && cp -r "$cache/modules" "$tmp/modules" &&
+		install -m 755 "$here/guest-init.sh" "$tmp/init" || die "cannot stage initramfs"
+	(cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1) > "$cache/initramfs.img.new" &&
+		mv "$cache/initramfs.img.new" "$cache/initramfs.img" &&
+		initramfs_sum > "$cache/initramfs.sum" || die "cannot write the initramfs"
+	echo "kernel.sh: initramfs rebuilt"
+}
+
+# ldd fails on a static binary; the initramfs has no libc for a dynamic one.
+[ -x /bin/busybox ] && ! ldd /bin/busybox > /dev/null 2>&1 ||
+	die "/bin/busybox must be busybox-static (tests/deps.sh installs it)"
+if [ ! -s "$cache/vmlinuz" ] || [ ! -s "$cache/modules/order" ] ||
+	[ "$(cat "$cache/modules.sum" 2>/dev/null)" != "$modules_sum" ]; then
+	(build_kernel) || exit 1
+fi
+if [ ! -s "$cache/initramfs.img" ] ||
+	[ "$(cat "$cache/initramfs.sum" 2>/dev/null)" != "$(initramfs_sum)" ]; then
+	(build_initramfs) || exit 1
+fi
+exit 0

@@ -1,0 +1,132 @@
+# vm.sh: sourceable library that runs one qemu guest with the real Linux
+# NVMe-oF target (see INTEROP.md) and runs commands in it.
+#   vm_start STATE_DIR [HOSTPORT:GUESTPORT ...]   boot, wait for the agent
+#   vm_exec CMD...                                 run a shell line in the guest
+#   vm_stop                                        power off, wait
+# The guest's root is the host's root (read-only 9p), so every host tool and
+# the checkout are there at the same paths; /tmp and /run are guest tmpfs.
+# Env: VM_CACHE (kernel cache, default /var/tmp/nvmf-gateway-vm),
+#   VM_BOOT_TIMEOUT (s, default 120), VM_EXEC_TIMEOUT (s, default 600),
+#   VM_STATE (set by vm_start; set it to drive a running guest from another
+#   shell).  STATE_DIR holds qemu.pid, console.log (serial console: kernel
+#   and init messages) and share/ (the agent's cmd/ and out/ folders: the
+#   output of every vm_exec call stays in share/out/ID).
+# Sourcing does not change the caller's shell options; the code is set -u safe.
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VM_CACHE=${VM_CACHE:-/var/tmp/nvmf-gateway-vm}
+
+# True when PID is the qemu of $VM_STATE (not a reused pid of anything else).
+_vm_alive() {
+	[ -n "${1:-}" ] && [ -r "/proc/$1/cmdline" ] &&
+		tr '\0' '\n' < "/proc/$1/cmdline" | grep -qxF -- "file:$VM_STATE/console.log"
+}
+
+_vm_pid() { cat "$VM_STATE/qemu.pid" 2> /dev/null; }
+
+vm_start() {
+	local st=${1:?usage: vm_start STATE_DIR [HOSTPORT:GUESTPORT ...]} fwd= p pid keep t0
+	shift
+	mkdir -p "$st" && st=$(cd "$st" && pwd -P) || return 1
+	VM_STATE=$st
+	if _vm_alive "$(_vm_pid)"; then
+		echo "vm_start: a guest is already running for $st" >&2
+		return 1
+	fi
+	for p; do
+		[[ "$p" =~ ^[0-9]+:[0-9]+$ ]] || { echo "vm_start: bad forward '$p'" >&2; return 1; }
+		fwd+=",hostfwd=tcp:127.0.0.1:${p%%:*}-:${p#*:}"
+	done
+	"$VM_DIR/kernel.sh" "$VM_CACHE" || return 1
+	rm -rf "$st/share" "$st/console.log" "$st/seq"
+	mkdir -p "$st/share/cmd" "$st/share/out" || return 1
+	# The checkout must stay visible even when it lives under /tmp.
+	keep=$(cd "$VM_DIR/../.." && pwd -P)
+	# restrict=on: the guest reaches nothing but its forwarded ports.
+	qemu-system-x86_64 -name nvmf-gateway-test -nodefaults -no-user-config \
+		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
+		-display none -no-reboot -serial "file:$st/console.log" \
+		-kernel "$VM_CACHE/vmlinuz" -initrd "$VM_CACHE/initramfs.img" \
+		-append "console=ttyS0 panic=-1 vmshare=$st/share vmagent=$VM_DIR/guest-agent.sh vmkeep=$keep" \
+		-netdev "user,id=n0,restrict=on$fwd" -device virtio-net-pci,netdev=n0 \
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \
+		-pidfile "$st/qemu.pid" -daemonize || { echo "vm_start: qemu failed" >&2; return 1; }
+	pid=$(_vm_pid)
+	t0=$SECONDS
+	until [ -e "$st/share/ready" ]; do
+		if ! _vm_alive "$pid" || [ $((SECONDS - t0)) -ge "${VM_BOOT_TIMEOUT:-120}" ]; then
+			echo "vm_start: the guest did not come up within ${VM_BOOT_TIMEOUT:-120} s; console tail:" >&2
+			tail -n 30 "$st/console.log" >&2
+			_vm_kill "$pid"
+			return 1
+		fi
+		sleep 0.5
+	done
+}
+
+# Polls for the exit status file of one command; exits with that status, or
+# 255 when the guest is gone or has not answered by the deadline.
+_vm_wait_rc() {
+	local rc=$1 pid=$2 deadline=$((SECONDS + $3))
+	until [ -e "$rc" ]; do
+		if ! _vm_alive "$pid" || [ $SECONDS -ge "$deadline" ]; then
+			echo "vm_exec: no answer from the guest (see $VM_STATE/console.log)" >&2
+			exit 255
+		fi
+		sleep 0.05
+	done
+	exit "$(cat "$rc")"
+}
+
+# vm_exec CMD...: the words form one shell line (as with ssh), run by bash
+# as root in the guest in the caller's cwd, stdin /dev/null.  Output is
+# streamed; returns the line's status, 124 when VM_EXEC_TIMEOUT killed it,
+# 255 when the guest did not answer.
+vm_exec() {
+	local limit=${VM_EXEC_TIMEOUT:-600} seq id out waiter pid
+	[ -n "${VM_STATE:-}" ] && pid=$(_vm_pid) && _vm_alive "$pid" ||
+		{ echo "vm_exec: no guest running (vm_start first)" >&2; return 255; }
+	seq=$(($(cat "$VM_STATE/seq" 2> /dev/null || echo 0) + 1))
+	echo "$seq" > "$VM_STATE/seq"
+	id=$(printf '%08d' "$seq")
+	out=$VM_STATE/share/out/$id
+	: > "$out"
+	# A cwd under /tmp or /run may be hidden by the guest's tmpfs.
+	{
+		echo "#limit $limit"
+		printf 'cd %q 2> /dev/null || { echo "vm_exec: %q is not in the guest, running in /" >&2; cd /; }\n' "$PWD" "$PWD"
+		printf '%s\n' "$*"
+	} > "$VM_STATE/share/cmd/.$id" && mv "$VM_STATE/share/cmd/.$id" "$VM_STATE/share/cmd/$id" || return 255
+	_vm_wait_rc "$out.rc" "$pid" $((limit + 30)) &
+	waiter=$!
+	# tail exits after the waiter, once it has printed the last output.
+	tail -c +1 -f -s 0.05 --pid="$waiter" "$out"
+	wait "$waiter"
+}
+
+# Waits up to $2 s for qemu $1 to exit.
+_vm_gone() {
+	local t0=$SECONDS
+	while _vm_alive "$1"; do
+		[ $((SECONDS - t0)) -lt "$2" ] || return 1
+		sleep 0.2
+	done
+}
+
+# Last resort, only for the qemu pid recorded in $VM_STATE.
+_vm_kill() {
+	_vm_alive "$1" || return 0
+	echo "vm: killing qemu $1" >&2
+	kill "$1"
+	_vm_gone "$1" 5 || kill -9 "$1"
+	_vm_gone "$1" 5
+	rm -f "$VM_STATE/qemu.pid"
+}
+
+vm_stop() {
+	local pid
+	[ -n "${VM_STATE:-}" ] && pid=$(_vm_pid) && _vm_alive "$pid" || return 0
+	: > "$VM_STATE/share/cmd/stop"
+	_vm_gone "$pid" 30 || _vm_kill "$pid"
+}

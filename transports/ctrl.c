@@ -1,0 +1,1011 @@
+/* Controller bring-up, keep-alive and shutdown, in the order the NVMe over
+ * Fabrics specification gives: admin Connect, CAP/VS, CC.EN and CSTS.RDY
+ * within CAP.TO, Identify, queue count, namespaces, I/O queue Connects.
+ * Every step is one admin command whose completion starts the next; the
+ * step timer bounds each wait. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+#include "transports/ctrl.h"
+#include "transports/status.h"
+
+#define ADMIN_QUEUE_SIZE 32
+#define DEFAULT_STEP_TIMEOUT_MS 10000u
+#define DEFAULT_MAX_XFER (256u * 1024)
+#define SHUTDOWN_TIMEOUT_MS 5000u
+
+static const char *const ctrl_state_names[] = {
+	[NVMF_CTRL_NEW] = "new",	       [NVMF_CTRL_CONNECTING] = "connecting",
+	[NVMF_CTRL_LIVE] = "live",	       [NVMF_CTRL_RESETTING] = "resetting",
+	[NVMF_CTRL_DELETING] = "deleting", [NVMF_CTRL_DEAD] = "dead",
+};
+
+static const char *const step_names[] = {
+	[INIT_NONE] = "none",
+	[INIT_ADMIN_CONNECT] = "admin queue connect",
+	[INIT_GET_CAP] = "property get CAP",
+	[INIT_GET_VS] = "property get VS",
+	[INIT_SET_CC] = "property set CC.EN",
+	[INIT_WAIT_RDY] = "waiting for CSTS.RDY",
+	[INIT_IDENTIFY_CTRL] = "identify controller",
+	[INIT_SET_NUM_QUEUES] = "set features number of queues",
+	[INIT_NS_LIST] = "identify active namespace list",
+	[INIT_IDENTIFY_NS] = "identify namespace",
+	[INIT_IO_QUEUES] = "I/O queue connect",
+	[INIT_DONE] = "done",
+};
+
+const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s)
+{
+	return s <= NVMF_CTRL_DEAD ? ctrl_state_names[s] : "?";
+}
+
+static bool ctrl_transition_ok(enum nvmf_ctrl_state from, enum nvmf_ctrl_state to)
+{
+	switch (to) {
+	case NVMF_CTRL_CONNECTING:
+		return from == NVMF_CTRL_NEW || from == NVMF_CTRL_RESETTING;
+	case NVMF_CTRL_LIVE:
+		return from == NVMF_CTRL_CONNECTING;
+	case NVMF_CTRL_RESETTING:
+		return from == NVMF_CTRL_LIVE;
+	case NVMF_CTRL_DELETING:
+		return from != NVMF_CTRL_DELETING && from != NVMF_CTRL_DEAD;
+	case NVMF_CTRL_DEAD:
+		return from != NVMF_CTRL_DEAD;
+	case NVMF_CTRL_NEW:
+		return false;
+	}
+	return false;
+}
+
+void nvmf_ctrl_set_state(struct nvmf_ctrl *c, enum nvmf_ctrl_state s)
+{
+	if (!ctrl_transition_ok(c->state, s)) {
+		log_err("ctrl %s: illegal state change %s -> %s refused", c->opts.name,
+			nvmf_ctrl_state_name(c->state), nvmf_ctrl_state_name(s));
+		return;
+	}
+	log_info("ctrl %s: %s -> %s", c->opts.name, nvmf_ctrl_state_name(c->state),
+		 nvmf_ctrl_state_name(s));
+	c->state = s;
+}
+
+struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *c, uint32_t nsid)
+{
+	for (unsigned i = 0; i < c->nr_ns; i++)
+		if (c->ns[i].nsid == nsid)
+			return &c->ns[i];
+	return NULL;
+}
+
+/* ---- Fabrics Connect (any queue) ---- */
+
+static void describe_connect_error(struct nvmf_queue *q, const struct nvme_cqe *cqe,
+				   char *buf, size_t len)
+{
+	uint16_t st = (uint16_t)(cqe->status >> 1);
+	struct nvmf_ctrl *c = q->ctrl;
+	char sbuf[96];
+
+	nvme_status_fmt(st, sbuf, sizeof(sbuf));
+	if (NVME_STATUS_SCT(st) == NVME_SCT_CMD_SPECIFIC &&
+	    NVME_STATUS_SC(st) == NVMF_SC_CONNECT_INVALID_PARAM && (cqe->result.dw0 >> 16)) {
+		switch (cqe->result.dw0 & 0xffff) {
+		case offsetof(struct nvmf_connect_data, subsysnqn):
+			snprintf(buf, len, "target has no subsystem %s (or not on this port): %s",
+				 c->opts.subnqn, sbuf);
+			return;
+		case offsetof(struct nvmf_connect_data, hostnqn):
+			snprintf(buf, len, "target refused host NQN %s: %s", c->opts.hostnqn, sbuf);
+			return;
+		case offsetof(struct nvmf_connect_data, cntlid):
+			snprintf(buf, len, "target refused controller ID %u: %s", c->cntlid, sbuf);
+			return;
+		}
+	}
+	if (NVME_STATUS_SCT(st) == NVME_SCT_CMD_SPECIFIC &&
+	    NVME_STATUS_SC(st) == NVMF_SC_CONNECT_INVALID_HOST) {
+		snprintf(buf, len, "host %s is not allowed to connect to %s: %s", c->opts.hostnqn,
+			 c->opts.subnqn, sbuf);
+		return;
+	}
+	snprintf(buf, len, "connect rejected: %s", sbuf);
+}
+
+static void fabric_connect_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_queue *q = req->q;
+	struct nvme_cqe cqe = req->cqe;
+	uint16_t st = (uint16_t)(cqe.status >> 1);
+
+	nvmf_req_put(req);
+	free(q->connect_data);
+	q->connect_data = NULL;
+	if (err)
+		return; /* the queue is already going down; connect_cb reports */
+	if (st) {
+		char why[1024];
+		describe_connect_error(q, &cqe, why, sizeof(why));
+		log_err("%s: %s", q->name, why);
+		nvmf_queue_shutdown(q, nvme_status_to_errno(st));
+		return;
+	}
+	if (q->qid == 0)
+		q->ctrl->cntlid = cqe.result.u16;
+	nvmf_queue_set_state(q, NVMF_Q_LIVE);
+	nvmf_queue_cb cb = q->connect_cb;
+	q->connect_cb = NULL;
+	cb(q, 0);
+}
+
+void nvmf_fabric_connect(struct nvmf_queue *q)
+{
+	struct nvmf_ctrl *c = q->ctrl;
+	struct nvmf_req *req = nvmf_req_get(q);
+	struct nvmf_connect_cmd *cmd;
+	struct nvmf_connect_data *d;
+
+	if (!req || !(d = calloc(1, sizeof(*d)))) {
+		if (req)
+			nvmf_req_put(req);
+		nvmf_queue_transport_error(q, -ENOMEM, "no memory for Connect");
+		return;
+	}
+	q->connect_data = d;
+	memcpy(d->hostid, c->opts.hostid, sizeof(d->hostid));
+	/* Admin: any controller (dynamic model); I/O: the one we got. */
+	d->cntlid = q->qid == 0 ? 0xffff : c->cntlid;
+	snprintf(d->subsysnqn, sizeof(d->subsysnqn), "%s", c->opts.subnqn);
+	snprintf(d->hostnqn, sizeof(d->hostnqn), "%s", c->opts.hostnqn);
+
+	cmd = (struct nvmf_connect_cmd *)&req->sqe;
+	cmd->opcode = NVME_FABRICS_COMMAND;
+	cmd->fctype = NVMF_FCTYPE_CONNECT;
+	cmd->recfmt = 0;
+	cmd->qid = q->qid;
+	cmd->sqsize = (uint16_t)(q->size - 1);
+	cmd->kato = q->qid == 0 ? c->opts.kato_ms : 0;
+	struct iovec iov = { d, sizeof(*d) };
+	nvmf_req_set_data(req, &iov, 1, sizeof(*d), true);
+	req->done = fabric_connect_done;
+	nvmf_req_submit(req);
+}
+
+void nvmf_queue_connect(struct nvmf_queue *q, nvmf_queue_cb cb)
+{
+	int ret;
+
+	q->connect_cb = cb;
+	nvmf_queue_set_state(q, NVMF_Q_CONNECTING);
+	ret = q->ops->queue_connect(q);
+	if (ret < 0)
+		nvmf_queue_shutdown(q, ret);
+}
+
+/* ---- admin commands ---- */
+
+struct nvmf_req *nvmf_admin_req(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req = nvmf_req_get(&c->adminq);
+	if (req)
+		req->ctx = c;
+	return req;
+}
+
+static void admin_data(struct nvmf_req *req, void *buf, uint32_t len, bool to_ctrl)
+{
+	struct iovec iov = { buf, len };
+	nvmf_req_set_data(req, &iov, 1, len, to_ctrl);
+}
+
+static void prep_property_get(struct nvmf_req *req, uint32_t off, bool eight)
+{
+	struct nvmf_property_cmd *p = (struct nvmf_property_cmd *)&req->sqe;
+	p->opcode = NVME_FABRICS_COMMAND;
+	p->fctype = NVMF_FCTYPE_PROPERTY_GET;
+	p->attrib = eight ? 1 : 0;
+	p->offset = off;
+}
+
+static void prep_property_set(struct nvmf_req *req, uint32_t off, uint64_t val)
+{
+	struct nvmf_property_cmd *p = (struct nvmf_property_cmd *)&req->sqe;
+	p->opcode = NVME_FABRICS_COMMAND;
+	p->fctype = NVMF_FCTYPE_PROPERTY_SET;
+	p->attrib = 0;
+	p->offset = off;
+	p->value = val;
+}
+
+static void prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void *buf)
+{
+	req->sqe.opcode = NVME_ADMIN_IDENTIFY;
+	req->sqe.nsid = nsid;
+	req->sqe.cdw10 = cns;
+	admin_data(req, buf, 4096, false);
+}
+
+/* ---- bring-up ---- */
+
+static void init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void init_next(struct nvmf_ctrl *c);
+static void ioq_connect_all(struct nvmf_ctrl *c);
+static void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb);
+
+static void step_timeout(struct reactor_timer *t)
+{
+	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
+
+	if (c->step == INIT_WAIT_RDY && reactor_now_ns() < c->deadline_ns) {
+		init_next(c); /* poll CSTS again */
+		return;
+	}
+	if (c->step == INIT_DONE && c->shutdown_cb)
+		return; /* the shutdown's own wait handles it */
+	init_fail(c, -ETIMEDOUT, "%s timed out", step_names[c->step]);
+}
+
+static void arm_step(struct nvmf_ctrl *c, unsigned ms)
+{
+	c->deadline_ns = reactor_now_ns() + (uint64_t)ms * NSEC_PER_MSEC;
+	reactor_timer_arm(c->r, &c->step_timer, (uint64_t)ms * NSEC_PER_MSEC);
+}
+
+static void init_failed_down(struct nvmf_ctrl *c, int err)
+{
+	nvmf_ctrl_cb cb = c->ready_cb;
+	(void)err;
+	c->ready_cb = NULL;
+	if (cb)
+		cb(c, c->error);
+}
+
+static void init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_err("ctrl %s: bring-up failed at %s: %s", c->opts.name, step_names[c->step], msg);
+	c->error = err ? err : -EIO;
+	reactor_timer_cancel(&c->step_timer);
+	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+	ctrl_teardown(c, init_failed_down);
+}
+
+static uint32_t pick_max_xfer(struct nvmf_ctrl *c)
+{
+	uint32_t cap = c->opts.max_xfer ? c->opts.max_xfer : DEFAULT_MAX_XFER;
+	uint32_t mps = 4096u << NVME_CAP_MPSMIN(c->cap);
+
+	if (c->id->mdts) {
+		uint64_t mdts = (uint64_t)mps << c->id->mdts;
+		if (mdts < cap)
+			cap = (uint32_t)mdts;
+	}
+	/* Each command's data must fit the request's iovec array even when
+	 * the caller's buffer is page-fragmented. */
+	if (cap > (NVMF_REQ_MAX_IOV - 1) * 4096u)
+		cap = (NVMF_REQ_MAX_IOV - 1) * 4096u;
+	return cap;
+}
+
+static int parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns *id)
+{
+	unsigned idx = NVME_NS_FLBAS_INDEX(id->flbas);
+	struct nvmf_ns *ns = &c->ns[c->nr_ns];
+
+	if (id->nsze == 0)
+		return 0; /* inactive after all */
+	if (idx > id->nlbaf || id->lbaf[idx].ds < 9 || id->lbaf[idx].ds > 16) {
+		log_warn("ctrl %s: nsid %u has an unusable LBA format (index %u, ds %u); skipped",
+			 c->opts.name, nsid, idx, idx < 64 ? id->lbaf[idx].ds : 0);
+		return 0;
+	}
+	if (id->lbaf[idx].ms && (id->flbas & 0x10) == 0)
+		log_warn("ctrl %s: nsid %u has separate metadata, which is ignored", c->opts.name,
+			 nsid);
+	memset(ns, 0, sizeof(*ns));
+	ns->nsid = nsid;
+	ns->nsze = id->nsze;
+	ns->lba_shift = id->lbaf[idx].ds;
+	ns->lba_size = 1u << ns->lba_shift;
+	ns->dlfeat = id->dlfeat;
+	if ((id->nsfeat & NVME_NS_NSFEAT_OPTPERF) && id->npwg)
+		ns->optimal_io = ((uint32_t)id->npwg + 1) * ns->lba_size;
+	memcpy(ns->nguid, id->nguid, sizeof(ns->nguid));
+	memcpy(ns->eui64, id->eui64, sizeof(ns->eui64));
+	ns->anagrpid = id->anagrpid;
+	c->nr_ns++;
+	log_info("ctrl %s: nsid %u: %llu blocks of %u bytes (%.1f GiB)", c->opts.name, nsid,
+		 (unsigned long long)ns->nsze, ns->lba_size,
+		 (double)(ns->nsze << ns->lba_shift) / (1024.0 * 1024 * 1024));
+	return 0;
+}
+
+static void init_cmd_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	struct nvme_cqe cqe = req->cqe;
+	uint16_t st = (uint16_t)(cqe.status >> 1);
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	if (err) {
+		init_fail(c, err, "admin queue lost: %s", strerror(-err));
+		return;
+	}
+	if (st) {
+		init_fail(c, nvme_status_to_errno(st), "%s",
+			  nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		return;
+	}
+	switch (c->step) {
+	case INIT_GET_CAP:
+		c->cap = cqe.result.u64;
+		c->step = INIT_GET_VS;
+		break;
+	case INIT_GET_VS:
+		c->vs = cqe.result.dw0;
+		c->step = INIT_SET_CC;
+		break;
+	case INIT_SET_CC:
+		c->step = INIT_WAIT_RDY;
+		/* CAP.TO is in 500 ms units; 0 would be a broken target, give
+		 * it the minimum rather than no time at all. */
+		arm_step(c, (NVME_CAP_TO(c->cap) ? NVME_CAP_TO(c->cap) : 1) * 500u);
+		break;
+	case INIT_WAIT_RDY:
+		if (cqe.result.dw0 & NVME_CSTS_CFS) {
+			init_fail(c, -EIO, "controller fatal status (CSTS 0x%x)", cqe.result.dw0);
+			return;
+		}
+		if (!(cqe.result.dw0 & NVME_CSTS_RDY)) {
+			/* Not ready yet: ask again shortly, within CAP.TO. */
+			uint64_t now = reactor_now_ns();
+			if (now >= c->deadline_ns) {
+				init_fail(c, -ETIMEDOUT, "CSTS.RDY not set within CAP.TO");
+				return;
+			}
+			reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);
+			return;
+		}
+		c->step = INIT_IDENTIFY_CTRL;
+		break;
+	case INIT_IDENTIFY_CTRL:
+		c->max_xfer = pick_max_xfer(c);
+		c->in_capsule_max = c->id->ioccsz >= 4 ? c->id->ioccsz * 16u - 64u : 0;
+		log_info("ctrl %s: cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
+			 "in-capsule %u, %u namespaces",
+			 c->opts.name, c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
+			 c->max_xfer, c->in_capsule_max, c->id->nn);
+		if (c->opts.discovery) {
+			c->step = INIT_DONE;
+			break;
+		}
+		c->step = INIT_SET_NUM_QUEUES;
+		break;
+	case INIT_SET_NUM_QUEUES: {
+		unsigned nsq = (cqe.result.dw0 & 0xffff) + 1u, ncq = (cqe.result.dw0 >> 16) + 1u;
+		unsigned n = c->opts.nr_io_queues;
+		if (nsq < n)
+			n = nsq;
+		if (ncq < n)
+			n = ncq;
+		if (n < c->opts.nr_io_queues)
+			log_notice("ctrl %s: controller allows %u I/O queues of %u asked", c->opts.name,
+				   n, c->opts.nr_io_queues);
+		c->nr_ioq = n;
+		c->step = INIT_NS_LIST;
+		break;
+	}
+	case INIT_NS_LIST:
+		memcpy(c->ns_list, c->admin_buf, 4096);
+		c->ns_list_idx = 0;
+		c->step = INIT_IDENTIFY_NS;
+		break;
+	case INIT_IDENTIFY_NS:
+		parse_ns(c, c->ns_list[c->ns_list_idx], c->admin_buf);
+		c->ns_list_idx++;
+		break;
+	default:
+		init_fail(c, -EPROTO, "unexpected completion");
+		return;
+	}
+	init_next(c);
+}
+
+static void init_live(struct nvmf_ctrl *c);
+
+/* Issue the command of the current step. */
+static void init_next(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->step == INIT_IDENTIFY_NS &&
+	    (c->ns_list_idx >= 1024 || c->ns_list[c->ns_list_idx] == 0)) {
+		if (c->ns_list_idx == 1024)
+			log_warn("ctrl %s: more than 1024 namespaces; only the first 1024 are used",
+				 c->opts.name);
+		c->step = INIT_IO_QUEUES;
+	}
+	if (c->step == INIT_IO_QUEUES) {
+		ioq_connect_all(c);
+		return;
+	}
+	if (c->step == INIT_DONE) {
+		init_live(c);
+		return;
+	}
+	if (c->step != INIT_WAIT_RDY)
+		arm_step(c, DEFAULT_STEP_TIMEOUT_MS);
+	req = nvmf_admin_req(c);
+	if (!req) {
+		init_fail(c, -EBUSY, "no free admin request");
+		return;
+	}
+	req->done = init_cmd_done;
+	switch (c->step) {
+	case INIT_GET_CAP:
+		prep_property_get(req, NVME_REG_CAP, true);
+		break;
+	case INIT_GET_VS:
+		prep_property_get(req, NVME_REG_VS, false);
+		break;
+	case INIT_SET_CC:
+		c->cc = NVME_CC_EN | NVME_CC_CSS_NVM | NVME_CC_MPS(12) | NVME_CC_IOSQES |
+			NVME_CC_IOCQES;
+		prep_property_set(req, NVME_REG_CC, c->cc);
+		break;
+	case INIT_WAIT_RDY:
+		prep_property_get(req, NVME_REG_CSTS, false);
+		break;
+	case INIT_IDENTIFY_CTRL:
+		prep_identify(req, NVME_ID_CNS_CTRL, 0, c->id);
+		break;
+	case INIT_SET_NUM_QUEUES:
+		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
+		req->sqe.cdw10 = NVME_FEAT_NUM_QUEUES;
+		req->sqe.cdw11 = (c->opts.nr_io_queues - 1) | ((c->opts.nr_io_queues - 1) << 16);
+		break;
+	case INIT_NS_LIST:
+		prep_identify(req, NVME_ID_CNS_NS_ACTIVE_LIST, 0, c->admin_buf);
+		break;
+	case INIT_IDENTIFY_NS:
+		prep_identify(req, NVME_ID_CNS_NS, c->ns_list[c->ns_list_idx], c->admin_buf);
+		break;
+	default:
+		nvmf_req_put(req);
+		init_fail(c, -EPROTO, "bad step");
+		return;
+	}
+	nvmf_req_submit(req);
+}
+
+/* ---- keep-alive ---- */
+
+static void kato_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	c->kato_outstanding = false;
+	if (!err && st)
+		log_warn("ctrl %s: keep-alive failed: %s", c->opts.name,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+}
+
+static void kato_tick(struct reactor_timer *t)
+{
+	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, kato_timer);
+	struct nvmf_req *req;
+
+	if (c->state != NVMF_CTRL_LIVE || c->adminq.state != NVMF_Q_LIVE)
+		return;
+	/* Sent every KATO/2: one still unanswered after that long means the
+	 * target will soon (or did) consider us gone. */
+	if (c->kato_outstanding) {
+		nvmf_queue_transport_error(&c->adminq, -ETIMEDOUT, "keep-alive not answered in %u ms",
+					   c->opts.kato_ms / 2);
+		return;
+	}
+	req = nvmf_admin_req(c);
+	if (req) {
+		req->sqe.opcode = NVME_ADMIN_KEEP_ALIVE;
+		req->done = kato_done;
+		c->kato_outstanding = true;
+		nvmf_req_submit(req);
+	}
+	reactor_timer_arm(c->r, &c->kato_timer, (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+}
+
+/* ---- I/O queues, possibly on other reactors ---- */
+
+struct ioq_msg {
+	struct reactor_msg m;
+	struct nvmf_ctrl *c;
+	unsigned idx;
+	int err;
+};
+
+static void ioq_result(struct reactor_msg *m);
+
+static void ioq_connected(struct nvmf_queue *q, int err)
+{
+	struct nvmf_ctrl *c = q->ctrl;
+	struct ioq_msg *rm = malloc(sizeof(*rm));
+	if (!rm)
+		abort(); /* control path, a few bytes: nothing sane to do */
+	rm->m.fn = ioq_result;
+	rm->c = c;
+	rm->idx = (unsigned)(q - c->ioq);
+	rm->err = err;
+	reactor_send_msg(c->r, &rm->m);
+}
+
+static void ioq_down(struct nvmf_queue *q, int err);
+
+static void ioq_start(struct reactor_msg *m)
+{
+	struct ioq_msg *msg = container_of(m, struct ioq_msg, m);
+	struct nvmf_queue *q = &msg->c->ioq[msg->idx];
+
+	free(msg);
+	q->down_cb = ioq_down;
+	nvmf_queue_connect(q, ioq_connected);
+}
+
+static void ctrl_failed(struct nvmf_ctrl *c, int err);
+
+static void ioq_result(struct reactor_msg *m)
+{
+	struct ioq_msg *msg = container_of(m, struct ioq_msg, m);
+	struct nvmf_ctrl *c = msg->c;
+	int err = msg->err;
+
+	free(msg);
+	if (c->step == INIT_IO_QUEUES) {
+		c->nr_ioq_pending--;
+		if (err && !c->ioq_error)
+			c->ioq_error = err;
+		else if (!err)
+			c->nr_ioq_connected++;
+		if (c->nr_ioq_pending)
+			return;
+		if (c->ioq_error) {
+			init_fail(c, c->ioq_error, "%u of %u I/O queues connected",
+				  c->nr_ioq_connected, c->nr_ioq);
+			return;
+		}
+		c->step = INIT_DONE;
+		init_next(c);
+		return;
+	}
+	/* A live I/O queue went down. */
+	ctrl_failed(c, err);
+}
+
+static void ioq_down(struct nvmf_queue *q, int err)
+{
+	ioq_connected(q, err ? err : -ECONNRESET);
+}
+
+static void ioq_connect_all(struct nvmf_ctrl *c)
+{
+	unsigned qsize = c->opts.queue_size;
+
+	if (!c->nr_ioq) {
+		c->step = INIT_DONE;
+		init_next(c);
+		return;
+	}
+	if (qsize > NVME_CAP_MQES(c->cap) + 1u)
+		qsize = NVME_CAP_MQES(c->cap) + 1u;
+	if (qsize > NVMF_QUEUE_MAX_SIZE)
+		qsize = NVMF_QUEUE_MAX_SIZE;
+	c->ioq = calloc(c->nr_ioq, sizeof(*c->ioq));
+	if (!c->ioq) {
+		init_fail(c, -ENOMEM, "no memory for I/O queues");
+		return;
+	}
+	arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
+	c->nr_ioq_pending = c->nr_ioq;
+	c->nr_ioq_connected = 0;
+	c->ioq_error = 0;
+	for (unsigned i = 0; i < c->nr_ioq; i++) {
+		struct reactor *r = c->io_reactors ? c->io_reactors[i] : c->r;
+		struct nvmf_queue *q = &c->ioq[i];
+		int ret = nvmf_queue_init(q, c, r, (uint16_t)(i + 1), (uint16_t)qsize, &c->opts.path);
+		if (ret < 0) {
+			c->nr_ioq = i;
+			c->nr_ioq_pending = 0;
+			init_fail(c, ret, "I/O queue %u: %s", i + 1, strerror(-ret));
+			return;
+		}
+		q->in_capsule_max = c->in_capsule_max;
+	}
+	for (unsigned i = 0; i < c->nr_ioq; i++) {
+		struct ioq_msg *m = malloc(sizeof(*m));
+		if (!m)
+			abort();
+		m->m.fn = ioq_start;
+		m->c = c;
+		m->idx = i;
+		reactor_send_msg(c->ioq[i].r, &m->m);
+	}
+}
+
+static void init_live(struct nvmf_ctrl *c)
+{
+	reactor_timer_cancel(&c->step_timer);
+	nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE);
+	if (c->opts.kato_ms)
+		reactor_timer_arm(c->r, &c->kato_timer,
+				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+	nvmf_ctrl_cb cb = c->ready_cb;
+	c->ready_cb = NULL;
+	if (cb)
+		cb(c, 0);
+}
+
+static void admin_connected(struct nvmf_queue *q, int err)
+{
+	struct nvmf_ctrl *c = q->ctrl;
+
+	if (err) {
+		/* The cause was logged where it was found. */
+		if (c->state == NVMF_CTRL_CONNECTING) {
+			c->error = err;
+			reactor_timer_cancel(&c->step_timer);
+			nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+			init_failed_down(c, err);
+		}
+		return;
+	}
+	c->step = INIT_GET_CAP;
+	init_next(c);
+}
+
+static void admin_down(struct nvmf_queue *q, int err)
+{
+	ctrl_failed(q->ctrl, err);
+}
+
+int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
+		      struct reactor *r, struct reactor **io_reactors, nvmf_ctrl_cb cb)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->opts = *opts;
+	if (!c->opts.path.connect_timeout_ms)
+		c->opts.path.connect_timeout_ms = DEFAULT_STEP_TIMEOUT_MS;
+	if (!c->opts.queue_size)
+		c->opts.queue_size = 128;
+	if (!c->opts.nr_io_queues)
+		c->opts.nr_io_queues = 1;
+	c->r = r;
+	c->io_reactors = io_reactors;
+	c->ready_cb = cb;
+	c->state = NVMF_CTRL_NEW;
+	reactor_timer_init(&c->step_timer, step_timeout);
+	reactor_timer_init(&c->kato_timer, kato_tick);
+	c->id = aligned_alloc(4096, sizeof(*c->id));
+	c->admin_buf = aligned_alloc(4096, 4096);
+	c->ns_list = aligned_alloc(4096, 4096);
+	c->ns = calloc(1024, sizeof(*c->ns));
+	if (!c->id || !c->admin_buf || !c->ns_list || !c->ns) {
+		nvmf_ctrl_free(c);
+		return -ENOMEM;
+	}
+	memset(c->id, 0, sizeof(*c->id));
+	ret = nvmf_queue_init(&c->adminq, c, r, 0, ADMIN_QUEUE_SIZE, &c->opts.path);
+	if (ret < 0) {
+		log_err("ctrl %s: %s transport: %s", c->opts.name,
+			nvmf_trtype_name(c->opts.path.trtype), strerror(-ret));
+		nvmf_ctrl_free(c);
+		return ret;
+	}
+	c->adminq.down_cb = admin_down;
+	nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING);
+	c->step = INIT_ADMIN_CONNECT;
+	arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
+	nvmf_queue_connect(&c->adminq, admin_connected);
+	return 0;
+}
+
+/* ---- failure and teardown ---- */
+
+/* A queue of a live controller failed.  Without the resilience layer
+ * that is the end of this controller: every queue goes down and in-flight
+ * I/O completes with the error. */
+static void ctrl_failed_down(struct nvmf_ctrl *c, int err)
+{
+	(void)c;
+	(void)err;
+}
+
+static void ctrl_failed(struct nvmf_ctrl *c, int err)
+{
+	if (c->state != NVMF_CTRL_LIVE)
+		return;
+	log_err("ctrl %s: lost (%s); failing its I/O", c->opts.name, strerror(-err));
+	c->error = err;
+	reactor_timer_cancel(&c->kato_timer);
+	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+	ctrl_teardown(c, ctrl_failed_down);
+}
+
+/* Teardown: shut every queue (each on its reactor), then the admin
+ * queue, then cb once all are dead.  Runs on c->r. */
+struct teardown_msg {
+	struct reactor_msg m;
+	struct nvmf_ctrl *c;
+	unsigned idx;
+};
+
+static void teardown_check(struct nvmf_ctrl *c);
+
+static void teardown_ioq_done(struct reactor_msg *m)
+{
+	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct nvmf_ctrl *c = t->c;
+	free(t);
+	c->nr_ioq_pending--;
+	teardown_check(c);
+}
+
+static void ioq_dead(struct nvmf_queue *q, int err)
+{
+	struct teardown_msg *t = malloc(sizeof(*t));
+	(void)err;
+	if (!t)
+		abort();
+	t->m.fn = teardown_ioq_done;
+	t->c = q->ctrl;
+	reactor_send_msg(q->ctrl->r, &t->m);
+}
+
+static void teardown_ioq(struct reactor_msg *m)
+{
+	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct nvmf_queue *q = &t->c->ioq[t->idx];
+
+	if (q->state == NVMF_Q_DEAD || q->state == NVMF_Q_IDLE) {
+		if (q->state == NVMF_Q_IDLE)
+			nvmf_queue_set_state(q, NVMF_Q_DEAD);
+		t->m.fn = teardown_ioq_done;
+		reactor_send_msg(t->c->r, &t->m);
+		return;
+	}
+	free(t);
+	q->connect_cb = NULL;
+	q->down_cb = ioq_dead;
+	if (q->state != NVMF_Q_DRAINING)
+		nvmf_queue_shutdown(q, -ESHUTDOWN);
+}
+
+static void admin_dead(struct nvmf_queue *q, int err)
+{
+	struct nvmf_ctrl *c = q->ctrl;
+	(void)err;
+	c->step = INIT_NONE;
+	teardown_check(c);
+}
+
+static void teardown_check(struct nvmf_ctrl *c)
+{
+	if (c->nr_ioq_pending)
+		return;
+	if (c->adminq.state != NVMF_Q_DEAD) {
+		c->adminq.connect_cb = NULL;
+		c->adminq.down_cb = admin_dead;
+		if (c->adminq.state != NVMF_Q_DRAINING)
+			nvmf_queue_shutdown(&c->adminq, -ESHUTDOWN);
+		return;
+	}
+	nvmf_ctrl_cb cb = c->shutdown_cb;
+	c->shutdown_cb = NULL;
+	if (cb)
+		cb(c, c->error);
+}
+
+static void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
+{
+	c->shutdown_cb = cb;
+	reactor_timer_cancel(&c->kato_timer);
+	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
+	for (unsigned i = 0; c->ioq && i < c->nr_ioq; i++) {
+		struct teardown_msg *t = malloc(sizeof(*t));
+		if (!t)
+			abort();
+		t->m.fn = teardown_ioq;
+		t->c = c;
+		t->idx = i;
+		reactor_send_msg(c->ioq[i].r, &t->m);
+	}
+	teardown_check(c);
+}
+
+/* ---- orderly shutdown: I/O queues, CC.SHN, admin queue ---- */
+
+static void shn_poll(struct nvmf_ctrl *c);
+
+static void shn_cmd_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint32_t csts = req->cqe.result.dw0;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	bool was_set = ((struct nvmf_property_cmd *)&req->sqe)->fctype == NVMF_FCTYPE_PROPERTY_SET;
+
+	nvmf_req_put(req);
+	if (err || st) {
+		log_warn("ctrl %s: shutdown notification failed; closing anyway", c->opts.name);
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	if (!was_set && (csts & NVME_CSTS_SHST_MASK) == NVME_CSTS_SHST_CMPLT) {
+		log_info("ctrl %s: shutdown complete", c->opts.name);
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	if (reactor_now_ns() >= c->deadline_ns) {
+		log_warn("ctrl %s: shutdown not complete after %u ms; closing anyway",
+			 c->opts.name, SHUTDOWN_TIMEOUT_MS);
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	shn_poll(c);
+}
+
+static void shn_poll_timer(struct reactor_timer *t)
+{
+	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
+	struct nvmf_req *req = nvmf_admin_req(c);
+
+	if (!req || c->adminq.state != NVMF_Q_LIVE) {
+		if (req)
+			nvmf_req_put(req);
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	req->done = shn_cmd_done;
+	prep_property_get(req, NVME_REG_CSTS, false);
+	nvmf_req_submit(req);
+}
+
+static void shn_poll(struct nvmf_ctrl *c)
+{
+	reactor_timer_init(&c->step_timer, shn_poll_timer);
+	reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);
+}
+
+static void shn_after_ioq(struct nvmf_ctrl *c, int err);
+
+static void shn_start(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->adminq.state != NVMF_Q_LIVE || !(req = nvmf_admin_req(c))) {
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	c->deadline_ns = reactor_now_ns() + SHUTDOWN_TIMEOUT_MS * NSEC_PER_MSEC;
+	req->done = shn_cmd_done;
+	prep_property_set(req, NVME_REG_CC, (c->cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);
+	nvmf_req_submit(req);
+}
+
+static void shn_after_ioq(struct nvmf_ctrl *c, int err)
+{
+	(void)err;
+	shn_start(c);
+}
+
+static void shn_ioq_done(struct reactor_msg *m)
+{
+	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct nvmf_ctrl *c = t->c;
+	free(t);
+	if (--c->nr_ioq_pending == 0)
+		shn_after_ioq(c, 0);
+}
+
+static void shn_ioq_dead(struct nvmf_queue *q, int err)
+{
+	struct teardown_msg *t = malloc(sizeof(*t));
+	(void)err;
+	if (!t)
+		abort();
+	t->m.fn = shn_ioq_done;
+	t->c = q->ctrl;
+	reactor_send_msg(q->ctrl->r, &t->m);
+}
+
+static void shn_ioq(struct reactor_msg *m)
+{
+	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct nvmf_queue *q = &t->c->ioq[t->idx];
+
+	if (q->state == NVMF_Q_DEAD || q->state == NVMF_Q_IDLE) {
+		t->m.fn = shn_ioq_done;
+		reactor_send_msg(t->c->r, &t->m);
+		return;
+	}
+	free(t);
+	q->down_cb = shn_ioq_dead;
+	if (q->state != NVMF_Q_DRAINING)
+		nvmf_queue_shutdown(q, -ESHUTDOWN);
+}
+
+void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
+{
+	if (c->state == NVMF_CTRL_DEAD || c->state == NVMF_CTRL_NEW) {
+		/* Already torn down (or never up): just make sure it is quiet. */
+		if (c->shutdown_cb) {
+			c->shutdown_cb = cb; /* a teardown is running; it reports */
+			return;
+		}
+		c->shutdown_cb = cb;
+		teardown_check(c);
+		return;
+	}
+	if (c->state == NVMF_CTRL_CONNECTING) {
+		c->ready_cb = NULL;
+		reactor_timer_cancel(&c->step_timer);
+		nvmf_ctrl_set_state(c, NVMF_CTRL_DELETING);
+		ctrl_teardown(c, cb);
+		return;
+	}
+	nvmf_ctrl_set_state(c, NVMF_CTRL_DELETING);
+	c->shutdown_cb = cb;
+	reactor_timer_cancel(&c->kato_timer);
+	c->step = INIT_DONE;
+	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
+	if (!c->nr_ioq_pending) {
+		shn_start(c);
+		return;
+	}
+	for (unsigned i = 0; i < c->nr_ioq; i++) {
+		struct teardown_msg *t = malloc(sizeof(*t));
+		if (!t)
+			abort();
+		t->m.fn = shn_ioq;
+		t->c = c;
+		t->idx = i;
+		reactor_send_msg(c->ioq[i].r, &t->m);
+	}
+}
+
+void nvmf_ctrl_free(struct nvmf_ctrl *c)
+{
+	reactor_timer_cancel(&c->step_timer);
+	reactor_timer_cancel(&c->kato_timer);
+	for (unsigned i = 0; c->ioq && i < c->nr_ioq; i++)
+		nvmf_queue_free(&c->ioq[i]);
+	free(c->ioq);
+	c->ioq = NULL;
+	nvmf_queue_free(&c->adminq);
+	free(c->id);
+	free(c->admin_buf);
+	free(c->ns_list);
+	free(c->ns);
+	c->id = NULL;
+	c->admin_buf = NULL;
+	c->ns_list = NULL;
+	c->ns = NULL;
+}

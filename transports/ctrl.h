@@ -1,0 +1,132 @@
+/* An NVMe-oF controller as the host sees it: the admin queue, the I/O
+ * queues, what Identify said, keep-alive, bring-up and shutdown. */
+#ifndef TRANSPORTS_CTRL_H
+#define TRANSPORTS_CTRL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/reactor.h"
+#include "transports/transport.h"
+
+struct nvmf_ctrl_opts {
+	char name[64]; /* log prefix */
+	char subnqn[NVMF_NQN_SIZE];
+	char hostnqn[NVMF_NQN_SIZE];
+	uint8_t hostid[16];
+	struct nvmf_path_opts path;
+	unsigned nr_io_queues;
+	unsigned queue_size;
+	unsigned kato_ms; /* 0 = no keep-alive (discovery) */
+	unsigned io_timeout_ms;
+	/* Cap on the bytes of one NVMe command, below MDTS; 0 = MDTS only. */
+	uint32_t max_xfer;
+	bool discovery;
+};
+
+struct nvmf_ns {
+	uint32_t nsid;
+	uint64_t nsze; /* blocks */
+	uint32_t lba_shift;
+	uint32_t lba_size;
+	uint8_t dlfeat;
+	uint32_t optimal_io; /* bytes, 0 if not reported */
+	uint8_t nguid[16];
+	uint8_t eui64[8];
+	uint32_t anagrpid;
+};
+
+/* The controller states of the Linux host; the resilience issue uses
+ * resetting; bring-up walks through its own steps while connecting. */
+enum nvmf_ctrl_state {
+	NVMF_CTRL_NEW,
+	NVMF_CTRL_CONNECTING,
+	NVMF_CTRL_LIVE,
+	NVMF_CTRL_RESETTING,
+	NVMF_CTRL_DELETING,
+	NVMF_CTRL_DEAD,
+};
+
+enum nvmf_init_step {
+	INIT_NONE,
+	INIT_ADMIN_CONNECT,
+	INIT_GET_CAP,
+	INIT_GET_VS,
+	INIT_GET_CC,
+	INIT_SET_CC,
+	INIT_WAIT_RDY,
+	INIT_IDENTIFY_CTRL,
+	INIT_SET_NUM_QUEUES,
+	INIT_NS_LIST,
+	INIT_IDENTIFY_NS,
+	INIT_IO_QUEUES,
+	INIT_DONE,
+};
+
+struct nvmf_ctrl;
+typedef void (*nvmf_ctrl_cb)(struct nvmf_ctrl *ctrl, int err);
+
+struct nvmf_ctrl {
+	struct nvmf_ctrl_opts opts;
+	enum nvmf_ctrl_state state;
+	enum nvmf_init_step step;
+	int error;
+	struct reactor *r; /* admin queue, keep-alive, bring-up */
+	struct nvmf_queue adminq;
+	struct nvmf_queue *ioq;
+	struct reactor **io_reactors; /* reactor of I/O queue i */
+	unsigned nr_ioq; /* allocated by the controller */
+	unsigned nr_ioq_connected;
+	unsigned nr_ioq_pending;
+	int ioq_error;
+	uint64_t cap;
+	uint32_t vs;
+	uint32_t cc;
+	uint16_t cntlid;
+	struct nvme_id_ctrl *id;
+	uint32_t max_xfer; /* bytes per command after MDTS and opts */
+	uint32_t in_capsule_max; /* I/O queue in-capsule data bytes */
+	unsigned nr_ns;
+	struct nvmf_ns *ns;
+	uint32_t *ns_list; /* 1024 entries, from Identify */
+	unsigned ns_list_idx;
+	void *admin_buf; /* 4 KiB for Identify and logs */
+	uint64_t deadline_ns; /* of the current waiting step */
+	struct reactor_timer step_timer;
+	struct reactor_timer kato_timer;
+	bool kato_outstanding;
+	nvmf_ctrl_cb ready_cb;
+	nvmf_ctrl_cb shutdown_cb;
+	struct nvmf_req *poll_req;
+};
+
+/* Start connecting; cb(ctrl, 0) when LIVE with all I/O queues, or
+ * cb(ctrl, -errno) after the reason was logged.  io_reactors may be NULL
+ * (every I/O queue on r) or an array of nr_io_queues reactors. */
+int nvmf_ctrl_connect(struct nvmf_ctrl *ctrl, const struct nvmf_ctrl_opts *opts,
+		      struct reactor *r, struct reactor **io_reactors, nvmf_ctrl_cb cb);
+/* Orderly shutdown (CC.SHN, wait for SHST), then tear down the queues. */
+void nvmf_ctrl_shutdown(struct nvmf_ctrl *ctrl, nvmf_ctrl_cb cb);
+void nvmf_ctrl_free(struct nvmf_ctrl *ctrl);
+const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s);
+void nvmf_ctrl_set_state(struct nvmf_ctrl *ctrl, enum nvmf_ctrl_state s);
+struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *ctrl, uint32_t nsid);
+
+/* An admin command with up to 4 KiB of data in ctrl->admin_buf or the
+ * caller's buffer.  The request is the caller's until done runs. */
+struct nvmf_req *nvmf_admin_req(struct nvmf_ctrl *ctrl);
+
+/* Send the Fabrics Connect for q (called when its transport is up). */
+void nvmf_fabric_connect(struct nvmf_queue *q);
+/* Connect one queue: transport, then Fabrics Connect; cb(q, err). */
+void nvmf_queue_connect(struct nvmf_queue *q, nvmf_queue_cb cb);
+
+/* Host identity (DESIGN.md): explicit values, else /etc/nvme, else a
+ * generated one stored in state_dir.  Returns -errno with a logged reason. */
+int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt,
+		       const char *state_dir, char hostnqn[NVMF_NQN_SIZE],
+		       uint8_t hostid[16]);
+int nvmf_uuid_parse(const char *s, uint8_t out[16]);
+void nvmf_uuid_format(const uint8_t in[16], char out[37]);
+
+#endif

@@ -1,0 +1,317 @@
+/* Queues and their request pools: the part of the host core every
+ * transport shares.  A request is on exactly one list: free or in flight.
+ * Completion runs done() exactly once; after a transport error, in-flight
+ * requests are completed only once the transport says nothing refers to
+ * them any more, so a late send or receive can never touch a reused one. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+#include "transports/ctrl.h"
+#include "transports/transport.h"
+
+static const char *const queue_state_names[] = {
+	[NVMF_Q_IDLE] = "idle",
+	[NVMF_Q_CONNECTING] = "connecting",
+	[NVMF_Q_FABRIC_CONNECT] = "fabric-connect",
+	[NVMF_Q_LIVE] = "live",
+	[NVMF_Q_DRAINING] = "draining",
+	[NVMF_Q_DEAD] = "dead",
+};
+
+const char *nvmf_queue_state_name(enum nvmf_queue_state s)
+{
+	return s < sizeof(queue_state_names) / sizeof(queue_state_names[0]) ?
+		       queue_state_names[s] : "?";
+}
+
+/* Legal moves; anything else is a bug and is refused loudly. */
+static bool queue_transition_ok(enum nvmf_queue_state from, enum nvmf_queue_state to)
+{
+	switch (to) {
+	case NVMF_Q_CONNECTING:
+		return from == NVMF_Q_IDLE || from == NVMF_Q_DEAD;
+	case NVMF_Q_FABRIC_CONNECT:
+		return from == NVMF_Q_CONNECTING;
+	case NVMF_Q_LIVE:
+		return from == NVMF_Q_FABRIC_CONNECT;
+	case NVMF_Q_DRAINING:
+		return from == NVMF_Q_CONNECTING || from == NVMF_Q_FABRIC_CONNECT ||
+		       from == NVMF_Q_LIVE;
+	case NVMF_Q_DEAD:
+		return from == NVMF_Q_DRAINING || from == NVMF_Q_IDLE;
+	case NVMF_Q_IDLE:
+		return false;
+	}
+	return false;
+}
+
+void nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s)
+{
+	if (!queue_transition_ok(q->state, s)) {
+		log_err("%s: illegal state change %s -> %s refused", q->name,
+			nvmf_queue_state_name(q->state), nvmf_queue_state_name(s));
+		return;
+	}
+	log_debug("%s: %s -> %s", q->name, nvmf_queue_state_name(q->state),
+		  nvmf_queue_state_name(s));
+	q->state = s;
+}
+
+static void queue_wake(struct reactor_msg *m);
+
+/* One timer per queue, not per command: requests are in flight in submit
+ * order, so the head of the list is the one to expire first. */
+static void io_timer_fire(struct reactor_timer *t)
+{
+	struct nvmf_queue *q = container_of(t, struct nvmf_queue, io_timer);
+	uint64_t now = reactor_now_ns(), tmo = (uint64_t)q->io_timeout_ms * NSEC_PER_MSEC;
+	struct nvmf_req *req;
+
+	if (list_empty(&q->in_flight) || q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
+		return;
+	req = container_of(q->in_flight.next, struct nvmf_req, link);
+	if (now - req->submit_ns >= tmo) {
+		nvmf_queue_transport_error(q, -ETIMEDOUT,
+					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms",
+					   req->cid, req->sqe.opcode, q->io_timeout_ms);
+		return;
+	}
+	reactor_timer_arm(q->r, &q->io_timer, req->submit_ns + tmo - now);
+}
+
+int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor *r,
+		    uint16_t qid, uint16_t size, const struct nvmf_path_opts *opts)
+{
+	const struct nvmf_transport_ops *ops = nvmf_transport_find(opts->trtype);
+	int ret;
+
+	memset(q, 0, sizeof(*q));
+	if (!ops)
+		return -EPROTONOSUPPORT;
+	if (size < 2 || size > NVMF_QUEUE_MAX_SIZE)
+		return -EINVAL;
+	q->ops = ops;
+	q->ctrl = ctrl;
+	q->r = r;
+	q->qid = qid;
+	q->size = size;
+	q->state = NVMF_Q_IDLE;
+	snprintf(q->name, sizeof(q->name), "ctrl %s q%u", ctrl ? ctrl->opts.name : "?", qid);
+	list_init(&q->free_reqs);
+	list_init(&q->in_flight);
+	list_init(&q->waiters);
+	q->wake_msg.fn = queue_wake;
+	q->io_timeout_ms = ctrl && ctrl->opts.io_timeout_ms ? ctrl->opts.io_timeout_ms : 30000;
+	reactor_timer_init(&q->io_timer, io_timer_fire);
+	/* One request per SQ slot less one: a full SQ is never ambiguous. */
+	unsigned nr = size - 1u;
+	q->req_stride = (unsigned)((sizeof(struct nvmf_req) + ops->req_priv_size + 63) & ~63ul);
+	q->req_mem = aligned_alloc(64, (size_t)q->req_stride * nr);
+	q->by_idx = calloc(nr, sizeof(*q->by_idx));
+	if (!q->req_mem || !q->by_idx) {
+		free(q->req_mem);
+		free(q->by_idx);
+		return -ENOMEM;
+	}
+	memset(q->req_mem, 0, (size_t)q->req_stride * nr);
+	for (unsigned i = 0; i < nr; i++) {
+		struct nvmf_req *req = (struct nvmf_req *)(q->req_mem + (size_t)i * q->req_stride);
+		req->q = q;
+		req->cid = (uint16_t)i;
+		q->by_idx[i] = req;
+		list_init(&req->link);
+		list_add_tail(&q->free_reqs, &req->link);
+	}
+	ret = ops->queue_init(q, opts);
+	if (ret < 0) {
+		free(q->req_mem);
+		free(q->by_idx);
+		q->req_mem = NULL;
+		q->by_idx = NULL;
+	}
+	return ret;
+}
+
+void nvmf_queue_free(struct nvmf_queue *q)
+{
+	if (!q->req_mem)
+		return;
+	reactor_timer_cancel(&q->io_timer);
+	free(q->connect_data);
+	q->connect_data = NULL;
+	if (q->ops && q->tp)
+		q->ops->queue_free(q);
+	free(q->req_mem);
+	free(q->by_idx);
+	q->req_mem = NULL;
+	q->by_idx = NULL;
+}
+
+struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
+{
+	struct list_node *n = list_pop(&q->free_reqs);
+	struct nvmf_req *req;
+
+	if (!n)
+		return NULL;
+	req = container_of(n, struct nvmf_req, link);
+	/* A fresh generation in the CID's top bits: a late or forged response
+	 * for a previous use of this slot does not match. */
+	unsigned idx = req->cid & NVMF_CID_IDX_MASK;
+	q->gen = (uint16_t)((q->gen + 1) & ((1u << (16 - NVMF_CID_IDX_BITS)) - 1));
+	req->cid = (uint16_t)(idx | ((unsigned)q->gen << NVMF_CID_IDX_BITS));
+	memset(&req->sqe, 0, sizeof(req->sqe));
+	memset(&req->cqe, 0, sizeof(req->cqe));
+	req->data_len = 0;
+	req->iovcnt = 0;
+	req->host_to_ctrl = false;
+	req->done = NULL;
+	req->ctx = req->ctx2 = NULL;
+	return req;
+}
+
+static void queue_wake(struct reactor_msg *m)
+{
+	struct nvmf_queue *q = container_of(m, struct nvmf_queue, wake_msg);
+	struct list_node *n;
+
+	q->wake_pending = false;
+	/* Each waiter takes what it needs and re-queues itself if that was
+	 * not enough; stop once the pool is empty again. */
+	while (!list_empty(&q->free_reqs) && (n = list_pop(&q->waiters))) {
+		struct nvmf_waiter *w = container_of(n, struct nvmf_waiter, link);
+		w->fn(w);
+	}
+}
+
+void nvmf_req_put(struct nvmf_req *req)
+{
+	struct nvmf_queue *q = req->q;
+
+	list_add_head(&q->free_reqs, &req->link);
+	if (!list_empty(&q->waiters) && !q->wake_pending) {
+		q->wake_pending = true;
+		reactor_defer(q->r, &q->wake_msg);
+	}
+}
+
+void nvmf_queue_wait(struct nvmf_queue *q, struct nvmf_waiter *w)
+{
+	list_add_tail(&q->waiters, &w->link);
+}
+
+void nvmf_req_set_data(struct nvmf_req *req, const struct iovec *iov, unsigned iovcnt,
+		       uint32_t len, bool host_to_ctrl)
+{
+	req->iovcnt = iovcnt;
+	memcpy(req->iov, iov, iovcnt * sizeof(*iov));
+	req->data_len = len;
+	req->host_to_ctrl = host_to_ctrl;
+}
+
+static void req_finish(struct nvmf_req *req, int err)
+{
+	struct nvmf_queue *q = req->q;
+
+	req->in_flight = false;
+	list_del(&req->link);
+	q->nr_in_flight--;
+	q->nr_completed++;
+	if (err)
+		q->nr_errors++;
+	req->done(req, err);
+}
+
+void nvmf_req_submit(struct nvmf_req *req)
+{
+	struct nvmf_queue *q = req->q;
+	int ret;
+
+	req->sqe.cid = req->cid;
+	req->sqe.flags |= NVME_CMD_FLAGS_SGL_METABUF;
+	req->in_flight = true;
+	req->submit_ns = reactor_now_ns();
+	list_add_tail(&q->in_flight, &req->link);
+	q->nr_in_flight++;
+	if (!q->io_timer.armed)
+		reactor_timer_arm(q->r, &q->io_timer, (uint64_t)q->io_timeout_ms * NSEC_PER_MSEC);
+	q->nr_submitted++;
+	bool can_send = q->state == NVMF_Q_LIVE ||
+			(q->state == NVMF_Q_FABRIC_CONNECT && req->sqe.opcode == NVME_FABRICS_COMMAND);
+	ret = can_send ? q->ops->submit(q, req) : -ENOTCONN;
+	if (ret < 0)
+		req_finish(req, ret);
+}
+
+struct nvmf_req *nvmf_queue_find_req(struct nvmf_queue *q, uint16_t cid)
+{
+	unsigned idx = cid & NVMF_CID_IDX_MASK;
+	struct nvmf_req *req;
+
+	if (idx >= (unsigned)q->size - 1u)
+		return NULL;
+	req = q->by_idx[idx];
+	return req->in_flight && req->cid == cid ? req : NULL;
+}
+
+void nvmf_req_complete(struct nvmf_req *req, const struct nvme_cqe *cqe)
+{
+	req->cqe = *cqe;
+	req_finish(req, 0);
+}
+
+void nvmf_queue_transport_ready(struct nvmf_queue *q)
+{
+	nvmf_queue_set_state(q, NVMF_Q_FABRIC_CONNECT);
+	nvmf_fabric_connect(q);
+}
+
+void nvmf_queue_transport_error(struct nvmf_queue *q, int err, const char *why, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
+		return;
+	va_start(ap, why);
+	vsnprintf(msg, sizeof(msg), why, ap);
+	va_end(ap);
+	log_err("%s: %s; closing the connection", q->name, msg);
+	nvmf_queue_shutdown(q, err);
+}
+
+void nvmf_queue_shutdown(struct nvmf_queue *q, int err)
+{
+	if (q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
+		return;
+	if (q->state == NVMF_Q_IDLE) {
+		nvmf_queue_set_state(q, NVMF_Q_DEAD);
+		return;
+	}
+	q->error = err ? err : -ECONNRESET;
+	nvmf_queue_set_state(q, NVMF_Q_DRAINING);
+	q->ops->queue_shutdown(q);
+}
+
+void nvmf_queue_transport_quiesced(struct nvmf_queue *q)
+{
+	struct list_node *n;
+	bool was_connecting = q->connect_cb != NULL;
+
+	nvmf_queue_set_state(q, NVMF_Q_DEAD);
+	reactor_timer_cancel(&q->io_timer);
+	/* Oldest first, as they were submitted. */
+	while ((n = q->in_flight.next) != &q->in_flight)
+		req_finish(container_of(n, struct nvmf_req, link), q->error);
+	if (was_connecting) {
+		nvmf_queue_cb cb = q->connect_cb;
+		q->connect_cb = NULL;
+		cb(q, q->error);
+	} else if (q->down_cb) {
+		q->down_cb(q, q->error);
+	}
+}

@@ -1,0 +1,120 @@
+#include "transports/status.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "transports/nvme_spec.h"
+
+struct status_entry {
+	uint8_t sct;
+	uint8_t sc;
+	int err; /* positive errno */
+	const char *name;
+};
+
+/* Where Linux's nvme_error_status() and the block layer agree on a meaning
+ * we follow it; the rest is chosen so that NBD and FUSE clients see the
+ * closest POSIX error (a write to a read-only namespace is EROFS, a full
+ * namespace ENOSPC). */
+static const struct status_entry status_table[] = {
+	{ NVME_SCT_GENERIC, 0x00, 0, "Success" },
+	{ NVME_SCT_GENERIC, 0x01, EOPNOTSUPP, "Invalid Command Opcode" },
+	{ NVME_SCT_GENERIC, 0x02, EINVAL, "Invalid Field in Command" },
+	{ NVME_SCT_GENERIC, 0x03, EIO, "Command ID Conflict" },
+	{ NVME_SCT_GENERIC, 0x04, EIO, "Data Transfer Error" },
+	{ NVME_SCT_GENERIC, 0x05, EIO, "Commands Aborted due to Power Loss" },
+	{ NVME_SCT_GENERIC, 0x06, EIO, "Internal Error" },
+	{ NVME_SCT_GENERIC, 0x07, ECANCELED, "Command Abort Requested" },
+	{ NVME_SCT_GENERIC, 0x08, ECANCELED, "Command Aborted due to SQ Deletion" },
+	{ NVME_SCT_GENERIC, 0x0b, ENXIO, "Invalid Namespace or Format" },
+	{ NVME_SCT_GENERIC, 0x0c, EIO, "Command Sequence Error" },
+	{ NVME_SCT_GENERIC, 0x0d, EINVAL, "Invalid SGL Segment Descriptor" },
+	{ NVME_SCT_GENERIC, 0x0f, EINVAL, "Data SGL Length Invalid" },
+	{ NVME_SCT_GENERIC, 0x11, EINVAL, "SGL Descriptor Type Invalid" },
+	{ NVME_SCT_GENERIC, 0x15, EINVAL, "SGL Offset Invalid" },
+	{ NVME_SCT_GENERIC, 0x18, EBUSY, "Keep Alive Timer Expired" },
+	{ NVME_SCT_GENERIC, 0x1d, EIO, "Sanitize In Progress" },
+	{ NVME_SCT_GENERIC, 0x20, EROFS, "Namespace is Write Protected" },
+	{ NVME_SCT_GENERIC, 0x21, EINTR, "Command Interrupted" },
+	{ NVME_SCT_GENERIC, 0x22, EIO, "Transient Transport Error" },
+	{ NVME_SCT_GENERIC, 0x80, EINVAL, "LBA Out of Range" },
+	{ NVME_SCT_GENERIC, 0x81, ENOSPC, "Capacity Exceeded" },
+	{ NVME_SCT_GENERIC, 0x82, EAGAIN, "Namespace Not Ready" },
+	{ NVME_SCT_GENERIC, 0x83, EBADE, "Reservation Conflict" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x01, EINVAL, "Invalid Queue Identifier" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x02, EINVAL, "Invalid Queue Size" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x05, EBUSY, "Asynchronous Event Request Limit Exceeded" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x09, EINVAL, "Invalid Log Page" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x0a, EINVAL, "Invalid Format" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x0d, EINVAL, "Feature Identifier Not Saveable" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x0e, EINVAL, "Feature Not Changeable" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x80, EINVAL, "Conflicting Attributes" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x81, EINVAL, "Invalid Protection Information" },
+	{ NVME_SCT_CMD_SPECIFIC, 0x82, EROFS, "Attempted Write to Read Only Range" },
+	{ NVME_SCT_CMD_SPECIFIC, NVMF_SC_CONNECT_INVALID_PARAM, EINVAL,
+	  "Connect Invalid Parameters" },
+	{ NVME_SCT_CMD_SPECIFIC, NVMF_SC_CONNECT_CTRL_BUSY, EBUSY, "Connect Controller Busy" },
+	{ NVME_SCT_CMD_SPECIFIC, NVMF_SC_CONNECT_RESTART_DISC, EAGAIN,
+	  "Connect Restart Discovery" },
+	{ NVME_SCT_CMD_SPECIFIC, NVMF_SC_CONNECT_INVALID_HOST, EACCES, "Connect Invalid Host" },
+	{ NVME_SCT_CMD_SPECIFIC, NVMF_SC_AUTH_REQUIRED, EACCES, "Authentication Required" },
+	{ NVME_SCT_MEDIA, 0x80, EIO, "Write Fault" },
+	{ NVME_SCT_MEDIA, 0x81, EIO, "Unrecovered Read Error" },
+	{ NVME_SCT_MEDIA, 0x82, EILSEQ, "End-to-end Guard Check Error" },
+	{ NVME_SCT_MEDIA, 0x83, EILSEQ, "End-to-end Application Tag Check Error" },
+	{ NVME_SCT_MEDIA, 0x84, EILSEQ, "End-to-end Reference Tag Check Error" },
+	{ NVME_SCT_MEDIA, 0x85, EIO, "Compare Failure" },
+	{ NVME_SCT_MEDIA, 0x86, EACCES, "Access Denied" },
+	{ NVME_SCT_MEDIA, 0x87, ENODATA, "Deallocated or Unwritten Logical Block" },
+	{ NVME_SCT_PATH, 0x00, EIO, "Internal Path Error" },
+	{ NVME_SCT_PATH, 0x01, ENOLINK, "Asymmetric Access Persistent Loss" },
+	{ NVME_SCT_PATH, 0x02, ENOLINK, "Asymmetric Access Inaccessible" },
+	{ NVME_SCT_PATH, 0x03, EAGAIN, "Asymmetric Access Transition" },
+	{ NVME_SCT_PATH, 0x60, EIO, "Controller Pathing Error" },
+	{ NVME_SCT_PATH, 0x70, EIO, "Host Pathing Error" },
+	{ NVME_SCT_PATH, 0x71, ECANCELED, "Command Aborted By Host" },
+};
+
+static const struct status_entry *status_lookup(uint16_t status)
+{
+	uint8_t sct = (uint8_t)NVME_STATUS_SCT(status), sc = (uint8_t)NVME_STATUS_SC(status);
+
+	for (unsigned i = 0; i < sizeof(status_table) / sizeof(status_table[0]); i++)
+		if (status_table[i].sct == sct && status_table[i].sc == sc)
+			return &status_table[i];
+	return NULL;
+}
+
+int nvme_status_to_errno(uint16_t status)
+{
+	const struct status_entry *e;
+
+	if ((status & 0x7ff) == 0)
+		return 0;
+	e = status_lookup(status);
+	return e ? -e->err : -EIO;
+}
+
+const char *nvme_status_str(uint16_t status)
+{
+	const struct status_entry *e = status_lookup(status);
+
+	if (e)
+		return e->name;
+	switch (NVME_STATUS_SCT(status)) {
+	case NVME_SCT_VENDOR:
+		return "Vendor Specific Status";
+	case NVME_SCT_PATH:
+		return "Unknown Path Status";
+	default:
+		return "Unknown Status";
+	}
+}
+
+const char *nvme_status_fmt(uint16_t status, char *buf, unsigned len)
+{
+	snprintf(buf, len, "%s (sct 0x%x sc 0x%02x%s)", nvme_status_str(status),
+		 NVME_STATUS_SCT(status), NVME_STATUS_SC(status),
+		 NVME_STATUS_DNR(status) ? ", dnr" : "");
+	return buf;
+}

@@ -1,0 +1,147 @@
+/* NVMe/TCP transport internals, shared by tcp.c (connection, send),
+ * tcp_rx.c (receive state machine) and the fuzz harness. */
+#ifndef TRANSPORTS_TCP_INTERNAL_H
+#define TRANSPORTS_TCP_INTERNAL_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transports/transport.h"
+
+#define TCP_SEND_IOV 64
+#define TCP_RBUF_SIZE (64u * 1024)
+/* Payload at least this large is received straight into the request's
+ * buffer instead of through the staging buffer: the kernel's copy is then
+ * the only one. */
+#define TCP_DIRECT_MIN 4096u
+
+enum tcp_item_kind { TCP_ITEM_CMD, TCP_ITEM_H2C };
+
+struct tcp_send_item {
+	struct list_node link;
+	struct nvmf_req *req;
+	uint8_t kind;
+	bool queued; /* on the send list */
+	bool in_batch; /* referenced by the sendmsg in flight */
+};
+
+struct tcp_req {
+	struct tcp_send_item cmd_item;
+	struct tcp_send_item h2c_item;
+	struct {
+		struct nvme_tcp_cmd pdu;
+		uint32_t hdgst;
+	} __attribute__((packed)) cmd;
+	struct {
+		struct nvme_tcp_data pdu;
+		uint32_t hdgst;
+	} __attribute__((packed)) h2c;
+	uint32_t cmd_ddgst;
+	uint32_t h2c_ddgst;
+	uint32_t cmd_hdr_len; /* header + digest, as sent */
+	uint32_t cmd_pad;
+	bool in_capsule; /* write data went with the command */
+	uint32_t h2c_off; /* data handed to the socket so far */
+	uint32_t r2t_end; /* end of the active R2T */
+	uint16_t ttag;
+	uint32_t c2h_off; /* data received so far */
+	/* The response may arrive before the send completion is reaped: the
+	 * request completes only when both have happened. */
+	bool resp_ready;
+	struct nvme_cqe resp;
+};
+
+enum tcp_rx_state {
+	TCP_RX_HDR, /* common header, then the rest of hlen and the hdgst */
+	TCP_RX_PAD, /* up to PDO */
+	TCP_RX_DATA,
+	TCP_RX_DDGST,
+};
+
+enum tcp_conn_state {
+	TCP_CONN_IDLE,
+	TCP_CONN_CONNECTING,
+	TCP_CONN_ICREQ, /* ICReq sent, waiting for ICResp */
+	TCP_CONN_LIVE,
+	TCP_CONN_CLOSING,
+};
+
+struct tcp_queue {
+	struct nvmf_queue *q;
+	struct nvmf_path_opts opts;
+	int fd;
+	enum tcp_conn_state conn;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	unsigned ops_in_flight;
+	struct reactor_op connect_op, recv_op, send_op;
+	bool connect_pending, recv_pending, send_pending;
+	struct reactor_timer connect_timer;
+	struct reactor_msg quiesce_msg;
+	bool quiesce_queued;
+
+	/* Negotiated by ICReq/ICResp. */
+	bool hdgst, ddgst;
+	uint32_t cpda_bytes; /* H2C data alignment */
+	uint32_t maxh2cdata;
+
+	/* Send side: items wait on sendq; one sendmsg in flight at a time
+	 * carries as many of them as fit, which batches small PDUs. */
+	struct list_node sendq;
+	struct iovec siov[TCP_SEND_IOV];
+	unsigned siov_cnt, siov_first;
+	struct msghdr smsg;
+	struct tcp_send_item *batch[TCP_SEND_IOV];
+	unsigned batch_cnt;
+	struct nvme_tcp_icreq icreq;
+	struct {
+		struct nvme_tcp_term pdu;
+		uint8_t data[NVME_TCP_TERM_MAX_DATA];
+	} __attribute__((packed)) term;
+
+	/* Receive side. */
+	uint8_t *rbuf;
+	uint32_t rlen; /* valid bytes in rbuf */
+	enum tcp_rx_state rx_state;
+	uint8_t rhdr[NVME_TCP_MAX_HLEN + NVME_TCP_DIGEST_LEN];
+	uint32_t rhdr_len, rhdr_need;
+	uint32_t rx_pad_left;
+	uint32_t rx_data_left;
+	uint32_t rx_ddgst_len;
+	uint8_t rx_ddgst[NVME_TCP_DIGEST_LEN];
+	uint32_t rx_crc;
+	struct nvmf_req *rx_req;
+	uint8_t rx_flags;
+	bool rx_direct; /* the recv in flight targets rx_req's buffer */
+	struct msghdr rmsg;
+	struct iovec riov[NVMF_REQ_MAX_IOV];
+	uint64_t nr_pdus_rx;
+};
+
+static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
+{
+	return (struct tcp_req *)req->tp;
+}
+
+/* Receive state machine (tcp_rx.c).  Consumes bytes from buf; returns the
+ * count consumed (less than len only when the queue failed), or -errno
+ * after the connection was failed with a logged reason. */
+int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len);
+/* n bytes of PDU payload landed directly in rx_req's buffer. */
+int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n);
+void tcp_rx_reset(struct tcp_queue *tq);
+/* Fails the connection for a protocol error: sends an H2C TermReq with
+ * fes/fei when the send side is idle, then tears the queue down. */
+int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Send side (tcp.c), used by the receive path. */
+void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);
+/* Complete req now, or when its send is reaped. */
+void tcp_req_respond(struct tcp_queue *tq, struct nvmf_req *req, const struct nvme_cqe *cqe);
+/* Handles a validated ICResp. */
+int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic);
+
+#endif

@@ -1,0 +1,169 @@
+/* The contract between the NVMe-oF host core and a fabric transport.
+ *
+ * The core builds SQEs, owns the request pools and the queue state; a
+ * transport moves capsules and data over its fabric.  The core never
+ * touches a socket or a verb; a transport never decides what a completion
+ * means.  TCP and RDMA each fill one struct nvmf_transport_ops. */
+#ifndef TRANSPORTS_TRANSPORT_H
+#define TRANSPORTS_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "gateway/list.h"
+#include "gateway/reactor.h"
+#include "transports/nvme_spec.h"
+
+struct nvmf_queue;
+struct nvmf_req;
+
+enum nvmf_trtype { NVMF_TR_TCP, NVMF_TR_RDMA };
+
+/* Where and how to reach one path of a controller. */
+struct nvmf_path_opts {
+	enum nvmf_trtype trtype;
+	char traddr[256];
+	char trsvcid[32];
+	char host_traddr[256]; /* optional local address */
+	char host_iface[32]; /* optional local interface */
+	int tos; /* -1 = leave the socket's default */
+	bool hdr_digest;
+	bool data_digest;
+	unsigned connect_timeout_ms;
+};
+
+/* Data for a request: caller-owned memory, valid until completion. */
+#define NVMF_REQ_MAX_IOV 16
+
+typedef void (*nvmf_req_done_fn)(struct nvmf_req *req, int err);
+
+struct nvmf_req {
+	struct list_node link; /* free, waiting, or in flight */
+	struct nvmf_queue *q;
+	struct nvme_sqe sqe;
+	struct nvme_cqe cqe; /* filled before done() runs */
+	uint16_t cid; /* index | generation << NVMF_CID_GEN_SHIFT */
+	bool in_flight;
+	bool host_to_ctrl; /* data direction: write-like */
+	uint32_t data_len;
+	unsigned iovcnt;
+	struct iovec iov[NVMF_REQ_MAX_IOV];
+	uint64_t submit_ns;
+	struct nvme_dsm_range dsm; /* Dataset Management payload */
+	/* err: 0 when a CQE arrived (its status may still be an error), or
+	 * -errno when the transport lost the command. */
+	nvmf_req_done_fn done;
+	void *ctx;
+	void *ctx2;
+	/* Transport private state follows, ops->req_priv_size bytes. */
+	_Alignas(16) unsigned char tp[];
+};
+
+#define NVMF_CID_IDX_BITS 12
+#define NVMF_CID_IDX_MASK ((1u << NVMF_CID_IDX_BITS) - 1)
+#define NVMF_QUEUE_MAX_SIZE (1u << NVMF_CID_IDX_BITS)
+
+enum nvmf_queue_state {
+	NVMF_Q_IDLE, /* created, no connection */
+	NVMF_Q_CONNECTING, /* transport connecting (TCP + ICReq) */
+	NVMF_Q_FABRIC_CONNECT, /* transport up, Fabrics Connect in flight */
+	NVMF_Q_LIVE,
+	NVMF_Q_DRAINING, /* error: waiting for the transport to quiesce */
+	NVMF_Q_DEAD,
+};
+
+typedef void (*nvmf_queue_cb)(struct nvmf_queue *q, int err);
+
+struct nvmf_queue {
+	const struct nvmf_transport_ops *ops;
+	void *tp; /* transport state */
+	struct reactor *r;
+	struct nvmf_ctrl *ctrl;
+	char name[96]; /* log prefix: "ctrl NAME q3" */
+	uint16_t qid;
+	uint16_t size; /* entries; at most size - 1 in flight */
+	enum nvmf_queue_state state;
+	int error; /* first error that took the queue down */
+	unsigned in_capsule_max; /* bytes of data a command capsule may carry */
+	unsigned req_stride;
+	unsigned char *req_mem;
+	struct nvmf_req **by_idx;
+	struct list_node free_reqs;
+	struct list_node in_flight;
+	unsigned nr_in_flight;
+	uint16_t gen;
+	/* Callers waiting for a free request (struct nvmf_waiter). */
+	struct list_node waiters;
+	struct reactor_msg wake_msg;
+	bool wake_pending;
+	struct reactor_timer io_timer; /* oldest in-flight command's deadline */
+	unsigned io_timeout_ms;
+	struct nvmf_connect_data *connect_data;
+	nvmf_queue_cb connect_cb;
+	nvmf_queue_cb down_cb; /* the queue left LIVE */
+	/* Statistics, updated on the owning reactor only. */
+	uint64_t nr_submitted, nr_completed, nr_errors;
+};
+
+struct nvmf_waiter {
+	struct list_node link;
+	void (*fn)(struct nvmf_waiter *w);
+};
+
+struct nvmf_transport_ops {
+	const char *name;
+	size_t req_priv_size;
+	/* Allocate transport state for q (no I/O yet). */
+	int (*queue_init)(struct nvmf_queue *q, const struct nvmf_path_opts *opts);
+	/* Connect the transport (TCP connect + ICReq/ICResp; RDMA CM).  Calls
+	 * nvmf_queue_transport_ready() or nvmf_queue_transport_error(). */
+	int (*queue_connect)(struct nvmf_queue *q);
+	/* Send the command; data per req->iov.  A failure here is reported
+	 * through nvmf_queue_transport_error(), not as a return value, once the
+	 * request has been accepted (0). */
+	int (*submit)(struct nvmf_queue *q, struct nvmf_req *req);
+	/* Stop all I/O; calls nvmf_queue_transport_quiesced() once no transport
+	 * operation refers to any request any more. */
+	void (*queue_shutdown)(struct nvmf_queue *q);
+	void (*queue_free)(struct nvmf_queue *q);
+};
+
+extern const struct nvmf_transport_ops nvmf_tcp_ops;
+
+const struct nvmf_transport_ops *nvmf_transport_find(enum nvmf_trtype t);
+const char *nvmf_trtype_name(enum nvmf_trtype t);
+int nvmf_trtype_parse(const char *s, enum nvmf_trtype *out);
+
+/* ---- Called by transports ---- */
+
+/* The transport is ready to carry capsules. */
+void nvmf_queue_transport_ready(struct nvmf_queue *q);
+/* The connection failed or the peer broke the protocol: the reason is
+ * logged once here, then the queue is shut down. */
+void nvmf_queue_transport_error(struct nvmf_queue *q, int err, const char *why, ...)
+	__attribute__((format(printf, 3, 4)));
+void nvmf_queue_transport_quiesced(struct nvmf_queue *q);
+/* The request with this CID, if it is in flight; NULL otherwise. */
+struct nvmf_req *nvmf_queue_find_req(struct nvmf_queue *q, uint16_t cid);
+/* A response capsule (or C2HData with SUCCESS) completed req. */
+void nvmf_req_complete(struct nvmf_req *req, const struct nvme_cqe *cqe);
+
+/* ---- Used by the host core and its callers ---- */
+
+int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor *r,
+		    uint16_t qid, uint16_t size, const struct nvmf_path_opts *opts);
+void nvmf_queue_free(struct nvmf_queue *q);
+void nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s);
+const char *nvmf_queue_state_name(enum nvmf_queue_state s);
+struct nvmf_req *nvmf_req_get(struct nvmf_queue *q);
+void nvmf_req_put(struct nvmf_req *req);
+/* Submit a prepared request.  done() runs exactly once, on q's reactor. */
+void nvmf_req_submit(struct nvmf_req *req);
+void nvmf_queue_wait(struct nvmf_queue *q, struct nvmf_waiter *w);
+/* Start the teardown; q->down_cb runs when it is quiet. */
+void nvmf_queue_shutdown(struct nvmf_queue *q, int err);
+void nvmf_req_set_data(struct nvmf_req *req, const struct iovec *iov, unsigned iovcnt,
+		       uint32_t len, bool host_to_ctrl);
+
+#endif
