@@ -312,7 +312,6 @@ static int parse_tcp_host(const char *h, size_t n, char **out)
 int config_parse_listen(const char *s, struct gw_listen *out)
 {
 	struct gw_listen l = { .kind = GW_LISTEN_NONE };
-	int ret = -EINVAL;
 
 	if (strncmp(s, "unix:", 5) == 0) {
 		const char *p = s + 5;
@@ -328,7 +327,7 @@ int config_parse_listen(const char *s, struct gw_listen *out)
 		if (parse_port(colon ? colon + 1 : hp, &l.port))
 			return -EINVAL;
 		if (colon) {
-			ret = parse_tcp_host(hp, (size_t)(colon - hp), &l.host);
+			int ret = parse_tcp_host(hp, (size_t)(colon - hp), &l.host);
 			if (ret)
 				return ret;
 		}
@@ -418,7 +417,7 @@ struct schema {
 	  .count_off = OFF(T, cnt, size_t), .sub = s, .required = req }
 #define F_END { .key = NULL }
 
-static void dup_default(struct ctx *c, char **dst, const char *s)
+static void dup_str(struct ctx *c, char **dst, const char *s)
 {
 	*dst = strdup(s);
 	if (!*dst)
@@ -472,7 +471,7 @@ static void parse_trsvcid(struct ctx *c, const config_setting_t *s,
 	/* One spelling whichever way it was written. */
 	snprintf(buf, sizeof(buf), "%u", port);
 	free(*(char **)dst);
-	dup_default(c, dst, buf);
+	dup_str(c, dst, buf);
 }
 
 static void parse_bandwidth(struct ctx *c, const config_setting_t *s,
@@ -542,7 +541,7 @@ static void path_init(struct ctx *c, void *elem)
 	struct gw_path *p = elem;
 
 	p->tos = -1;
-	dup_default(c, &p->trsvcid, "4420");
+	dup_str(c, &p->trsvcid, "4420");
 }
 
 #define P struct gw_path
@@ -689,10 +688,10 @@ static void config_init_defaults(struct ctx *c, struct gw_config *cfg)
 	cfg->reactors = cpus < 1 ? 1 : cpus > MAX_REACTORS ? MAX_REACTORS
 							   : (int)cpus;
 	cfg->log_level = LOG_LVL_NOTICE;
-	dup_default(c, &cfg->path, c->path);
-	dup_default(c, &cfg->control, "/run/nvmf-gateway/control.sock");
-	dup_default(c, &cfg->state_dir, "/var/lib/nvmf-gateway");
-	dup_default(c, &cfg->fuse.mountpoint, "/run/nvmf-gateway/fuse");
+	dup_str(c, &cfg->path, c->path);
+	dup_str(c, &cfg->control, "/run/nvmf-gateway/control.sock");
+	dup_str(c, &cfg->state_dir, "/var/lib/nvmf-gateway");
+	dup_str(c, &cfg->fuse.mountpoint, "/run/nvmf-gateway/fuse");
 }
 
 /* ---- the walker ---- */
@@ -744,7 +743,7 @@ static void parse_str(struct ctx *c, const config_setting_t *s,
 		return;
 	}
 	free(*dst);
-	dup_default(c, dst, v);
+	dup_str(c, dst, v);
 }
 
 static void parse_list(struct ctx *c, const config_setting_t *set,
@@ -1178,11 +1177,13 @@ static int report(struct ctx *c, FILE *errs)
 		fprintf(errs, "%s: out of memory\n", c->path);
 		return -ENOMEM;
 	}
+	if (!c->nr_errs)
+		return 0;
 	qsort(c->errs, c->nr_errs, sizeof(*c->errs), cmp_errors);
 	for (size_t i = 0; i < c->nr_errs; i++)
 		fprintf(errs, "%s:%d: %s\n", c->errs[i].file, c->errs[i].line,
 			c->errs[i].msg);
-	return c->nr_errs ? -EINVAL : 0;
+	return -EINVAL;
 }
 
 static struct gw_config *load_tree(struct ctx *c, config_t *lc,

@@ -22,7 +22,7 @@ while read -r m; do
 	insmod "/modules/$m" || echo "init: insmod $m failed"
 done < /modules/order
 
-share= agent= keep=
+share='' agent='' keep=''
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	vmshare=*) share=${arg#*=} ;;

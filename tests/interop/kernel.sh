@@ -15,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 MODULES=(fuse dm_mod ext4 virtio_net virtio_pci configfs nvmet nvmet-tcp
 	nvmet-rdma nvme-tcp nvme-rdma nvme-fabrics loop nbd null_blk rdma_rxe
 	rdma_ucm ib_uverbs 9pnet_virtio 9p sch_netem crc32_generic crc32c_generic)
-# The one that was checked by hand (INTEROP.md); tried when apt-cache offers none.
+# The one checked by hand (INTEROP.md): the last one tried.
 KNOWN_GOOD=linux-image-6.12.107+deb12-amd64-unsigned
 
 die() { echo "kernel.sh: $*" >&2; exit 1; }
@@ -31,20 +31,19 @@ initramfs_sum() {
 		sha256sum | cut -d' ' -f1
 }
 
-# Kernel packages to try, best first: a forced one, the newest 6.12 the
+# Kernel packages to try, best first: a forced one, the two newest 6.12 the
 # archive lists, the known good one.
 kernel_candidates() {
 	local found
+	listed() {
+		apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
+			cut -d' ' -f1 | sort -rV | head -n 2
+	}
 	[ -n "${VM_KERNEL_PKG:-}" ] && echo "$VM_KERNEL_PKG"
-	found=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
-		cut -d' ' -f1 | sort -rV | head -n 2)
-	if [ -z "$found" ]; then
-		# A fresh machine may never have fetched the package lists.
-		apt-get update -qq >&2
-		found=$(apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
-			cut -d' ' -f1 | sort -rV | head -n 2)
-	fi
-	printf '%s\n' $found "$KNOWN_GOOD" | awk 'NF && !seen[$0]++'
+	found=$(listed)
+	# A fresh machine may never have fetched the package lists.
+	[ -n "$found" ] || { apt-get update -qq >&2; found=$(listed); }
+	printf '%s\n' "$found" "$KNOWN_GOOD" | awk 'NF && !seen[$0]++'
 }
 
 # Downloads and unpacks a kernel, keeps vmlinuz and the needed modules
@@ -59,7 +58,7 @@ build_kernel() {
 		(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg") >&2 && break
 		echo "kernel.sh: could not download $pkg, trying the next one" >&2
 	done
-	deb=$(ls "$tmp"/*.deb 2>/dev/null | head -n 1)
+	deb=$(find "$tmp" -maxdepth 1 -name '*.deb' | head -n 1)
 	[ -n "$deb" ] || die "no kernel package could be downloaded"
 	echo "kernel.sh: unpacking $(basename "$deb")"
 	dpkg-deb -x "$deb" "$tmp/root" || die "dpkg-deb -x failed"

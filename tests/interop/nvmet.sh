@@ -26,7 +26,7 @@ NVMET_WORK=${NVMET_WORK:-/tmp/nvmet}
 # _nvmet_set FILE VALUE: one configfs attribute, with a readable error.
 _nvmet_set() {
 	printf '%s' "$2" > "$1" 2> /dev/null ||
-		{ echo "nvmet: cannot set ${1#$NVMET/} to '$2'" >&2; return 1; }
+		{ echo "nvmet: cannot set ${1#"$NVMET"/} to '$2'" >&2; return 1; }
 }
 
 nvmet_subsys() {
@@ -103,8 +103,8 @@ nvmet_teardown() (
 # With native multipath the disk is named after the subsystem instance
 # (nvme<S>n1), not the controller, so look it up under the subsystem.
 nvme_host_dev() {
-	local nqn=${1:?usage: nvme_host_dev NQN} s d i
-	for i in $(seq 100); do
+	local nqn=${1:?usage: nvme_host_dev NQN} s d _
+	for _ in $(seq 100); do
 		for s in /sys/class/nvme-subsystem/*; do
 			[ "$(cat "$s/subsysnqn" 2> /dev/null)" = "$nqn" ] || continue
 			for d in "$s"/nvme*n1; do

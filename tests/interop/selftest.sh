@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export VM_CACHE=${1:-${VM_CACHE:-/var/tmp/nvmf-gateway-vm}}
 . "$here/vm.sh"
 # vm_exec runs in the caller's cwd, the same path in the guest.
-cd "$here/../.."
+cd "$here/../.." || exit 1
 
 port=${SELFTEST_PORT:-14420}
 nqn512=nqn.2014-08.org.nvmf-gateway:selftest-512

@@ -25,7 +25,7 @@ _vm_alive() {
 _vm_pid() { cat "$VM_STATE/qemu.pid" 2> /dev/null; }
 
 vm_start() {
-	local st=${1:?usage: vm_start STATE_DIR [HOSTPORT:GUESTPORT ...]} fwd= p pid keep t0
+	local st=${1:?usage: vm_start STATE_DIR [HOSTPORT:GUESTPORT ...]} fwd='' p pid keep t0
 	shift
 	mkdir -p "$st" && st=$(cd "$st" && pwd -P) || return 1
 	VM_STATE=$st

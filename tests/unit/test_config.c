@@ -480,7 +480,8 @@ static const struct bad_case bad_cases[] = {
 	  "exports[2].nbd.device: duplicate nbd device '/dev/nbd0' (first at line 4)" },
 	/* the parser's own errors */
 	{ "gateway = { reactors = ; }; #!\n", "syntax error" },
-	{ "gateway = { reactors = 2; };\ntargets = ( );\n\"x\" = 1; #!\n", "syntax error" },
+	/* Not a string where a name belongs: libconfig 1.5 leaks that string. */
+	{ "gateway = { reactors = 2; };\ntargets = ( );\n7 = 1; #!\n", "syntax error" },
 	{ "gateway = { reactors = 2; };\ngateway = { reactors = 3; }; #!\n", "duplicate setting name" },
 	{ "gateway = {\n  reactors = 2;\n  control = ]; #!\n};\n", "syntax error" },
 };

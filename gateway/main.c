@@ -1,0 +1,81 @@
+/* nvmf-gateway: the command line. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/config.h"
+#include "gateway/log.h"
+#include "gateway/tools.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: nvmf-gateway COMMAND [OPTIONS]\n\n"
+		"commands:\n"
+		"  check -c FILE      validate a configuration file (errors as FILE:LINE: message)\n"
+		"  discover           read a target's discovery log page\n"
+		"  bench              load-test a namespace over the gateway's own initiator\n\n"
+		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
+}
+
+int cmd_check(int argc, char **argv)
+{
+	static const struct option longopts[] = { { "config", required_argument, 0, 'c' },
+						  { "help", no_argument, 0, 'h' },
+						  { 0, 0, 0, 0 } };
+	const char *path = NULL;
+	struct gw_config *cfg;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+		if (opt == 'h') {
+			printf("usage: nvmf-gateway check -c FILE\n\nValidates FILE; prints every "
+			       "error as FILE:LINE: message and exits 1, or a one-line summary.\n");
+			return 0;
+		}
+		if (opt != 'c')
+			return 1;
+		path = optarg;
+	}
+	if (!path) {
+		fprintf(stderr, "nvmf-gateway check: -c FILE is required\n");
+		return 1;
+	}
+	if (config_load(path, &cfg, stderr) < 0)
+		return 1;
+	config_summary(cfg, stdout);
+	config_free(cfg);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} cmds[] = {
+		{ "check", cmd_check },
+		{ "discover", cmd_discover },
+		{ "bench", cmd_bench },
+	};
+
+	log_init();
+	if (argc < 2) {
+		usage(stderr);
+		return 1;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("nvmf-gateway %s\n", NVMF_GATEWAY_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (unsigned i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "nvmf-gateway: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 1;
+}

@@ -1,0 +1,217 @@
+#include "gateway/session.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "gateway/config.h"
+#include "gateway/log.h"
+
+void session_defaults(struct session *s, const char *default_port)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->opts.name, sizeof(s->opts.name), "cli");
+	s->opts.path.trtype = NVMF_TR_TCP;
+	s->opts.path.tos = -1;
+	snprintf(s->opts.path.trsvcid, sizeof(s->opts.path.trsvcid), "%s", default_port);
+	s->opts.nr_io_queues = 1;
+	s->opts.queue_size = 128;
+	s->opts.kato_ms = 5000;
+	s->opts.io_timeout_ms = 30000;
+	s->nsid = 1;
+	s->sfd = -1;
+}
+
+static int parse_uint(const char *arg, unsigned long max, unsigned long *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(arg, &end, 0);
+	if (errno || !*arg || *end || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int session_parse_opt(struct session *s, int opt, const char *arg)
+{
+	unsigned long v;
+	uint64_t sz;
+
+	switch (opt) {
+	case 't':
+		if (nvmf_trtype_parse(arg, &s->opts.path.trtype) < 0) {
+			fprintf(stderr, "nvmf-gateway: unknown transport '%s' (tcp or rdma)\n", arg);
+			return -1;
+		}
+		return 1;
+	case 'a':
+		snprintf(s->opts.path.traddr, sizeof(s->opts.path.traddr), "%s", arg);
+		return 1;
+	case 's':
+		snprintf(s->opts.path.trsvcid, sizeof(s->opts.path.trsvcid), "%s", arg);
+		return 1;
+	case 'n':
+		snprintf(s->opts.subnqn, sizeof(s->opts.subnqn), "%s", arg);
+		return 1;
+	case 'q':
+		s->hostnqn = arg;
+		return 1;
+	case 'I':
+		s->hostid = arg;
+		return 1;
+	case 'g':
+		s->opts.path.hdr_digest = true;
+		return 1;
+	case 'G':
+		s->opts.path.data_digest = true;
+		return 1;
+	case 'v':
+		log_set_level(LOG_LVL_DEBUG);
+		return 1;
+	case 'o':
+		if (strcmp(arg, "json") && strcmp(arg, "normal")) {
+			fprintf(stderr, "nvmf-gateway: output format '%s': normal or json\n", arg);
+			return -1;
+		}
+		s->json = strcmp(arg, "json") == 0;
+		return 1;
+	case 1001:
+		s->state_dir = arg;
+		return 1;
+	case 1004:
+		if (config_parse_size(arg, &sz) < 0 || sz < 512 || sz > (64u << 20)) {
+			fprintf(stderr, "nvmf-gateway: --max-xfer '%s': 512 to 64M\n", arg);
+			return -1;
+		}
+		s->opts.max_xfer = (uint32_t)sz;
+		return 1;
+	}
+	struct {
+		int opt;
+		const char *name;
+		unsigned long min, max;
+	} nums[] = {
+		{ 'i', "nr-io-queues", 1, 128 }, { 'Q', "queue-size", 2, 4096 },
+		{ 'k', "keep-alive-tmo", 0, 3600 }, { 1000, "nsid", 1, 0xfffffffe },
+		{ 1002, "connect-timeout", 100, 600000 }, { 1003, "io-timeout", 100, 3600000 },
+	};
+	for (unsigned i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		if (nums[i].opt != opt)
+			continue;
+		if (parse_uint(arg, nums[i].max, &v) < 0 || v < nums[i].min) {
+			fprintf(stderr, "nvmf-gateway: --%s '%s': expected %lu to %lu\n", nums[i].name,
+				arg, nums[i].min, nums[i].max);
+			return -1;
+		}
+		switch (opt) {
+		case 'i': s->opts.nr_io_queues = (unsigned)v; break;
+		case 'Q': s->opts.queue_size = (unsigned)v; break;
+		case 'k': s->opts.kato_ms = (unsigned)v * 1000; break;
+		case 1000: s->nsid = (uint32_t)v; break;
+		case 1002: s->opts.path.connect_timeout_ms = (unsigned)v; break;
+		case 1003: s->opts.io_timeout_ms = (unsigned)v; break;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+static void shutdown_done(struct nvmf_ctrl *c, int err)
+{
+	struct session *s = container_of(c, struct session, ctrl);
+	(void)err;
+	reactor_stop(&s->r);
+}
+
+void session_finish(struct session *s, int rc)
+{
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	s->rc = rc;
+	nvmf_ctrl_shutdown(&s->ctrl, shutdown_done);
+}
+
+static void ready(struct nvmf_ctrl *c, int err)
+{
+	struct session *s = container_of(c, struct session, ctrl);
+
+	if (err) {
+		s->rc = 1;
+		s->stopping = true;
+		reactor_stop(&s->r);
+		return;
+	}
+	s->job(s);
+}
+
+static void sig_arm(struct session *s);
+
+static void sig_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct session *s = container_of(op, struct session, sig_op);
+	(void)flags;
+	if (res <= 0)
+		return;
+	log_notice("signal received: stopping");
+	if (s->on_signal && s->ctrl.state == NVMF_CTRL_LIVE && !s->stopping)
+		s->on_signal(s);
+	else
+		session_finish(s, 130);
+	sig_arm(s);
+}
+
+static void sig_arm(struct session *s)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(&s->r, &s->sig_op);
+	io_uring_prep_read(sqe, s->sfd, s->siginfo, sizeof(struct signalfd_siginfo), 0);
+}
+
+int session_run(struct session *s, session_job_fn job)
+{
+	sigset_t set;
+	int ret;
+
+	if (!s->opts.path.traddr[0]) {
+		fprintf(stderr, "nvmf-gateway: -a/--traddr is required\n");
+		return 1;
+	}
+	if (!s->opts.subnqn[0]) {
+		fprintf(stderr, "nvmf-gateway: -n/--nqn is required\n");
+		return 1;
+	}
+	if (nvmf_host_identity(s->hostnqn, s->hostid, s->state_dir, s->opts.hostnqn,
+			       s->opts.hostid) < 0)
+		return 1;
+	if (reactor_init(&s->r, 0, 256) < 0)
+		return 1;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	s->sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	s->sig_op.fn = sig_done;
+	if (s->sfd >= 0)
+		sig_arm(s);
+	s->job = job;
+	ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, NULL, ready);
+	if (ret < 0) {
+		s->rc = 1;
+	} else {
+		reactor_run(&s->r);
+	}
+	nvmf_ctrl_free(&s->ctrl);
+	if (s->sfd >= 0) {
+		struct io_uring_sqe *sqe = reactor_sqe(&s->r, NULL);
+		io_uring_prep_cancel(sqe, &s->sig_op, 0);
+		io_uring_submit(&s->r.ring);
+		close(s->sfd);
+	}
+	reactor_fini(&s->r);
+	return s->rc;
+}

@@ -1,0 +1,81 @@
+/* A one-controller session for the command-line tools (discover, bench):
+ * options as nvme-cli names them, one reactor, connect, run a job while
+ * the controller is live, shut it down properly (CC.SHN), exit code. */
+#ifndef GW_SESSION_H
+#define GW_SESSION_H
+
+#include <getopt.h>
+#include <stdbool.h>
+
+#include "gateway/reactor.h"
+#include "transports/ctrl.h"
+
+struct session;
+typedef void (*session_job_fn)(struct session *s);
+
+struct session {
+	struct reactor r;
+	struct nvmf_ctrl ctrl;
+	struct nvmf_ctrl_opts opts;
+	const char *hostnqn, *hostid, *state_dir;
+	uint32_t nsid;
+	bool json;
+	int rc; /* exit code */
+	bool stopping;
+	session_job_fn job;
+	session_job_fn on_signal; /* SIGINT/SIGTERM during the job */
+	int sfd;
+	struct reactor_op sig_op;
+	unsigned char siginfo[128];
+	void *priv;
+};
+
+/* The connection options shared by every tool; see session_parse_opt. */
+#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:gGo:"
+#define SESSION_LONGOPTS                                                  \
+	{ "transport", required_argument, 0, 't' },                        \
+		{ "traddr", required_argument, 0, 'a' },                   \
+		{ "trsvcid", required_argument, 0, 's' },                  \
+		{ "nqn", required_argument, 0, 'n' },                      \
+		{ "hostnqn", required_argument, 0, 'q' },                  \
+		{ "hostid", required_argument, 0, 'I' },                   \
+		{ "nr-io-queues", required_argument, 0, 'i' },             \
+		{ "queue-size", required_argument, 0, 'Q' },               \
+		{ "keep-alive-tmo", required_argument, 0, 'k' },           \
+		{ "hdr-digest", no_argument, 0, 'g' },                     \
+		{ "data-digest", no_argument, 0, 'G' },                    \
+		{ "output-format", required_argument, 0, 'o' },            \
+		{ "nsid", required_argument, 0, 1000 },                    \
+		{ "state-dir", required_argument, 0, 1001 },               \
+		{ "connect-timeout", required_argument, 0, 1002 },         \
+		{ "io-timeout", required_argument, 0, 1003 },              \
+		{ "max-xfer", required_argument, 0, 1004 },                \
+		{ "verbose", no_argument, 0, 'v' }
+#define SESSION_HELP                                                                   \
+	"  -t, --transport tcp|rdma     transport (default tcp)\n"                       \
+	"  -a, --traddr ADDR            target address (numeric IPv4/IPv6)\n"           \
+	"  -s, --trsvcid PORT           target port\n"                                  \
+	"  -n, --nqn NQN                subsystem NQN\n"                                \
+	"  -q, --hostnqn NQN            host NQN (default /etc/nvme/hostnqn)\n"         \
+	"  -I, --hostid UUID            host ID (default /etc/nvme/hostid)\n"           \
+	"  -i, --nr-io-queues N         I/O queues (default 1)\n"                       \
+	"  -Q, --queue-size N           entries per I/O queue (default 128)\n"          \
+	"  -k, --keep-alive-tmo SEC     keep-alive timeout (default 5)\n"               \
+	"  -g, --hdr-digest             NVMe/TCP header digest\n"                       \
+	"  -G, --data-digest            NVMe/TCP data digest\n"                         \
+	"  -o, --output-format normal|json\n"                                           \
+	"      --nsid N                 namespace (default 1)\n"                        \
+	"      --state-dir DIR          where a generated host NQN is kept\n"           \
+	"      --connect-timeout MS     bound on connecting (default 10000)\n"          \
+	"      --io-timeout MS          bound on each command (default 30000)\n"        \
+	"      --max-xfer SIZE          cap on one command's data (default 256k)\n"
+
+void session_defaults(struct session *s, const char *default_port);
+/* 1 if the option was one of the session's, 0 if not, -1 on a bad value. */
+int session_parse_opt(struct session *s, int opt, const char *arg);
+/* Connects, runs job on the reactor once live, returns the exit code. */
+int session_run(struct session *s, session_job_fn job);
+/* From the job: shut down with exit code rc and leave session_run. */
+void session_finish(struct session *s, int rc);
+
+#endif

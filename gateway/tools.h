@@ -1,0 +1,9 @@
+/* The subcommands of nvmf-gateway, each a main() of its own. */
+#ifndef GW_TOOLS_H
+#define GW_TOOLS_H
+
+int cmd_discover(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+
+#endif

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The interop suite: the gateway against the Linux kernel target (nvmet) in
+# a qemu guest (INTEROP.md).  One guest boot; every case runs the freshly
+# built gateway inside the guest, next to the kernel's own host.
+set -u
+build="${1:-build}"
+top="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$top/tests/lib/report.sh"
+report_init "$build" interop
+export VM_CACHE=${VM_CACHE:-/var/tmp/nvmf-gateway-vm}
+. "$top/tests/interop/vm.sh"
+cd "$top" || exit 1
+GW="$top/$build/nvmf-gateway"
+port=${INTEROP_PORT:-14420}
+nqn512=nqn.2014-08.org.nvmf-gateway:interop-512
+nqn4k=nqn.2014-08.org.nvmf-gateway:interop-4k
+nqnacl=nqn.2014-08.org.nvmf-gateway:interop-acl
+hostok=nqn.2014-08.org.nvmf-gateway:host-allowed
+state=$(mktemp -d /tmp/nvmf-interop.XXXXXX) || exit 1
+logdir="$top/$build/results/interop"
+mkdir -p "$logdir"
+trap vm_stop EXIT
+rc=0
+
+# case NAME CMD...: one test case; its output goes to the log folder.
+case_() {
+	local name=$1
+	shift
+	if "$@" > "$logdir/$name.log" 2>&1; then
+		report PASS "$name"
+	else
+		tail -25 "$logdir/$name.log"
+		report FAIL "$name" "log $logdir/$name.log"
+		rc=1
+	fi
+}
+
+g() { VM_EXEC_TIMEOUT=${T:-300} vm_exec "export NVMF_GATEWAY_STATE_DIR=/tmp/gw-state; $*"; }
+
+if ! vm_start "$state" "$port:4420" > "$logdir/boot.log" 2>&1; then
+	cat "$logdir/boot.log"
+	report FAIL boot "guest did not start"
+	exit 1
+fi
+report PASS boot
+if ! vm_exec ". tests/interop/nvmet.sh &&
+	nvmet_subsys $nqn512 256M 512 && nvmet_subsys $nqn4k 256M 4096 &&
+	nvmet_subsys $nqnacl 64M 512 $hostok &&
+	nvmet_port 1 tcp 10.0.2.15 4420 &&
+	nvmet_link $nqn512 1 && nvmet_link $nqn4k 1 && nvmet_link $nqnacl 1" \
+	> "$logdir/target.log" 2>&1; then
+	cat "$logdir/target.log"
+	report FAIL target-setup
+	exit 1
+fi
+
+# (1) discover lists every subsystem of the port and the discovery entry.
+t_discover() {
+	g "$GW discover -t tcp -a 10.0.2.15 -s 4420 > /tmp/d.txt; r=\$?; cat /tmp/d.txt; [ \$r = 0 ] &&
+	   grep -q 'subnqn:  $nqn512\$' /tmp/d.txt && grep -q 'subnqn:  $nqn4k\$' /tmp/d.txt &&
+	   grep -q 'subtype: current discovery subsystem' /tmp/d.txt &&
+	   $GW discover -t tcp -a 10.0.2.15 -s 4420 -o json | grep -q '\"subnqn\": \"$nqn4k\"' &&
+	   nvme discover -t tcp -a 10.0.2.15 -s 4420 | grep -c '^subnqn' > /tmp/k.txt &&
+	   [ \$(grep -c '^subnqn' /tmp/d.txt) = \$(cat /tmp/k.txt) ]"
+}
+case_ discover t_discover
+
+# (2) bench --verify: sizes below and above the transfer cap (256 KiB by
+# default, so 1 MiB is split), several queue depths, digests off and on.
+t_bench() {
+	local nqn=$1 bs=$2 qd=$3 wl=$4
+	shift 4
+	g "$GW bench -t tcp -a 10.0.2.15 -s 4420 -n $nqn -w $wl -b $bs -d $qd -T 2 --verify --size 16M $*"
+}
+for dg in "" "-g -G"; do
+	tag=${dg:+-digest}
+	case_ "bench-512-0.5k-qd1$tag" t_bench $nqn512 512 1 randrw $dg
+	case_ "bench-512-4k-qd32$tag" t_bench $nqn512 4k 32 randrw $dg
+	case_ "bench-512-128k-qd8$tag" t_bench $nqn512 128k 8 randwrite $dg
+	case_ "bench-512-1m-qd4$tag" t_bench $nqn512 1m 4 randrw $dg
+	case_ "bench-4k-4k-qd16$tag" t_bench $nqn4k 4k 16 randrw $dg
+	case_ "bench-4k-1m-qd2$tag" t_bench $nqn4k 1m 2 read $dg
+done
+case_ bench-split-64k t_bench $nqn512 256k 4 randrw --max-xfer 64k
+
+# (4) a 512-byte I/O on a 4 KiB-block namespace is refused up front.
+t_bs_mismatch() {
+	g "out=\$($GW bench -t tcp -a 10.0.2.15 -s 4420 -n $nqn4k -b 512 -T 1 2>&1); r=\$?; echo \"\$out\";
+	   [ \$r = 1 ] && echo \"\$out\" | grep -q 'not a multiple of the LBA size 4096'"
+}
+case_ bench-4k-lba-rejects-512 t_bs_mismatch
+
+# (5) errors: one clear line, exit 1, bounded time.
+t_err() {
+	local want=$1
+	shift
+	g "out=\$(timeout 60 $GW bench -t tcp -a 10.0.2.15 -T 1 $* 2>&1); r=\$?; echo \"\$out\"; echo rc=\$r;
+	   [ \$r = 1 ] && echo \"\$out\" | grep -q '$want'"
+}
+case_ err-wrong-nqn t_err "has no subsystem nqn.2014-08.org.nvmf-gateway:nope" -s 4420 -n nqn.2014-08.org.nvmf-gateway:nope
+case_ err-closed-port t_err "cannot connect to 10.0.2.15:4999: Connection refused" -s 4999 -n $nqn512
+case_ err-host-not-allowed t_err "is not allowed to connect" -s 4420 -n $nqnacl -q nqn.2014-08.org.nvmf-gateway:host-other
+t_acl_ok() { g "$GW bench -t tcp -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
+case_ host-allowed-connects t_acl_ok
+
+exit $rc

@@ -1,0 +1,162 @@
+#include "transports/io.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "gateway/iov.h"
+#include "gateway/log.h"
+#include "transports/status.h"
+
+#define WZ_MAX_BLOCKS 65536u /* NLB is 16 bits, 0's based */
+
+static bool has_data(enum nvmf_io_op op) { return op == NVMF_IO_READ || op == NVMF_IO_WRITE; }
+
+uint64_t nvmf_io_chunk(const struct nvmf_io *io, uint64_t off)
+{
+	uint64_t left = io->len - off, lba = io->ns->lba_size;
+
+	if (io->op == NVMF_IO_FLUSH)
+		return 0;
+	if (io->op == NVMF_IO_WRITE_ZEROES)
+		return left < (uint64_t)WZ_MAX_BLOCKS * lba ? left : (uint64_t)WZ_MAX_BLOCKS * lba;
+	if (io->op == NVMF_IO_DISCARD)
+		return left < (uint64_t)UINT32_MAX * lba ? left : (uint64_t)UINT32_MAX / lba * lba * lba;
+	uint64_t n = left < io->max_xfer ? left : io->max_xfer;
+	/* Shrink to the bytes the first NVMF_REQ_MAX_IOV pieces cover. */
+	size_t o = (size_t)off, covered = 0;
+	unsigned i = 0, used = 0;
+	while (i < io->iovcnt && o >= io->iov[i].iov_len)
+		o -= io->iov[i++].iov_len;
+	for (; i < io->iovcnt && used < NVMF_REQ_MAX_IOV && covered < n; i++, used++, o = 0)
+		covered += io->iov[i].iov_len - o;
+	if (covered < n)
+		n = covered;
+	return n / lba * lba;
+}
+
+static void io_kick(struct nvmf_io *io);
+
+static void io_req_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_io *io = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+
+	if (!err && st) {
+		char sbuf[96];
+		err = nvme_status_to_errno(st);
+		log_debug("%s: CID 0x%04x opcode 0x%02x: %s", req->q->name, req->cid,
+			  req->sqe.opcode, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+	}
+	nvmf_req_put(req);
+	if (err && !io->err)
+		io->err = err;
+	io->outstanding--;
+	if (!io->kicking)
+		io_kick(io);
+}
+
+static void io_wake(struct nvmf_waiter *w)
+{
+	io_kick(container_of(w, struct nvmf_io, waiter));
+}
+
+static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64_t n)
+{
+	const struct nvmf_ns *ns = io->ns;
+	uint64_t slba = (io->offset + off) >> ns->lba_shift;
+	uint32_t nlb = (uint32_t)(n >> ns->lba_shift);
+	struct nvme_sqe *sqe = &req->sqe;
+
+	sqe->nsid = ns->nsid;
+	switch (io->op) {
+	case NVMF_IO_READ:
+	case NVMF_IO_WRITE: {
+		struct iovec sl[NVMF_REQ_MAX_IOV];
+		int cnt = iov_slice(io->iov, io->iovcnt, off, n, sl, NVMF_REQ_MAX_IOV);
+		sqe->opcode = io->op == NVMF_IO_READ ? NVME_CMD_READ : NVME_CMD_WRITE;
+		nvmf_req_set_data(req, sl, (unsigned)cnt, (uint32_t)n, io->op == NVMF_IO_WRITE);
+		sqe->cdw10 = (uint32_t)slba;
+		sqe->cdw11 = (uint32_t)(slba >> 32);
+		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
+		break;
+	}
+	case NVMF_IO_WRITE_ZEROES:
+		sqe->opcode = NVME_CMD_WRITE_ZEROES;
+		sqe->cdw10 = (uint32_t)slba;
+		sqe->cdw11 = (uint32_t)(slba >> 32);
+		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_NO_DEALLOC) ? 0 : NVME_WZ_DEAC) |
+			     ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
+		break;
+	case NVMF_IO_DISCARD: {
+		req->dsm.cattr = 0;
+		req->dsm.nlb = nlb;
+		req->dsm.slba = slba;
+		struct iovec iov = { &req->dsm, sizeof(req->dsm) };
+		sqe->opcode = NVME_CMD_DSM;
+		sqe->cdw10 = 0; /* one range */
+		sqe->cdw11 = NVME_DSM_ATTR_DEALLOCATE;
+		nvmf_req_set_data(req, &iov, 1, sizeof(req->dsm), true);
+		break;
+	}
+	case NVMF_IO_FLUSH:
+		sqe->opcode = NVME_CMD_FLUSH;
+		break;
+	}
+}
+
+static void io_kick(struct nvmf_io *io)
+{
+	io->kicking = true;
+	while (!io->err && (io->op == NVMF_IO_FLUSH ? !io->started : io->next < io->len)) {
+		uint64_t n = nvmf_io_chunk(io, io->next);
+		if (io->op != NVMF_IO_FLUSH && n == 0) {
+			log_err("%s: I/O buffer too fragmented at offset %llu", io->q->name,
+				(unsigned long long)(io->offset + io->next));
+			io->err = -EINVAL;
+			break;
+		}
+		struct nvmf_req *req = nvmf_req_get(io->q);
+		if (!req) {
+			io->waiter.fn = io_wake;
+			nvmf_queue_wait(io->q, &io->waiter);
+			io->kicking = false;
+			return;
+		}
+		build(io, req, io->next, n);
+		req->done = io_req_done;
+		req->ctx = io;
+		io->next += n;
+		io->started = true;
+		io->outstanding++;
+		nvmf_req_submit(req);
+	}
+	io->kicking = false;
+	if (io->outstanding == 0)
+		io->cb(io, io->err);
+}
+
+int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_xfer,
+		   struct nvmf_io *io)
+{
+	uint64_t mask = ns->lba_size - 1, size = ns->nsze << ns->lba_shift;
+
+	if (io->op != NVMF_IO_FLUSH) {
+		if ((io->offset | io->len) & mask || !io->len || io->offset > size ||
+		    io->len > size - io->offset)
+			return -EINVAL;
+		if (has_data(io->op) && iov_length(io->iov, io->iovcnt) < io->len)
+			return -EINVAL;
+	}
+	io->q = q;
+	io->ns = ns;
+	io->max_xfer = max_xfer / ns->lba_size * ns->lba_size;
+	if (!io->max_xfer)
+		io->max_xfer = ns->lba_size;
+	io->next = 0;
+	io->outstanding = 0;
+	io->err = 0;
+	io->started = false;
+	io->kicking = false;
+	io_kick(io);
+	return 0;
+}

@@ -1,0 +1,51 @@
+/* Block I/O on one namespace through one queue: byte ranges in, NVMe
+ * commands out, split at the controller's transfer limit and completed
+ * once. */
+#ifndef TRANSPORTS_IO_H
+#define TRANSPORTS_IO_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "transports/ctrl.h"
+
+enum nvmf_io_op { NVMF_IO_READ, NVMF_IO_WRITE, NVMF_IO_FLUSH, NVMF_IO_WRITE_ZEROES,
+		  NVMF_IO_DISCARD };
+#define NVMF_IO_FUA (1u << 0)
+#define NVMF_IO_NO_DEALLOC (1u << 1) /* write zeroes must not deallocate */
+
+struct nvmf_io;
+typedef void (*nvmf_io_cb)(struct nvmf_io *io, int err);
+
+struct nvmf_io {
+	enum nvmf_io_op op;
+	uint32_t flags;
+	uint64_t offset; /* bytes, LBA aligned */
+	uint64_t len; /* bytes, LBA aligned */
+	const struct iovec *iov;
+	unsigned iovcnt;
+	nvmf_io_cb cb;
+	void *ctx;
+	/* Internal. */
+	struct nvmf_queue *q;
+	const struct nvmf_ns *ns;
+	uint32_t max_xfer;
+	uint64_t next;
+	unsigned outstanding;
+	int err;
+	bool kicking;
+	bool started;
+	struct nvmf_waiter waiter;
+};
+
+/* Plans the next command of an I/O: its byte length, at most max_xfer,
+ * LBA aligned, and covering at most NVMF_REQ_MAX_IOV iovec pieces.  0 when
+ * the buffer is too fragmented to make progress.  Exposed for tests. */
+uint64_t nvmf_io_chunk(const struct nvmf_io *io, uint64_t off);
+
+/* -EINVAL for a misaligned or out-of-range I/O (cb is not called);
+ * otherwise 0 and cb runs exactly once on q's reactor. */
+int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_xfer,
+		   struct nvmf_io *io);
+
+#endif
