@@ -28,8 +28,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 UNIT_HELPERS := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 
-.PHONY: all asan unit-bins check unit func interop test deps demo fuzz \
-	install clean bench
+.PHONY: all asan unit-bins check unit func interop test deps demo \
+	install clean asan-unit
 
 all: $(BUILD)/nvmf-gateway
 
@@ -67,17 +67,13 @@ check: unit func
 interop: all
 	tests/interop/run.sh $(BUILD)
 
-asan-unit: asan
+asan-unit:
+	@rm -rf build-asan/results
+	$(MAKE) asan
 	tests/unit/run.sh build-asan
 
 deps:
 	tests/deps.sh
-
-fuzz:
-	tests/fuzz/run.sh $${FUZZ_SECONDS:-60}
-
-bench: all
-	tests/bench/run.sh $(BUILD)
 
 demo: deps all
 	tests/demo.sh $(BUILD)
@@ -90,8 +86,7 @@ test:
 	$(MAKE) check
 	$(MAKE) interop
 	$(MAKE) asan-unit
-	$(MAKE) fuzz
-	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results
+	tests/summary.sh $(BUILD)/results build-asan/results
 
 install: all
 	install -D -m 0755 $(BUILD)/nvmf-gateway $(DESTDIR)$(BINDIR)/nvmf-gateway

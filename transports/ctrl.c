@@ -93,6 +93,18 @@ static void describe_connect_error(struct nvmf_queue *q, const struct nvme_cqe *
 	char sbuf[96];
 
 	nvme_status_fmt(st, sbuf, sizeof(sbuf));
+	/* Command-specific codes mean other things for Connect than for I/O. */
+	if (NVME_STATUS_SCT(st) == NVME_SCT_CMD_SPECIFIC && NVME_STATUS_SC(st) >= 0x80 &&
+	    NVME_STATUS_SC(st) <= 0x84) {
+		static const char *const names[] = { "Connect Incompatible Format",
+						     "Connect Controller Busy",
+						     "Connect Invalid Parameters",
+						     "Connect Restart Discovery",
+						     "Connect Invalid Host" };
+		snprintf(sbuf, sizeof(sbuf), "%s (sct 0x1 sc 0x%02x%s)",
+			 names[NVME_STATUS_SC(st) - 0x80], NVME_STATUS_SC(st),
+			 NVME_STATUS_DNR(st) ? ", dnr" : "");
+	}
 	if (NVME_STATUS_SCT(st) == NVME_SCT_CMD_SPECIFIC &&
 	    NVME_STATUS_SC(st) == NVMF_SC_CONNECT_INVALID_PARAM && (cqe->result.dw0 >> 16)) {
 		switch (cqe->result.dw0 & 0xffff) {

@@ -124,7 +124,7 @@ int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt, const ch
 			NVMF_NQN_MAX_LEN);
 		return -EINVAL;
 	}
-	snprintf(hostnqn, NVMF_NQN_SIZE, "%s", buf);
+	memcpy(hostnqn, buf, strlen(buf) + 1); /* length checked above */
 
 	if (hostid_opt) {
 		if (nvmf_uuid_parse(hostid_opt, hostid) < 0) {
