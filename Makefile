@@ -93,7 +93,6 @@ install: all
 	install -d $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf ] || \
 		install -m 0644 etc/nvmf-gateway.conf $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf
-	install -D -m 0644 systemd/nvmf-gateway.service $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
 
 clean:
 	rm -rf build build-asan build-fuzz
