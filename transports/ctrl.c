@@ -745,12 +745,6 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 /* A queue of a live controller failed.  Without the resilience layer
  * that is the end of this controller: every queue goes down and in-flight
  * I/O completes with the error. */
-static void ctrl_failed_down(struct nvmf_ctrl *c, int err)
-{
-	(void)c;
-	(void)err;
-}
-
 static void ctrl_failed(struct nvmf_ctrl *c, int err)
 {
 	if (c->state != NVMF_CTRL_LIVE)
@@ -759,98 +753,112 @@ static void ctrl_failed(struct nvmf_ctrl *c, int err)
 	c->error = err;
 	reactor_timer_cancel(&c->kato_timer);
 	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
-	ctrl_teardown(c, ctrl_failed_down);
+	ctrl_teardown(c, NULL);
 }
 
-/* Teardown: shut every queue (each on its reactor), then the admin
- * queue, then cb once all are dead.  Runs on c->r. */
-struct teardown_msg {
+/* Closing the I/O queues, each on its own reactor, then running then(c)
+ * on c->r once every one is dead: shared by teardown and shutdown. */
+struct ioq_close_msg {
 	struct reactor_msg m;
 	struct nvmf_ctrl *c;
 	unsigned idx;
 };
 
-static void teardown_check(struct nvmf_ctrl *c);
-
-static void teardown_ioq_done(struct reactor_msg *m)
+static void ioq_close_reply(struct reactor_msg *m)
 {
-	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct ioq_close_msg *t = container_of(m, struct ioq_close_msg, m);
 	struct nvmf_ctrl *c = t->c;
+
 	free(t);
-	c->nr_ioq_pending--;
-	teardown_check(c);
+	if (--c->nr_ioq_pending == 0)
+		c->ioq_close_then(c);
 }
 
-static void ioq_dead(struct nvmf_queue *q, int err)
+static void send_close_reply(struct nvmf_ctrl *c, struct ioq_close_msg *t)
 {
-	struct teardown_msg *t = malloc(sizeof(*t));
+	if (!t && !(t = malloc(sizeof(*t))))
+		abort(); /* control path, a few bytes: nothing sane to do */
+	t->m.fn = ioq_close_reply;
+	t->c = c;
+	reactor_send_msg(c->r, &t->m);
+}
+
+static void ioq_closed(struct nvmf_queue *q, int err)
+{
 	(void)err;
-	if (!t)
-		abort();
-	t->m.fn = teardown_ioq_done;
-	t->c = q->ctrl;
-	reactor_send_msg(q->ctrl->r, &t->m);
+	send_close_reply(q->ctrl, NULL);
 }
 
-static void teardown_ioq(struct reactor_msg *m)
+static void ioq_close(struct reactor_msg *m)
 {
-	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
+	struct ioq_close_msg *t = container_of(m, struct ioq_close_msg, m);
 	struct nvmf_queue *q = &t->c->ioq[t->idx];
 
 	if (q->state == NVMF_Q_DEAD || q->state == NVMF_Q_IDLE) {
 		if (q->state == NVMF_Q_IDLE)
 			nvmf_queue_set_state(q, NVMF_Q_DEAD);
-		t->m.fn = teardown_ioq_done;
-		reactor_send_msg(t->c->r, &t->m);
+		send_close_reply(t->c, t);
 		return;
 	}
 	free(t);
 	q->connect_cb = NULL;
-	q->down_cb = ioq_dead;
+	q->down_cb = ioq_closed;
 	if (q->state != NVMF_Q_DRAINING)
 		nvmf_queue_shutdown(q, -ESHUTDOWN);
 }
 
-static void admin_dead(struct nvmf_queue *q, int err)
+static void ioqs_close(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *c))
 {
-	struct nvmf_ctrl *c = q->ctrl;
-	(void)err;
-	c->step = INIT_NONE;
-	teardown_check(c);
-}
-
-static void teardown_check(struct nvmf_ctrl *c)
-{
-	if (c->nr_ioq_pending)
-		return;
-	if (c->adminq.state != NVMF_Q_DEAD) {
-		c->adminq.connect_cb = NULL;
-		c->adminq.down_cb = admin_dead;
-		if (c->adminq.state != NVMF_Q_DRAINING)
-			nvmf_queue_shutdown(&c->adminq, -ESHUTDOWN);
+	c->ioq_close_then = then;
+	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
+	if (!c->nr_ioq_pending) {
+		then(c);
 		return;
 	}
+	for (unsigned i = 0; i < c->nr_ioq; i++) {
+		struct ioq_close_msg *t = malloc(sizeof(*t));
+		if (!t)
+			abort();
+		t->m.fn = ioq_close;
+		t->c = c;
+		t->idx = i;
+		reactor_send_msg(c->ioq[i].r, &t->m);
+	}
+}
+
+static void teardown_finish(struct nvmf_ctrl *c)
+{
 	nvmf_ctrl_cb cb = c->shutdown_cb;
 	c->shutdown_cb = NULL;
 	if (cb)
 		cb(c, c->error);
 }
 
+static void admin_dead(struct nvmf_queue *q, int err)
+{
+	(void)err;
+	q->ctrl->step = INIT_NONE;
+	teardown_finish(q->ctrl);
+}
+
+static void teardown_admin(struct nvmf_ctrl *c)
+{
+	if (c->adminq.state == NVMF_Q_DEAD) {
+		teardown_finish(c);
+		return;
+	}
+	c->adminq.connect_cb = NULL;
+	c->adminq.down_cb = admin_dead;
+	if (c->adminq.state != NVMF_Q_DRAINING)
+		nvmf_queue_shutdown(&c->adminq, -ESHUTDOWN);
+}
+
+/* Teardown: every I/O queue, then the admin queue, then cb.  On c->r. */
 static void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
 	c->shutdown_cb = cb;
 	reactor_timer_cancel(&c->kato_timer);
-	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
-	for (unsigned i = 0; c->ioq && i < c->nr_ioq; i++) {
-		struct teardown_msg *t = malloc(sizeof(*t));
-		if (!t)
-			abort();
-		t->m.fn = teardown_ioq;
-		t->c = c;
-		t->idx = i;
-		reactor_send_msg(c->ioq[i].r, &t->m);
-	}
-	teardown_check(c);
+	ioqs_close(c, teardown_admin);
 }
 
 /* ---- orderly shutdown: I/O queues, CC.SHN, admin queue ---- */
@@ -906,8 +914,7 @@ static void shn_poll(struct nvmf_ctrl *c)
 	reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);
 }
 
-static void shn_after_ioq(struct nvmf_ctrl *c, int err);
-
+/* The I/O queues are closed: tell the controller it is shutting down. */
 static void shn_start(struct nvmf_ctrl *c)
 {
 	struct nvmf_req *req;
@@ -922,58 +929,15 @@ static void shn_start(struct nvmf_ctrl *c)
 	nvmf_req_submit(req);
 }
 
-static void shn_after_ioq(struct nvmf_ctrl *c, int err)
-{
-	(void)err;
-	shn_start(c);
-}
-
-static void shn_ioq_done(struct reactor_msg *m)
-{
-	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
-	struct nvmf_ctrl *c = t->c;
-	free(t);
-	if (--c->nr_ioq_pending == 0)
-		shn_after_ioq(c, 0);
-}
-
-static void shn_ioq_dead(struct nvmf_queue *q, int err)
-{
-	struct teardown_msg *t = malloc(sizeof(*t));
-	(void)err;
-	if (!t)
-		abort();
-	t->m.fn = shn_ioq_done;
-	t->c = q->ctrl;
-	reactor_send_msg(q->ctrl->r, &t->m);
-}
-
-static void shn_ioq(struct reactor_msg *m)
-{
-	struct teardown_msg *t = container_of(m, struct teardown_msg, m);
-	struct nvmf_queue *q = &t->c->ioq[t->idx];
-
-	if (q->state == NVMF_Q_DEAD || q->state == NVMF_Q_IDLE) {
-		t->m.fn = shn_ioq_done;
-		reactor_send_msg(t->c->r, &t->m);
-		return;
-	}
-	free(t);
-	q->down_cb = shn_ioq_dead;
-	if (q->state != NVMF_Q_DRAINING)
-		nvmf_queue_shutdown(q, -ESHUTDOWN);
-}
-
 void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
 	if (c->state == NVMF_CTRL_DEAD || c->state == NVMF_CTRL_NEW) {
-		/* Already torn down (or never up): just make sure it is quiet. */
-		if (c->shutdown_cb) {
-			c->shutdown_cb = cb; /* a teardown is running; it reports */
-			return;
-		}
+		/* Already torn down (or never up): just make sure it is quiet;
+		 * a teardown still running reports to the new cb. */
+		bool running = c->shutdown_cb != NULL;
 		c->shutdown_cb = cb;
-		teardown_check(c);
+		if (!running)
+			teardown_admin(c);
 		return;
 	}
 	if (c->state == NVMF_CTRL_CONNECTING) {
@@ -987,20 +951,7 @@ void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 	c->shutdown_cb = cb;
 	reactor_timer_cancel(&c->kato_timer);
 	c->step = INIT_DONE;
-	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
-	if (!c->nr_ioq_pending) {
-		shn_start(c);
-		return;
-	}
-	for (unsigned i = 0; i < c->nr_ioq; i++) {
-		struct teardown_msg *t = malloc(sizeof(*t));
-		if (!t)
-			abort();
-		t->m.fn = shn_ioq;
-		t->c = c;
-		t->idx = i;
-		reactor_send_msg(c->ioq[i].r, &t->m);
-	}
+	ioqs_close(c, shn_start);
 }
 
 void nvmf_ctrl_free(struct nvmf_ctrl *c)

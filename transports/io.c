@@ -22,7 +22,7 @@ uint64_t nvmf_io_chunk(const struct nvmf_io *io, uint64_t off)
 	if (io->op == NVMF_IO_DISCARD)
 		return left < (uint64_t)UINT32_MAX * lba ? left : (uint64_t)UINT32_MAX / lba * lba * lba;
 	uint64_t n = left < io->max_xfer ? left : io->max_xfer;
-	/* Shrink to the bytes the first NVMF_REQ_MAX_IOV pieces cover. */
+	/* No more than the bytes the first NVMF_REQ_MAX_IOV pieces cover. */
 	size_t o = (size_t)off, covered = 0;
 	unsigned i = 0, used = 0;
 	while (i < io->iovcnt && o >= io->iov[i].iov_len)
