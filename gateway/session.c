@@ -121,6 +121,26 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 	return 0;
 }
 
+int session_parse_mem(struct session *s, const char *arg)
+{
+	char buf[64], *colon;
+	uint64_t size, bs = 512;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon++ = 0;
+	if (config_parse_size(buf, &size) < 0 || (colon && config_parse_size(colon, &bs) < 0) ||
+	    bs < 512 || bs > 65536 || (bs & (bs - 1)) || !size || size % bs) {
+		fprintf(stderr, "nvmf-gateway: --mem '%s': SIZE[:BLOCK], SIZE a multiple of "
+				"BLOCK (a power of two, 512 to 64k)\n", arg);
+		return -1;
+	}
+	s->mem_size = size;
+	s->mem_block = (uint32_t)bs;
+	return 0;
+}
+
 static void shutdown_done(struct nvmf_ctrl *c, int err)
 {
 	struct session *s = container_of(c, struct session, ctrl);
@@ -134,7 +154,10 @@ void session_finish(struct session *s, int rc)
 		return;
 	s->stopping = true;
 	s->rc = rc;
-	nvmf_ctrl_shutdown(&s->ctrl, shutdown_done);
+	if (s->mem_size)
+		reactor_stop(&s->r);
+	else
+		nvmf_ctrl_shutdown(&s->ctrl, shutdown_done);
 }
 
 static void ready(struct nvmf_ctrl *c, int err)
@@ -145,6 +168,11 @@ static void ready(struct nvmf_ctrl *c, int err)
 		s->rc = 1;
 		s->stopping = true;
 		reactor_stop(&s->r);
+		return;
+	}
+	if (s->want_volume && !s->vol &&
+	    vol_nvmf_create(s->opts.subnqn, &s->ctrl, s->nsid, s->read_only, 1, &s->vol) < 0) {
+		session_finish(s, 1);
 		return;
 	}
 	s->job(s);
@@ -159,7 +187,7 @@ static void sig_done(struct reactor_op *op, int res, uint32_t flags)
 	if (res <= 0)
 		return;
 	log_notice("signal received: stopping");
-	if (s->on_signal && s->ctrl.state == NVMF_CTRL_LIVE && !s->stopping)
+	if (s->on_signal && (s->mem_size || s->ctrl.state == NVMF_CTRL_LIVE) && !s->stopping)
 		s->on_signal(s);
 	else
 		session_finish(s, 130);
@@ -172,11 +200,61 @@ static void sig_arm(struct session *s)
 	io_uring_prep_read(sqe, s->sfd, s->siginfo, sizeof(struct signalfd_siginfo), 0);
 }
 
-int session_run(struct session *s, session_job_fn job)
+static void signals_open(struct session *s)
 {
 	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	s->sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	s->sig_op.fn = sig_done;
+	if (s->sfd >= 0)
+		sig_arm(s);
+}
+
+static void signals_close(struct session *s)
+{
+	if (s->sfd >= 0) {
+		struct io_uring_sqe *sqe = reactor_sqe(&s->r, NULL);
+		io_uring_prep_cancel(sqe, &s->sig_op, 0);
+		io_uring_submit(&s->r.ring);
+		close(s->sfd);
+		s->sfd = -1;
+	}
+}
+
+static int session_run_mem(struct session *s, session_job_fn job)
+{
+	uint32_t caps = VOL_CAP_FLUSH | VOL_CAP_FUA | VOL_CAP_TRIM | VOL_CAP_WRITE_ZEROES |
+			VOL_CAP_FAST_ZERO | (s->read_only ? VOL_CAP_READ_ONLY : 0);
+
+	if (reactor_init(&s->r, 0, 256) < 0)
+		return 1;
+	if (vol_mem_create("mem", s->mem_size, s->mem_block, caps, 1, &s->vol) < 0) {
+		fprintf(stderr, "nvmf-gateway: cannot allocate a %llu-byte RAM volume\n",
+			(unsigned long long)s->mem_size);
+		reactor_fini(&s->r);
+		return 1;
+	}
+	signals_open(s);
+	s->job = job;
+	job(s);
+	reactor_run(&s->r);
+	signals_close(s);
+	vol_destroy(s->vol);
+	s->vol = NULL;
+	reactor_fini(&s->r);
+	return s->rc;
+}
+
+int session_run(struct session *s, session_job_fn job)
+{
 	int ret;
 
+	if (s->mem_size)
+		return session_run_mem(s, job);
 	if (!s->opts.path.traddr[0]) {
 		fprintf(stderr, "nvmf-gateway: -a/--traddr is required\n");
 		return 1;
@@ -190,14 +268,7 @@ int session_run(struct session *s, session_job_fn job)
 		return 1;
 	if (reactor_init(&s->r, 0, 256) < 0)
 		return 1;
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	s->sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	s->sig_op.fn = sig_done;
-	if (s->sfd >= 0)
-		sig_arm(s);
+	signals_open(s);
 	s->job = job;
 	ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, NULL, ready);
 	if (ret < 0) {
@@ -205,13 +276,10 @@ int session_run(struct session *s, session_job_fn job)
 	} else {
 		reactor_run(&s->r);
 	}
+	vol_destroy(s->vol);
+	s->vol = NULL;
 	nvmf_ctrl_free(&s->ctrl);
-	if (s->sfd >= 0) {
-		struct io_uring_sqe *sqe = reactor_sqe(&s->r, NULL);
-		io_uring_prep_cancel(sqe, &s->sig_op, 0);
-		io_uring_submit(&s->r.ring);
-		close(s->sfd);
-	}
+	signals_close(s);
 	reactor_fini(&s->r);
 	return s->rc;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "gateway/reactor.h"
+#include "gateway/volume.h"
 #include "transports/ctrl.h"
 
 struct session;
@@ -28,6 +29,15 @@ struct session {
 	struct reactor_op sig_op;
 	unsigned char siginfo[128];
 	void *priv;
+	/* Exporter commands (nbd, mount): the namespace as a volume, made
+	 * before the job runs when want_volume is set.  With mem_size set
+	 * there is no controller: a RAM volume of that size stands in (the
+	 * test backend, --mem SIZE[:BLOCK]). */
+	bool want_volume;
+	bool read_only;
+	uint64_t mem_size;
+	uint32_t mem_block;
+	struct volume *vol;
 };
 
 /* The connection options shared by every tool; see session_parse_opt. */
@@ -69,6 +79,11 @@ struct session {
 	"      --connect-timeout MS     bound on connecting (default 10000)\n"          \
 	"      --io-timeout MS          bound on each command (default 30000)\n"        \
 	"      --max-xfer SIZE          cap on one command's data (default 256k)\n"
+
+/* --mem SIZE[:BLOCK] for the exporter commands: 0, or -1 after a message. */
+int session_parse_mem(struct session *s, const char *arg);
+#define SESSION_MEM_HELP \
+	"      --mem SIZE[:BLOCK]       no target: serve a RAM volume (tests, benchmarks)\n"
 
 void session_defaults(struct session *s, const char *default_port);
 /* 1 if the option was one of the session's, 0 if not, -1 on a bad value. */
