@@ -1,0 +1,65 @@
+/* The NBD exports: the server side of the NBD protocol over volumes.
+ *
+ * Two ways in, one transmission engine:
+ *  - an NBD server on a Unix or TCP socket (fixed newstyle handshake, then
+ *    transmission), for qemu, libnbd and remote hosts;
+ *  - a socket already in transmission phase, handed over by the kernel
+ *    device attach (nbd/kdev.c): the kernel's nbd driver sends requests
+ *    with no handshake and takes simple replies only.
+ * Every connection lives on one reactor, submits its volume I/O there and
+ * answers there; replies go out in completion order. */
+#ifndef NBD_NBD_H
+#define NBD_NBD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/config.h"
+#include "gateway/reactor.h"
+#include "gateway/volume.h"
+
+/* One export a server offers.  The caller owns it; it must outlive the
+ * server (and every kernel connection) that uses it. */
+struct nbd_export {
+	const char *name; /* "" is allowed; the first export is the default */
+	const char *description; /* optional (NULL) */
+	struct volume *vol;
+	bool read_only; /* on top of the volume's own VOL_CAP_READ_ONLY */
+};
+
+struct nbd_server;
+
+struct nbd_server_opts {
+	const struct gw_listen *listen; /* unix:PATH or tcp:HOST:PORT */
+	struct nbd_export **exports;
+	unsigned nr_exports;
+	/* Accepted connections are spread round-robin over these reactors;
+	 * the listener runs on reactors[0]. */
+	struct reactor **reactors;
+	unsigned nr_reactors;
+};
+
+/* Binds and listens (a stale Unix socket file is replaced; TCP binds to
+ * loopback unless the address says otherwise).  -errno with a logged
+ * reason. */
+int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out);
+/* Closes the listener and every connection; in-flight volume I/O is
+ * drained first.  done(arg) runs on reactors[0] when nothing refers to the
+ * server any more, then the server is freed. */
+void nbd_server_stop(struct nbd_server *s, void (*done)(void *arg), void *arg);
+
+/* A connected socket in transmission phase (the kernel nbd driver's end
+ * of a socketpair).  closed(arg, err) runs on r once the connection is
+ * gone and its I/O drained (err 0 on an orderly NBD_CMD_DISC). */
+struct nbd_conn;
+int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
+			  void (*closed)(void *arg, int err), void *arg,
+			  struct nbd_conn **out);
+/* Close a connection started above; closed() still runs once. */
+void nbd_conn_close(struct nbd_conn *c);
+
+/* The transmission flags an export advertises (NBD_FLAG_*), derived from
+ * its volume's capabilities.  Exposed for tests and for the kernel attach. */
+uint16_t nbd_export_flags(const struct nbd_export *e);
+
+#endif
