@@ -1,0 +1,68 @@
+# Sourced by tests/interop/run.sh (its guest is up, nvmet serves $nqn512
+# and $nqn4k on 10.0.2.15:4420).  The daemon, `nvmf-gateway run`, in the
+# guest with two reactors: one export as an NBD socket and a FUSE file, and
+# the kernel's own NVMe/TCP host in the same guest as the reference for the
+# data (issue 2's cross-check: written one way, read the other).
+
+gw_conf=/tmp/gw-run.conf
+gw_sock=/tmp/gw-d512.sock
+gw_mnt=/tmp/gw-fuse
+gw_uri="nbd+unix:///d512?socket=$gw_sock"
+
+t_run_start() {
+	g "mkdir -p $gw_mnt && cat > $gw_conf <<EOF
+gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; };
+targets = ( { name = \"t512\"; subnqn = \"$nqn512\";
+              paths = ( { transport = \"tcp\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
+exports = ( { name = \"d512\"; target = \"t512\"; nsid = 1;
+              nbd = { listen = \"unix:$gw_sock\"; }; fuse = true; } );
+fuse = { mountpoint = \"$gw_mnt\"; };
+EOF
+	$GW check -c $gw_conf &&
+	$GW run -c $gw_conf > /tmp/gw-run.log 2>&1; r=\$?; cat /tmp/gw-run.log; [ \$r = 0 ] &&
+	pgrep -f 'nvmf-gateway run -c $gw_conf' > /tmp/gw-run.pid && test -S $gw_sock &&
+	stat -c %s $gw_mnt/d512 | grep -qx 268435456"
+}
+
+# Gateway writes (NBD), the kernel host reads; the kernel host writes, the
+# gateway reads (NBD and FUSE).
+t_cross_kernel() {
+	g "set -e; . tests/interop/nvmet.sh
+	   head -c 32M /dev/urandom > /tmp/a; head -c 16M /dev/urandom > /tmp/b
+	   nbdcopy /tmp/a '$gw_uri'
+	   nvme connect -t tcp -a 10.0.2.15 -s 4420 -n $nqn512 > /dev/null
+	   dev=\$(nvme_host_dev $nqn512)
+	   trap 'nvme disconnect -n $nqn512 > /dev/null' EXIT
+	   dd if=\$dev iflag=direct bs=1M count=32 status=none | cmp - /tmp/a
+	   dd if=/tmp/b of=\$dev oflag=direct bs=1M seek=64 status=none
+	   nbdcopy '$gw_uri' /tmp/c
+	   cmp -i 0:67108864 -n 16777216 /tmp/b /tmp/c
+	   cmp -n 33554432 /tmp/a /tmp/c
+	   dd if=$gw_mnt/d512 bs=1M skip=64 count=16 status=none | cmp - /tmp/b
+	   echo cross-check OK"
+}
+
+t_nbd_tools() {
+	g "set -e
+	   nbdinfo '$gw_uri' | tee /tmp/i.txt
+	   grep -q 'export-size: 268435456' /tmp/i.txt
+	   qemu-img compare -f raw -F raw '$gw_uri' $gw_mnt/d512
+	   fio --name=v --ioengine=nbd --uri='$gw_uri' --rw=randwrite --bs=4k --iodepth=16 \
+	       --numjobs=2 --offset_increment=64M --size=16M --verify=crc32c --do_verify=1 \
+	       --verify_fatal=1 --output=/tmp/fio.txt
+	   grep -q 'err= 0' /tmp/fio.txt"
+}
+
+# SIGTERM: the exporters close, the controller shuts down, exit 0.
+t_run_stop() {
+	g "pid=\$(cat /tmp/gw-run.pid); kill -TERM \$pid;
+	   for i in \$(seq 200); do kill -0 \$pid 2>/dev/null || break; sleep 0.1; done
+	   cat /tmp/gw-run.log | tail -5; ! kill -0 \$pid 2>/dev/null &&
+	   ! grep -q ' $gw_mnt ' /proc/mounts && ! test -S $gw_sock &&
+	   grep -q 'gateway: stopped' /tmp/gw-run.log"
+}
+
+case_ run-start t_run_start
+case_ run-cross-kernel t_cross_kernel
+case_ run-nbd-tools t_nbd_tools
+case_ run-stop t_run_stop
