@@ -90,7 +90,10 @@ test:
 
 install: all
 	install -D -m 0755 $(BUILD)/nvmf-gateway $(DESTDIR)$(BINDIR)/nvmf-gateway
-	install -d $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway
+	install -d $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway $(DESTDIR)$(UNITDIR)
+	sed 's|/usr/local/bin/|$(BINDIR)/|g; s|/etc/nvmf-gateway/|$(SYSCONFDIR)/nvmf-gateway/|g' \
+		systemd/nvmf-gateway.service > $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf ] || \
 		install -m 0644 etc/nvmf-gateway.conf $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf
 
