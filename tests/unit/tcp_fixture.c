@@ -27,7 +27,8 @@ static void fx_done(struct nvmf_req *req, int err)
 	nvmf_req_put(req);
 }
 
-int tcpfx_init(struct tcp_fixture *f, uint16_t qsize, bool hdgst, bool ddgst)
+int tcpfx_init(struct tcp_fixture *f, struct reactor *r, uint16_t qsize, bool hdgst,
+	       bool ddgst)
 {
 	struct nvmf_path_opts o = { .trtype = NVMF_TR_TCP, .tos = -1, .hdr_digest = hdgst,
 				    .data_digest = ddgst };
@@ -39,18 +40,20 @@ int tcpfx_init(struct tcp_fixture *f, uint16_t qsize, bool hdgst, bool ddgst)
 		return -EINVAL;
 	strcpy(o.traddr, "127.0.0.1");
 	strcpy(o.trsvcid, "4420");
-	ret = reactor_init(&f->r, 0, 64);
-	if (ret < 0)
+	f->r = r ? r : &f->own_r;
+	if (!r && (ret = reactor_init(&f->own_r, 0, 64)) < 0)
 		return ret;
-	ret = nvmf_queue_init(&f->q, NULL, &f->r, 1, qsize, &o);
+	ret = nvmf_queue_init(&f->q, NULL, f->r, 1, qsize, &o);
 	if (ret < 0) {
-		reactor_fini(&f->r);
+		if (!r)
+			reactor_fini(&f->own_r);
 		return ret;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		ret = -errno;
 		nvmf_queue_free(&f->q);
-		reactor_fini(&f->r);
+		if (!r)
+			reactor_fini(&f->own_r);
 		return ret;
 	}
 	fcntl(sv[1], F_SETFL, O_NONBLOCK);
@@ -92,11 +95,13 @@ bool tcpfx_settle(struct tcp_fixture *f)
 	/* Each step waits for a completion that is already due (a send to a
 	 * local socket, deferred work): the bound is generous on purpose. */
 	for (int i = 0; i < 500; i++) {
-		if (!f->tq->ops_in_flight && !f->tq->quiesce_queued && list_empty(&f->r.deferred) &&
-		    !f->r.pending_submit)
+		if (!f->tq->ops_in_flight && !f->tq->quiesce_queued && list_empty(&f->r->deferred) &&
+		    !f->r->pending_submit)
 			return true;
 		pull_peer(f);
-		reactor_poll(&f->r, 10 * NSEC_PER_MSEC);
+		/* Only deferred work left: run it without waiting. */
+		reactor_poll(f->r, f->tq->ops_in_flight || f->r->pending_submit ?
+					   10 * NSEC_PER_MSEC : 0);
 	}
 	return false;
 }
@@ -109,9 +114,12 @@ void tcpfx_fini(struct tcp_fixture *f)
 	nvmf_queue_free(&f->q);
 	if (f->peer >= 0)
 		close(f->peer);
-	/* Or the cancelled mailbox read re-arms itself until fini gives up. */
-	reactor_stop(&f->r);
-	reactor_fini(&f->r);
+	if (f->r == &f->own_r) {
+		/* Or the cancelled mailbox read re-arms itself until fini
+		 * gives up. */
+		reactor_stop(&f->own_r);
+		reactor_fini(&f->own_r);
+	}
 }
 
 struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint32_t len)

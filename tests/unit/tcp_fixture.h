@@ -14,7 +14,8 @@
 #define TCPFX_MAX_REQS 64
 
 struct tcp_fixture {
-	struct reactor r;
+	struct reactor own_r;
+	struct reactor *r; /* own_r, or the caller's */
 	struct nvmf_queue q;
 	struct tcp_queue *tq;
 	int peer; /* the "controller" end of the socketpair */
@@ -28,8 +29,9 @@ struct tcp_fixture {
 };
 
 /* A LIVE queue of qsize entries with the given digests, MAXH2CDATA 4096
- * and CPDA 0.  0 or -errno. */
-int tcpfx_init(struct tcp_fixture *f, uint16_t qsize, bool hdgst, bool ddgst);
+ * and CPDA 0, on reactor r (NULL: a reactor of its own).  0 or -errno. */
+int tcpfx_init(struct tcp_fixture *f, struct reactor *r, uint16_t qsize, bool hdgst,
+	       bool ddgst);
 /* Tears the queue down the production way and frees everything. */
 void tcpfx_fini(struct tcp_fixture *f);
 /* A read (write=false) or write of len bytes into/from buf, submitted and

@@ -46,8 +46,8 @@ static char *log_end(void)
 	return text;
 }
 
-static void setup_plain(void) { ck_assert_int_eq(tcpfx_init(&fx, 8, false, false), 0); }
-static void setup_digest(void) { ck_assert_int_eq(tcpfx_init(&fx, 8, true, true), 0); }
+static void setup_plain(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0); }
+static void setup_digest(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, true, true), 0); }
 static void teardown(void) { tcpfx_fini(&fx); }
 
 /* Feeds the stream built so far, expecting the connection to fail. */
@@ -590,7 +590,7 @@ START_TEST(unknown_pdu_type)
 		char why[64];
 
 		tcpfx_fini(&fx);
-		ck_assert_int_eq(tcpfx_init(&fx, 8, false, false), 0);
+		ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0);
 		memcpy(stream, &h, sizeof(h));
 		slen = sizeof(h);
 		snprintf(why, sizeof(why), "unexpected PDU type 0x%02x", types[i]);
