@@ -27,9 +27,16 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 UNIT_HELPERS := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+# Fuzzers: every tests/fuzz/fuzz_NAME.c defines LLVMFuzzerTestOneInput and
+# has its seeds in tests/fuzz/corpus/NAME/; built with clang into build-fuzz.
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/%)
+FUZZ_HELPERS := tests/unit/tcp_fixture.c $(filter-out $(FUZZ_SRCS),$(wildcard tests/fuzz/*.c))
+FUZZ_TIME ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 .PHONY: all asan unit-bins check unit func interop test deps demo \
-	install clean asan-unit
+	install clean asan-unit fuzz fuzz-bins
 
 all: $(BUILD)/nvmf-gateway
 
@@ -50,6 +57,21 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 		$(CHECK_LIBS) $(LDLIBS_ALL)
 
 unit-bins: $(UNIT_BINS)
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HELPERS) $(BUILD)/libgateway.a
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(FUZZ_HELPERS) $(BUILD)/libgateway.a \
+		$(LDLIBS_ALL)
+
+fuzz-bins: $(FUZZ_BINS)
+
+# Each fuzzer for FUZZ_TIME seconds on a copy of its corpus; any crash,
+# leak or broken invariant fails, and so does a fuzzer that did not build
+# (run.sh reports it).  One result line per fuzzer.
+fuzz:
+	@rm -rf build-fuzz/results
+	-$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 \
+		SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
+	tests/fuzz/run.sh build-fuzz $(FUZZ_TIME)
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
@@ -86,7 +108,8 @@ test:
 	$(MAKE) check
 	$(MAKE) interop
 	$(MAKE) asan-unit
-	tests/summary.sh $(BUILD)/results build-asan/results
+	-$(MAKE) fuzz
+	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results
 
 install: all
 	install -D -m 0755 $(BUILD)/nvmf-gateway $(DESTDIR)$(BINDIR)/nvmf-gateway

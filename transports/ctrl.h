@@ -127,6 +127,11 @@ void nvmf_queue_connect(struct nvmf_queue *q, nvmf_queue_cb cb);
 int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt,
 		       const char *state_dir, char hostnqn[NVMF_NQN_SIZE],
 		       uint8_t hostid[16]);
+/* The same with nvme-cli's folder (hostnqn, hostid) in nvme_dir instead
+ * of /etc/nvme, so that tests never depend on the machine's. */
+int nvmf_host_identity_at(const char *nvme_dir, const char *hostnqn_opt,
+			  const char *hostid_opt, const char *state_dir,
+			  char hostnqn[NVMF_NQN_SIZE], uint8_t hostid[16]);
 int nvmf_uuid_parse(const char *s, uint8_t out[16]);
 void nvmf_uuid_format(const uint8_t in[16], char out[37]);
 

@@ -98,6 +98,13 @@ static void store(const char *state_dir, const char *name, const char *val)
 int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt, const char *state_dir,
 		       char hostnqn[NVMF_NQN_SIZE], uint8_t hostid[16])
 {
+	return nvmf_host_identity_at("/etc/nvme", hostnqn_opt, hostid_opt, state_dir, hostnqn,
+				     hostid);
+}
+
+int nvmf_host_identity_at(const char *nvme_dir, const char *hostnqn_opt, const char *hostid_opt,
+			  const char *state_dir, char hostnqn[NVMF_NQN_SIZE], uint8_t hostid[16])
+{
 	char path[4096], buf[NVMF_NQN_SIZE + 2], idstr[37];
 	int ret;
 
@@ -106,9 +113,10 @@ int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt, const ch
 	if (!state_dir)
 		state_dir = "/var/lib/nvmf-gateway";
 
+	snprintf(path, sizeof(path), "%s/hostnqn", nvme_dir);
 	if (hostnqn_opt) {
 		snprintf(buf, sizeof(buf), "%s", hostnqn_opt);
-	} else if (read_line("/etc/nvme/hostnqn", buf, sizeof(buf)) < 0) {
+	} else if (read_line(path, buf, sizeof(buf)) < 0) {
 		snprintf(path, sizeof(path), "%s/hostnqn", state_dir);
 		if (read_line(path, buf, sizeof(buf)) < 0) {
 			uint8_t u[16];
@@ -133,7 +141,8 @@ int nvmf_host_identity(const char *hostnqn_opt, const char *hostid_opt, const ch
 		}
 		return 0;
 	}
-	if (read_line("/etc/nvme/hostid", buf, sizeof(buf)) == 0 && nvmf_uuid_parse(buf, hostid) == 0)
+	snprintf(path, sizeof(path), "%s/hostid", nvme_dir);
+	if (read_line(path, buf, sizeof(buf)) == 0 && nvmf_uuid_parse(buf, hostid) == 0)
 		return 0;
 	/* A UUID-form host NQN carries its host ID, as nvme-cli derives it. */
 	if (strncmp(hostnqn, UUID_NQN_PREFIX, strlen(UUID_NQN_PREFIX)) == 0 &&

@@ -51,13 +51,23 @@ static void io_req_done(struct nvmf_req *req, int err)
 	if (err && !io->err)
 		io->err = err;
 	io->outstanding--;
+	/* Still waiting for a request from an earlier kick: leave the queue's
+	 * waiter list before kicking, or the waiter would be queued twice
+	 * (corrupting the list) and woken after the I/O completed. */
+	if (io->waiting) {
+		list_del(&io->waiter.link);
+		io->waiting = false;
+	}
 	if (!io->kicking)
 		io_kick(io);
 }
 
 static void io_wake(struct nvmf_waiter *w)
 {
-	io_kick(container_of(w, struct nvmf_io, waiter));
+	struct nvmf_io *io = container_of(w, struct nvmf_io, waiter);
+
+	io->waiting = false;
+	io_kick(io);
 }
 
 static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64_t n)
@@ -118,6 +128,7 @@ static void io_kick(struct nvmf_io *io)
 		struct nvmf_req *req = nvmf_req_get(io->q);
 		if (!req) {
 			io->waiter.fn = io_wake;
+			io->waiting = true;
 			nvmf_queue_wait(io->q, &io->waiter);
 			io->kicking = false;
 			return;
@@ -157,6 +168,7 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	io->err = 0;
 	io->started = false;
 	io->kicking = false;
+	io->waiting = false;
 	io_kick(io);
 	return 0;
 }

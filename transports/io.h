@@ -35,6 +35,7 @@ struct nvmf_io {
 	int err;
 	bool kicking;
 	bool started;
+	bool waiting; /* on the queue's waiter list */
 	struct nvmf_waiter waiter;
 };
 

@@ -1,0 +1,717 @@
+/* The NVMe/TCP receive path against a scripted controller: every
+ * validation rule fails the connection with its own reason (the log line,
+ * the queue's error, the H2C TermReq's FES) and completes what was in
+ * flight exactly once; valid streams complete reads and writes however
+ * they are split. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tests/unit/tcp_fixture.h"
+#include "transports/crc32c.h"
+
+#define BUFSZ (64 * 1024)
+
+static struct tcp_fixture fx;
+static uint8_t stream[BUFSZ];
+static size_t slen;
+static int log_fd = -1, saved_stderr = -1;
+
+/* The reason is only in the log: capture stderr around the feed. */
+static void log_begin(void)
+{
+	fflush(stderr);
+	log_fd = memfd_create("log", 0);
+	ck_assert_int_ge(log_fd, 0);
+	saved_stderr = dup(2);
+	dup2(log_fd, 2);
+}
+
+static char *log_end(void)
+{
+	static char text[8192];
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	n = pread(log_fd, text, sizeof(text) - 1, 0);
+	close(log_fd);
+	text[n > 0 ? n : 0] = 0;
+	fputs(text, stderr);
+	return text;
+}
+
+static void setup_plain(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0); }
+static void setup_digest(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, true, true), 0); }
+static void teardown(void) { tcpfx_fini(&fx); }
+
+/* Feeds the stream built so far, expecting the connection to fail. */
+static void expect_failure(int want_err, const char *reason, int want_fes)
+{
+	uint8_t sent[BUFSZ];
+	int ret;
+
+	log_begin();
+	ret = tcp_rx_consume(fx.tq, stream, (uint32_t)slen);
+	const char *log = log_end();
+	ck_assert_int_eq(ret, want_err);
+	ck_assert_msg(strstr(log, reason), "log lacks '%s': %s", reason, log);
+	ck_assert_msg(strstr(log, "closing the connection"), "no teardown logged: %s", log);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DRAINING);
+	ck_assert_int_eq(fx.q.error, want_err);
+	ck_assert_int_eq(fx.tq->conn, TCP_CONN_CLOSING);
+	/* Nothing is consumed once the queue is closing. */
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), -ECONNRESET);
+
+	/* The last thing on the wire is the H2C TermReq, if one is due. */
+	size_t n = tcpfx_peer_read(&fx, sent, sizeof(sent)), off = 0;
+	const struct nvme_tcp_term *term = NULL;
+	while (off + sizeof(struct nvme_tcp_hdr) <= n) {
+		const struct nvme_tcp_hdr *h = (const void *)(sent + off);
+		if (h->type == NVME_TCP_H2C_TERM)
+			term = (const void *)h;
+		ck_assert_uint_ge(h->plen, 8);
+		off += h->plen;
+	}
+	ck_assert_uint_eq(off, n);
+	if (want_fes < 0) {
+		ck_assert_ptr_null(term);
+	} else {
+		ck_assert_ptr_nonnull(term);
+		ck_assert_uint_eq(term->fes, (unsigned)want_fes);
+		ck_assert_uint_ge(term->hdr.plen, sizeof(*term));
+	}
+	ck_assert(tcpfx_settle(&fx));
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DEAD);
+}
+
+static void assert_done(const struct nvmf_req *req, unsigned slot, int err, uint16_t status)
+{
+	(void)req;
+	ck_assert_uint_eq(fx.done_count[slot], 1);
+	ck_assert_int_eq(fx.done_err[slot], err);
+	if (!err)
+		ck_assert_uint_eq(fx.done_status[slot], status);
+}
+
+static void fill(uint8_t *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 7 + seed);
+}
+
+/* ---- happy paths ---- */
+
+static void read_c2h_then_rsp(void)
+{
+	static uint8_t buf[8192], want[8192];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req);
+	uint16_t cid = req->cid;
+
+	fill(want, sizeof(want), 3);
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, cid, 0, want, 4096, 0);
+	pdu_c2h(&fx, stream, &slen, cid, 4096, want + 4096, 4096, NVME_TCP_F_DATA_LAST);
+	pdu_rsp(&fx, stream, &slen, cid, 0);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	assert_done(req, s, 0, 0);
+	ck_assert_mem_eq(buf, want, sizeof(buf));
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+
+START_TEST(read_then_response) { read_c2h_then_rsp(); }
+END_TEST
+
+START_TEST(read_then_response_digests) { read_c2h_then_rsp(); }
+END_TEST
+
+START_TEST(read_success_flag)
+{
+	static uint8_t buf[4096], want[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req);
+
+	fill(want, sizeof(want), 9);
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, want, 4096,
+		NVME_TCP_F_DATA_LAST | NVME_TCP_F_DATA_SUCCESS);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	assert_done(req, s, 0, 0);
+	ck_assert_mem_eq(buf, want, sizeof(buf));
+	/* The CID is free again: a response for it now is a forgery. */
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	expect_failure(-EPROTO, "not in flight", NVME_TCP_FES_INVALID_PDU_HDR);
+	ck_assert_uint_eq(fx.done_count[s], 1);
+}
+END_TEST
+
+START_TEST(error_status_passed_up)
+{
+	static uint8_t buf[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req);
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0x281); /* media: unrecovered read error */
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	assert_done(req, s, 0, 0x281);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+END_TEST
+
+/* Every split of a digest-protected read: header, digest, data, data
+ * digest and response each resume after partial input. */
+START_TEST(read_split_every_byte)
+{
+	static uint8_t buf[600], want[600];
+	unsigned completed = 0;
+
+	fill(want, sizeof(want), 1);
+	for (size_t cut = 0;; cut++) {
+		struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+		unsigned s = tcpfx_slot(req);
+		unsigned before = fx.done_count[s];
+
+		memset(buf, 0, sizeof(buf));
+		slen = 0;
+		pdu_c2h(&fx, stream, &slen, req->cid, 0, want, 100, 0);
+		pdu_c2h(&fx, stream, &slen, req->cid, 100, want + 100, 500, NVME_TCP_F_DATA_LAST);
+		pdu_rsp(&fx, stream, &slen, req->cid, 0);
+		if (cut > slen)
+			break;
+		ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)cut), (int)cut);
+		if (cut < slen)
+			ck_assert_uint_eq(fx.done_count[s], before);
+		ck_assert_int_eq(tcp_rx_consume(fx.tq, stream + cut, (uint32_t)(slen - cut)),
+				 (int)(slen - cut));
+		ck_assert_uint_eq(fx.done_count[s], before + 1);
+		ck_assert_int_eq(fx.done_err[s], 0);
+		ck_assert_mem_eq(buf, want, sizeof(buf));
+		completed++;
+	}
+	/* And one byte at a time. */
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req), before = fx.done_count[s];
+	memset(buf, 0, sizeof(buf));
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, want, 600,
+		NVME_TCP_F_DATA_LAST | NVME_TCP_F_DATA_SUCCESS);
+	for (size_t i = 0; i < slen; i++)
+		ck_assert_int_eq(tcp_rx_consume(fx.tq, stream + i, 1), 1);
+	ck_assert_uint_eq(fx.done_count[s], before + 1);
+	ck_assert_mem_eq(buf, want, sizeof(buf));
+	ck_assert_uint_gt(completed, 600);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+END_TEST
+
+/* A target may pad before the data (PDO past the header). */
+START_TEST(read_with_padding)
+{
+	static uint8_t buf[512], want[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req);
+	struct nvme_tcp_data p = {
+		.hdr = { .type = NVME_TCP_C2H_DATA,
+			 .flags = NVME_TCP_F_DATA_LAST | NVME_TCP_F_DATA_SUCCESS,
+			 .hlen = 24,
+			 .pdo = 32,
+			 .plen = 32 + 512 },
+		.cccid = req->cid,
+		.length = 512,
+	};
+
+	fill(want, sizeof(want), 5);
+	slen = 0;
+	memcpy(stream, &p, sizeof(p));
+	memset(stream + 24, 0xee, 8);
+	memcpy(stream + 32, want, 512);
+	slen = 32 + 512;
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	assert_done(req, s, 0, 0);
+	ck_assert_mem_eq(buf, want, sizeof(buf));
+}
+END_TEST
+
+/* R2T -> H2CData split at MAXH2CDATA, then the response completes it. */
+START_TEST(write_r2t)
+{
+	static uint8_t data[10000], sent[BUFSZ];
+	struct nvmf_req *req;
+	unsigned s;
+	size_t n, off;
+	uint32_t next = 0;
+
+	fill(data, sizeof(data), 11);
+	req = tcpfx_submit(&fx, true, data, sizeof(data));
+	s = tcpfx_slot(req);
+	n = tcpfx_peer_read(&fx, sent, sizeof(sent));
+	ck_assert_uint_eq(n, sizeof(struct nvme_tcp_cmd) + (fx.tq->hdgst ? 4 : 0));
+	ck_assert_uint_eq(((struct nvme_tcp_cmd *)sent)->sqe.cid, req->cid);
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, sizeof(data));
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	ck_assert(tcpfx_settle(&fx));
+	n = tcpfx_peer_read(&fx, sent, sizeof(sent));
+	for (off = 0; off < n;) {
+		const struct nvme_tcp_data *h = (const void *)(sent + off);
+		ck_assert_uint_eq(h->hdr.type, NVME_TCP_H2C_DATA);
+		ck_assert_uint_eq(h->cccid, req->cid);
+		ck_assert_uint_eq(h->ttag, 0x55);
+		ck_assert_uint_eq(h->offset, next);
+		ck_assert_uint_le(h->length, 4096);
+		ck_assert_mem_eq(sent + off + h->hdr.pdo, data + next, h->length);
+		ck_assert_int_eq(!!(h->hdr.flags & NVME_TCP_F_DATA_LAST),
+				 next + h->length == sizeof(data));
+		next += h->length;
+		off += h->hdr.plen;
+	}
+	ck_assert_uint_eq(next, sizeof(data));
+	ck_assert_uint_eq(fx.done_count[s], 0);
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	assert_done(req, s, 0, 0);
+}
+END_TEST
+
+/* ---- violations ---- */
+
+START_TEST(rsp_unknown_cid)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, 0x0fff, 0); /* index past the pool */
+	expect_failure(-EPROTO, "CapsuleResp for CID 0x0fff not in flight",
+		       NVME_TCP_FES_INVALID_PDU_HDR);
+	/* What was in flight is completed once, with the error. */
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(rsp_free_slot_and_stale_generation)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	uint16_t stale = (uint16_t)(req->cid ^ (1u << NVMF_CID_IDX_BITS));
+	char why[64];
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, stale, 0);
+	snprintf(why, sizeof(why), "CID 0x%04x not in flight", stale);
+	expect_failure(-EPROTO, why, NVME_TCP_FES_INVALID_PDU_HDR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(rsp_never_used_slot)
+{
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, 3, 0);
+	expect_failure(-EPROTO, "CapsuleResp for CID 0x0003 not in flight",
+		       NVME_TCP_FES_INVALID_PDU_HDR);
+}
+END_TEST
+
+START_TEST(c2h_unknown_cid)
+{
+	static uint8_t buf[512], d[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, (uint16_t)(req->cid + 1), 0, d, 512, NVME_TCP_F_DATA_LAST);
+	expect_failure(-EPROTO, "C2HData for CID", NVME_TCP_FES_INVALID_PDU_HDR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(c2h_beyond_length)
+{
+	static uint8_t buf[4096], d[8192];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, 0);
+	pdu_c2h(&fx, stream, &slen, req->cid, 4096, d, 512, NVME_TCP_F_DATA_LAST);
+	expect_failure(-EPROTO, "carries [4096, +512) of 4096 bytes",
+		       NVME_TCP_FES_DATA_OUT_OF_RANGE);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(c2h_longer_than_command)
+{
+	static uint8_t buf[4096], d[8192];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 8192, NVME_TCP_F_DATA_LAST);
+	expect_failure(-EPROTO, "carries [0, +8192) of 4096 bytes", NVME_TCP_FES_DATA_OUT_OF_RANGE);
+}
+END_TEST
+
+START_TEST(c2h_for_write)
+{
+	static uint8_t buf[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, true, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, buf, 4096, NVME_TCP_F_DATA_LAST);
+	expect_failure(-EPROTO, "which expects no data", NVME_TCP_FES_PDU_SEQ_ERR);
+}
+END_TEST
+
+START_TEST(c2h_success_without_last)
+{
+	static uint8_t buf[4096], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, NVME_TCP_F_DATA_SUCCESS);
+	expect_failure(-EPROTO, "SUCCESS but without LAST_PDU", NVME_TCP_FES_INVALID_PDU_HDR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(c2h_success_before_all_data)
+{
+	static uint8_t buf[8192], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096,
+		NVME_TCP_F_DATA_SUCCESS | NVME_TCP_F_DATA_LAST);
+	expect_failure(-EPROTO, "before all 8192 bytes", NVME_TCP_FES_PDU_SEQ_ERR);
+}
+END_TEST
+
+START_TEST(rsp_before_all_data)
+{
+	static uint8_t buf[8192], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, 0);
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	expect_failure(-EPROTO, "completed after 4096 of 8192 data bytes", NVME_TCP_FES_PDU_SEQ_ERR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(data_digest_mismatch)
+{
+	static uint8_t buf[4096], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, NVME_TCP_F_DATA_LAST);
+	stream[slen - 1] ^= 0x40; /* the data digest */
+	/* No fatal error status exists for it: closed without a TermReq. */
+	expect_failure(-EPROTO, "data digest mismatch", -1);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(data_corrupted_under_digest)
+{
+	static uint8_t buf[4096], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, NVME_TCP_F_DATA_LAST);
+	stream[slen - 100] ^= 1; /* a payload byte */
+	expect_failure(-EPROTO, "data digest mismatch", -1);
+}
+END_TEST
+
+START_TEST(header_digest_mismatch)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	stream[slen - 2] ^= 0x01;
+	expect_failure(-EPROTO, "header digest mismatch", NVME_TCP_FES_HDR_DIGEST_ERR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(header_field_under_digest)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	stream[8] ^= 0x01; /* CQE result, covered by the digest */
+	expect_failure(-EPROTO, "header digest mismatch", NVME_TCP_FES_HDR_DIGEST_ERR);
+}
+END_TEST
+
+START_TEST(digest_flag_not_negotiated)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	stream[1] |= NVME_TCP_F_HDGST;
+	expect_failure(-EPROTO, "header digest flag set, not negotiated",
+		       NVME_TCP_FES_INVALID_PDU_HDR);
+}
+END_TEST
+
+static void rsp_with(uint8_t hlen, uint32_t plen, const char *why)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	struct nvme_tcp_rsp r = { .hdr = { .type = NVME_TCP_RSP, .hlen = hlen, .plen = plen } };
+
+	r.cqe.cid = req->cid;
+	memcpy(stream, &r, sizeof(r));
+	slen = sizeof(r);
+	expect_failure(-EPROTO, why, NVME_TCP_FES_INVALID_PDU_HDR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+
+START_TEST(plen_below_hlen) { rsp_with(24, 20, "plen 20 shorter than its header"); }
+END_TEST
+
+START_TEST(plen_zero) { rsp_with(24, 0, "plen 0 shorter than its header"); }
+END_TEST
+
+START_TEST(wrong_hlen) { rsp_with(16, 24, "with hlen 16, expected 24"); }
+END_TEST
+
+START_TEST(hlen_too_big) { rsp_with(200, 224, "with hlen 200, expected 24"); }
+END_TEST
+
+START_TEST(rsp_plen_too_long) { rsp_with(24, 28, "plen 28, expected 24"); }
+END_TEST
+
+START_TEST(c2h_plen_mismatch)
+{
+	static uint8_t buf[4096], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, NVME_TCP_F_DATA_LAST);
+	((struct nvme_tcp_hdr *)stream)->plen -= 4;
+	expect_failure(-EPROTO, "does not match pdo 24 + datal 4096", NVME_TCP_FES_INVALID_PDU_HDR);
+}
+END_TEST
+
+START_TEST(c2h_pdo_inside_header)
+{
+	static uint8_t buf[4096], d[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, 4096, NVME_TCP_F_DATA_LAST);
+	((struct nvme_tcp_hdr *)stream)->pdo = 16;
+	expect_failure(-EPROTO, "with PDO 16", NVME_TCP_FES_INVALID_PDU_HDR);
+}
+END_TEST
+
+START_TEST(r2t_beyond_length)
+{
+	static uint8_t data[8192];
+	struct nvmf_req *req = tcpfx_submit(&fx, true, data, sizeof(data));
+
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, 8192 + 512);
+	expect_failure(-EPROTO, "asks [0, +8704) of 8192 bytes", NVME_TCP_FES_DATA_OUT_OF_RANGE);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(r2t_wrong_offset)
+{
+	static uint8_t data[8192];
+	struct nvmf_req *req = tcpfx_submit(&fx, true, data, sizeof(data));
+
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 4096, 4096);
+	expect_failure(-EPROTO, "asks [4096, +4096) of 8192 bytes, next 0",
+		       NVME_TCP_FES_DATA_OUT_OF_RANGE);
+}
+END_TEST
+
+START_TEST(r2t_for_read)
+{
+	static uint8_t buf[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, 4096);
+	expect_failure(-EPROTO, "which has no data to send", NVME_TCP_FES_PDU_SEQ_ERR);
+	assert_done(req, tcpfx_slot(req), -EPROTO, 0);
+}
+END_TEST
+
+START_TEST(r2t_while_active)
+{
+	static uint8_t data[16384];
+	struct nvmf_req *req = tcpfx_submit(&fx, true, data, sizeof(data));
+
+	/* Keep the first R2T's data from being sent: the second arrives
+	 * while it is still active. */
+	fx.tq->send_pending = true;
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, 8192);
+	pdu_r2t(&fx, stream, &slen, req->cid, 8192, 8192);
+	log_begin();
+	int ret = tcp_rx_consume(fx.tq, stream, (uint32_t)slen);
+	const char *log = log_end();
+	fx.tq->send_pending = false;
+	ck_assert_int_eq(ret, -EPROTO);
+	ck_assert_ptr_nonnull(strstr(log, "while one is active"));
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DRAINING);
+}
+END_TEST
+
+START_TEST(unknown_pdu_type)
+{
+	uint8_t types[] = { 0x0a, 0x7f, NVME_TCP_CMD, NVME_TCP_H2C_DATA, NVME_TCP_ICREQ,
+			    NVME_TCP_H2C_TERM };
+
+	for (unsigned i = 0; i < sizeof(types); i++) {
+		struct nvme_tcp_hdr h = { .type = types[i], .hlen = 24, .plen = 24 };
+		char why[64];
+
+		tcpfx_fini(&fx);
+		ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0);
+		memcpy(stream, &h, sizeof(h));
+		slen = sizeof(h);
+		snprintf(why, sizeof(why), "unexpected PDU type 0x%02x", types[i]);
+		expect_failure(-EPROTO, why, NVME_TCP_FES_INVALID_PDU_HDR);
+	}
+}
+END_TEST
+
+START_TEST(icresp_when_live)
+{
+	struct nvme_tcp_icresp ic = { .hdr = { .type = NVME_TCP_ICRESP, .hlen = 128, .plen = 128 } };
+
+	memcpy(stream, &ic, sizeof(ic));
+	slen = sizeof(ic);
+	expect_failure(-EPROTO, "out of sequence", NVME_TCP_FES_PDU_SEQ_ERR);
+}
+END_TEST
+
+START_TEST(term_from_controller)
+{
+	static uint8_t buf[4096];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+
+	slen = 0;
+	pdu_term(stream, &slen, NVME_TCP_FES_DATA_OUT_OF_RANGE, 0x10);
+	/* The target is closing: no TermReq goes back. */
+	expect_failure(-ECONNRESET, "target sent C2HTermReq: data transfer out of range", -1);
+	assert_done(req, tcpfx_slot(req), -ECONNRESET, 0);
+}
+END_TEST
+
+START_TEST(term_plen_too_long)
+{
+	struct nvme_tcp_term t = { .hdr = { .type = NVME_TCP_C2H_TERM, .hlen = 24,
+					    .plen = 24 + 153 } };
+
+	memcpy(stream, &t, sizeof(t));
+	slen = sizeof(t);
+	expect_failure(-EPROTO, "C2HTermReq with plen 177", NVME_TCP_FES_INVALID_PDU_HDR);
+}
+END_TEST
+
+/* A violation in the middle of a stream: what came before it counts, and
+ * the rest of the in-flight requests fail once. */
+START_TEST(violation_after_valid_pdus)
+{
+	static uint8_t b1[512], b2[512], d[512];
+	struct nvmf_req *r1 = tcpfx_submit(&fx, false, b1, sizeof(b1));
+	struct nvmf_req *r2 = tcpfx_submit(&fx, false, b2, sizeof(b2));
+	unsigned s1 = tcpfx_slot(r1), s2 = tcpfx_slot(r2);
+
+	fill(d, sizeof(d), 2);
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, r1->cid, 0, d, 512,
+		NVME_TCP_F_DATA_LAST | NVME_TCP_F_DATA_SUCCESS);
+	pdu_c2h(&fx, stream, &slen, r2->cid, 0, d, 512, NVME_TCP_F_DATA_SUCCESS);
+	expect_failure(-EPROTO, "SUCCESS but without LAST_PDU", NVME_TCP_FES_INVALID_PDU_HDR);
+	assert_done(r1, s1, 0, 0);
+	ck_assert_mem_eq(b1, d, sizeof(d));
+	assert_done(r2, s2, -EPROTO, 0);
+}
+END_TEST
+
+static Suite *tcp_rx_suite(void)
+{
+	Suite *s = suite_create("tcp_rx");
+	TCase *plain = tcase_create("plain"), *dig = tcase_create("digests");
+
+	tcase_add_checked_fixture(plain, setup_plain, teardown);
+	tcase_add_checked_fixture(dig, setup_digest, teardown);
+	tcase_add_test(plain, read_then_response);
+	tcase_add_test(dig, read_then_response_digests);
+	tcase_add_test(plain, read_success_flag);
+	tcase_add_test(plain, error_status_passed_up);
+	tcase_add_test(dig, read_split_every_byte);
+	tcase_add_test(plain, read_with_padding);
+	tcase_add_test(plain, write_r2t);
+	tcase_add_test(plain, rsp_unknown_cid);
+	tcase_add_test(plain, rsp_free_slot_and_stale_generation);
+	tcase_add_test(plain, rsp_never_used_slot);
+	tcase_add_test(plain, c2h_unknown_cid);
+	tcase_add_test(plain, c2h_beyond_length);
+	tcase_add_test(plain, c2h_longer_than_command);
+	tcase_add_test(plain, c2h_for_write);
+	tcase_add_test(plain, c2h_success_without_last);
+	tcase_add_test(plain, c2h_success_before_all_data);
+	tcase_add_test(plain, rsp_before_all_data);
+	tcase_add_test(dig, data_digest_mismatch);
+	tcase_add_test(dig, data_corrupted_under_digest);
+	tcase_add_test(dig, header_digest_mismatch);
+	tcase_add_test(dig, header_field_under_digest);
+	tcase_add_test(plain, digest_flag_not_negotiated);
+	tcase_add_test(plain, plen_below_hlen);
+	tcase_add_test(plain, plen_zero);
+	tcase_add_test(plain, wrong_hlen);
+	tcase_add_test(plain, hlen_too_big);
+	tcase_add_test(plain, rsp_plen_too_long);
+	tcase_add_test(plain, c2h_plen_mismatch);
+	tcase_add_test(plain, c2h_pdo_inside_header);
+	tcase_add_test(plain, r2t_beyond_length);
+	tcase_add_test(plain, r2t_wrong_offset);
+	tcase_add_test(plain, r2t_for_read);
+	tcase_add_test(plain, r2t_while_active);
+	tcase_add_test(plain, unknown_pdu_type);
+	tcase_add_test(plain, icresp_when_live);
+	tcase_add_test(plain, term_from_controller);
+	tcase_add_test(plain, term_plen_too_long);
+	tcase_add_test(plain, violation_after_valid_pdus);
+	tcase_add_test(dig, write_r2t);
+	suite_add_tcase(s, plain);
+	suite_add_tcase(s, dig);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(tcp_rx_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
