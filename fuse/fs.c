@@ -25,6 +25,9 @@
 #define FREE_REQS_MAX 64
 /* A whole request plus the header libfuse and the kernel put before it. */
 #define READ_BUF_SIZE (FUSEFS_MAX_IO + 64 * 1024)
+/* Reads of /dev/fuse kept armed: requests the kernel queued together are
+ * decoded in one batch, so their volume I/O overlaps. */
+#define NR_READS 4
 
 enum fusefs_state {
 	FS_MOUNTED, /* serving */
@@ -48,6 +51,15 @@ struct fnode {
 	struct range_locks locks;
 };
 
+struct fusefs;
+
+struct fuse_read {
+	struct reactor_op op;
+	struct fusefs *fs;
+	uint8_t *buf;
+	bool busy;
+};
+
 struct fusefs {
 	struct reactor *r;
 	struct fuse_session *se;
@@ -57,10 +69,10 @@ struct fusefs {
 	struct fnode *nodes;
 	unsigned nr_nodes;
 	struct timespec mtime;
-	struct reactor_op read_op;
-	uint8_t *rbuf;
-	bool reading;
+	struct fuse_read reads[NR_READS];
+	unsigned reading; /* reads armed */
 	unsigned inflight; /* requests that hold volume I/O */
+	uint64_t st_rmw, st_waits, st_ios;
 	struct list_node free_reqs;
 	unsigned nr_free;
 	void (*stop_done)(void *);
@@ -310,6 +322,7 @@ static void pump(struct req *q)
 		}
 		s->busy = true;
 		q->active++;
+		q->fs->st_ios++;
 	}
 	if (q->active)
 		return;
@@ -340,6 +353,7 @@ static void add_edge_reads(struct req *q)
 	uint32_t bs = q->n->vol->block_size;
 
 	q->nsegs = 0;
+	q->fs->st_rmw += rmw_edge_reads(&q->plan);
 	if (q->plan.head_partial)
 		add_seg(q, VOL_READ, 0, q->plan.start, bs, q->edge);
 	if (q->plan.tail_partial)
@@ -565,6 +579,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->direct_io = !!(fi->flags & O_DIRECT);
 	fi->keep_cache = 0;
+	fi->noflush = 1; /* close(2) has nothing to flush here */
 	fi->fh = (uint64_t)(unsigned)fi->flags;
 	fuse_reply_open(req, fi);
 }
@@ -679,6 +694,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	q->locked = true;
 	if (range_lock(&n->locks, &q->lk, p.start, p.end, write_granted))
 		write_locked(q);
+	else
+		fs->st_waits++;
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -782,6 +799,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	q->locked = true;
 	if (range_lock(&n->locks, &q->lk, p.start, p.end, zero_granted))
 		zero_locked(q);
+	else
+		fs->st_waits++;
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -929,33 +948,37 @@ static const struct fuse_lowlevel_ops fusefs_ops = {
 
 /* --- the session on the reactor --- */
 
-static void read_arm(struct fusefs *fs)
+static void read_arm(struct fuse_read *rd)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(fs->r, &fs->read_op);
+	struct fusefs *fs = rd->fs;
+	struct io_uring_sqe *sqe = reactor_sqe(fs->r, &rd->op);
 
-	io_uring_prep_read(sqe, fuse_session_fd(fs->se), fs->rbuf, READ_BUF_SIZE, 0);
-	fs->reading = true;
+	io_uring_prep_read(sqe, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE, 0);
+	rd->busy = true;
+	fs->reading++;
 }
 
 static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 {
-	struct fusefs *fs = container_of(op, struct fusefs, read_op);
+	struct fuse_read *rd = container_of(op, struct fuse_read, op);
+	struct fusefs *fs = rd->fs;
 
 	(void)flags;
-	fs->reading = false;
+	rd->busy = false;
+	fs->reading--;
 	if (res > 0) {
-		struct fuse_buf fb = { .size = (size_t)res, .mem = fs->rbuf };
+		struct fuse_buf fb = { .size = (size_t)res, .mem = rd->buf };
 		/* Handlers copy what they keep (write data), so the buffer
 		 * is free again when this returns. */
 		fuse_session_process_buf(fs->se, &fb);
 		if (fs->state == FS_MOUNTED)
-			read_arm(fs);
+			read_arm(rd);
 		else
 			maybe_finish(fs);
 		return;
 	}
 	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
-		read_arm(fs); /* an interrupted request, not the end */
+		read_arm(rd); /* an interrupted request, not the end */
 		return;
 	}
 	if (fs->state != FS_MOUNTED) {
@@ -967,6 +990,11 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 	else
 		log_err("fuse %s: reading /dev/fuse failed: %s", fs->mountpoint, strerror(-res));
 	fs_set_state(fs, FS_DRAINING);
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (fs->reads[i].busy) {
+			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
+			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
+		}
 	if (fs->o.on_gone)
 		fs->o.on_gone(fs->o.arg); /* last: it may stop and free fs */
 }
@@ -981,8 +1009,9 @@ static void fs_free(struct fusefs *fs)
 		free(q->edge);
 		free(q);
 	}
+	for (unsigned i = 0; i < NR_READS; i++)
+		free(fs->reads[i].buf);
 	free(fs->nodes);
-	free(fs->rbuf);
 	free(fs->mountpoint);
 	free(fs);
 }
@@ -998,7 +1027,10 @@ static void fin(struct reactor_msg *m)
 	 * closing the fd then aborts the connection for such users. */
 	fuse_session_unmount(fs->se);
 	fuse_session_destroy(fs->se);
-	log_notice("fuse %s: stopped", fs->mountpoint);
+	log_notice("fuse %s: stopped; %llu volume I/Os, %llu partial-block edges read, "
+		   "%llu writes waited for an overlapping one",
+		   fs->mountpoint, (unsigned long long)fs->st_ios, (unsigned long long)fs->st_rmw,
+		   (unsigned long long)fs->st_waits);
 	fs_free(fs);
 	if (done)
 		done(arg);
@@ -1021,10 +1053,11 @@ void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
 	fs->stop_arg = arg;
 	if (fs->state == FS_MOUNTED)
 		fs_set_state(fs, FS_DRAINING);
-	if (fs->reading) {
-		struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
-		io_uring_prep_cancel(sqe, &fs->read_op, 0);
-	}
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (fs->reads[i].busy) {
+			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
+			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
+		}
 	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint, fs->inflight);
 	maybe_finish(fs);
 }
@@ -1093,7 +1126,10 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->o = *o;
 	fs->o.files = NULL;
 	list_init(&fs->free_reqs);
-	fs->read_op.fn = session_read_done;
+	for (unsigned i = 0; i < NR_READS; i++) {
+		fs->reads[i].fs = fs;
+		fs->reads[i].op.fn = session_read_done;
+	}
 	fs->fin_msg.fn = fin;
 	clock_gettime(CLOCK_REALTIME, &fs->mtime);
 	fs->mountpoint = realpath(o->mountpoint, NULL);
@@ -1112,8 +1148,11 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 		goto fail;
 	ret = -ENOMEM;
 	fs->nodes = calloc(o->nr_files, sizeof(*fs->nodes));
-	if (!fs->nodes || posix_memalign((void **)&fs->rbuf, 4096, READ_BUF_SIZE))
+	if (!fs->nodes)
 		goto fail;
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (posix_memalign((void **)&fs->reads[i].buf, 4096, READ_BUF_SIZE))
+			goto fail;
 	fs->nr_nodes = o->nr_files;
 	for (unsigned i = 0; i < o->nr_files; i++) {
 		struct fnode *n = &fs->nodes[i];
@@ -1146,13 +1185,11 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->state = FS_MOUNTED;
 	log_notice("fuse %s: mounted, %u file%s", fs->mountpoint, fs->nr_nodes,
 		   fs->nr_nodes == 1 ? "" : "s");
-	read_arm(fs);
+	for (unsigned i = 0; i < NR_READS; i++)
+		read_arm(&fs->reads[i]);
 	*out = fs;
 	return 0;
 fail:
-	free(fs->nodes);
-	free(fs->rbuf);
-	free(fs->mountpoint);
-	free(fs);
+	fs_free(fs);
 	return ret;
 }
