@@ -72,7 +72,8 @@ struct fusefs {
 	struct fuse_read reads[NR_READS];
 	unsigned reading; /* reads armed */
 	unsigned inflight; /* requests that hold volume I/O */
-	uint64_t st_rmw, st_waits, st_ios;
+	/* counters, logged when stopping (the functional tests read them) */
+	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
 	unsigned nr_free;
 	void (*stop_done)(void *);
@@ -323,6 +324,8 @@ static void pump(struct req *q)
 		s->busy = true;
 		q->active++;
 		q->fs->st_ios++;
+		q->fs->st_fua += !!(s->io.flags & VOL_IO_FUA);
+		q->fs->st_flushes += s->io.op == VOL_FLUSH;
 	}
 	if (q->active)
 		return;
@@ -1028,9 +1031,10 @@ static void fin(struct reactor_msg *m)
 	fuse_session_unmount(fs->se);
 	fuse_session_destroy(fs->se);
 	log_notice("fuse %s: stopped; %llu volume I/Os, %llu partial-block edges read, "
-		   "%llu writes waited for an overlapping one",
+		   "%llu writes waited for an overlapping one, %llu FUA writes, %llu flushes",
 		   fs->mountpoint, (unsigned long long)fs->st_ios, (unsigned long long)fs->st_rmw,
-		   (unsigned long long)fs->st_waits);
+		   (unsigned long long)fs->st_waits, (unsigned long long)fs->st_fua,
+		   (unsigned long long)fs->st_flushes);
 	fs_free(fs);
 	if (done)
 		done(arg);
