@@ -94,6 +94,11 @@ static void mount_job(struct session *s)
 	};
 	char caps[128];
 
+	/* --max-xfer caps the RAM volume too, so that the splitting of large
+	 * FUSE requests is testable without a target.  Nothing has used the
+	 * volume yet. */
+	if (s->mem_size && s->opts.max_xfer && s->opts.max_xfer < s->vol->max_io)
+		s->vol->max_io = s->opts.max_xfer & ~(s->vol->block_size - 1) ?: s->vol->block_size;
 	log_notice("mount: %s: %llu bytes, block %u, preferred I/O %u, max I/O %u, caps %s",
 		   m->name, (unsigned long long)s->vol->size, s->vol->block_size, s->vol->pref_io,
 		   s->vol->max_io, vol_caps_str(s->vol->caps, caps, sizeof(caps)));

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # fio with verify=crc32c on the FUSE file: psync (QD 1) and io_uring (QD 1
-# and 16), 4k and 128k, through the page cache and with direct=1; every
+# and 16), 4k and 128k (split at a 64k transfer limit), through the page cache and with direct=1; every
 # job writes, then reads back and checks every block.
 set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
 command -v fio > /dev/null || skip "fio not installed"
 
-gw_start --mem 64M:4096 --name disk
+# --max-xfer: 128k jobs and 1 MiB FUSE requests are split into 64k volume I/Os
+gw_start --mem 64M:4096 --max-xfer 64k --name disk
 n=0
 for engine in psync io_uring; do
 	for qd in 1 16; do
