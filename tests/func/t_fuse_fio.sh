@@ -16,7 +16,7 @@ for engine in psync io_uring; do
 		for bs in 4k 128k; do
 			for direct in 0 1; do
 				name="$engine-qd$qd-$bs-direct$direct"
-				fio --name="$name" --filename="$MNT/disk" --size=16M --offset=$((n % 3 * 16))M \
+				fio --verify_state_save=0 --name="$name" --filename="$MNT/disk" --size=16M --offset=$((n % 3 * 16))M \
 					--rw=randwrite --bs=$bs --ioengine=$engine --iodepth=$qd \
 					--direct=$direct --verify=crc32c --do_verify=1 \
 					--verify_fatal=1 --randseed=$((n + 1)) > "$T/fio.log" 2>&1
