@@ -75,8 +75,7 @@ static void op_init(void *ud, struct fuse_conn_info *c)
 		c->want |= FUSE_CAP_ASYNC_READ;
 	log_info("fuse %s: kernel protocol %u.%u, max_write %u, max_readahead %u",
 		 fs->mountpoint, c->proto_major, c->proto_minor, c->max_write, c->max_readahead);
-	if (fs->o.on_ready)
-		fs->o.on_ready(fs->o.arg);
+	fs->init_seen = true; /* ready once libfuse has accepted and answered it */
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -354,6 +353,17 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		/* Handlers copy what they keep (write data), so the buffer
 		 * is free again when this returns. */
 		fuse_session_process_buf(fs->se, &fb);
+		if (fs->init_seen && !fs->ready_sent && fs->state == FS_MOUNTED) {
+			fs->ready_sent = true;
+			if (fuse_session_exited(fs->se)) {
+				/* libfuse refused the kernel's INIT */
+				log_err("fuse %s: the kernel's INIT was refused", fs->mountpoint);
+				res = -EPROTO;
+				goto gone;
+			}
+			if (fs->o.on_ready)
+				fs->o.on_ready(fs->o.arg);
+		}
 		if (fs->state == FS_MOUNTED)
 			read_arm(rd);
 		else
@@ -368,6 +378,7 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		fusefs_maybe_finish(fs); /* our own cancel, or the end meanwhile */
 		return;
 	}
+gone:
 	if (res == 0 || res == -ENODEV)
 		log_notice("fuse %s: unmounted", fs->mountpoint);
 	else
@@ -379,7 +390,7 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
 		}
 	if (fs->o.on_gone)
-		fs->o.on_gone(fs->o.arg); /* last: it may stop and free fs */
+		fs->o.on_gone(fs->o.arg, res == -ENODEV ? 0 : res); /* last: may free fs */
 }
 
 static void fs_free(struct fusefs *fs)

@@ -60,6 +60,7 @@ struct fusefs {
 	struct timespec mtime;
 	struct fuse_read reads[NR_READS];
 	unsigned reading; /* reads armed */
+	bool init_seen, ready_sent;
 	unsigned inflight; /* requests that hold volume I/O */
 	/* counters, logged when stopping (the functional tests read them) */
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;

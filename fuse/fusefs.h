@@ -41,9 +41,10 @@ struct fusefs_opts {
 	unsigned nr_files;
 	/* The kernel's INIT was answered: the mount is usable. */
 	void (*on_ready)(void *arg);
-	/* Unmounted from outside (umount, fusermount3 -u) or the device
-	 * failed: the owner calls fusefs_stop() to drain and free. */
-	void (*on_gone)(void *arg);
+	/* Unmounted from outside (umount, fusermount3 -u: err 0) or the
+	 * session failed (-errno): the owner calls fusefs_stop() to drain and
+	 * free. */
+	void (*on_gone)(void *arg, int err);
 	void *arg;
 };
 

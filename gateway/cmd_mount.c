@@ -65,10 +65,10 @@ static void mount_ready(void *arg)
 	}
 }
 
-/* umount / fusermount3 -u: a clean end. */
-static void mount_gone(void *arg)
+/* umount / fusermount3 -u: a clean end; a failed session: exit 1. */
+static void mount_gone(void *arg, int err)
 {
-	mount_stop(arg, 0);
+	mount_stop(arg, err ? 1 : 0);
 }
 
 static void mount_signal(struct session *s)
