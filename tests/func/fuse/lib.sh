@@ -47,14 +47,14 @@ gw_wait_mounted() {
 	fail "no mount at $MNT after 20 s"
 }
 
-# gw_stop: SIGTERM, expect exit 0 and the mount gone.
+# gw_stop [SIGNAL]: SIGTERM (or SIGNAL), expect exit 0 and the mount gone.
 gw_stop() {
-	kill -TERM "$GW_PID"
+	kill -"${1:-TERM}" "$GW_PID"
 	wait "$GW_PID"; local st=$?
 	GW_PID=
 	cat "$T/gw.log"
-	[ $st -eq 0 ] || fail "gateway exit $st after SIGTERM"
-	! grep -qs " $MNT " /proc/mounts || fail "still mounted after SIGTERM"
+	[ $st -eq 0 ] || fail "gateway exit $st after SIG${1:-TERM}"
+	! grep -qs " $MNT " /proc/mounts || fail "still mounted after SIG${1:-TERM}"
 }
 
 # errno_of PYTHON-STATEMENTS: prints the errno name an OSError carried, or OK.
