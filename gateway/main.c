@@ -14,7 +14,8 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  check -c FILE      validate a configuration file (errors as FILE:LINE: message)\n"
 		"  discover           read a target's discovery log page\n"
-		"  bench              load-test a namespace over the gateway's own initiator\n\n"
+		"  bench              load-test a namespace over the gateway's own initiator\n"
+		"  mount              serve a namespace as a file in a FUSE filesystem\n\n"
 		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
 }
 
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
 		{ "check", cmd_check },
 		{ "discover", cmd_discover },
 		{ "bench", cmd_bench },
+		{ "mount", cmd_mount },
 	};
 
 	log_init();

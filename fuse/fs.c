@@ -1,0 +1,583 @@
+/* The FUSE filesystem: the session on the reactor, mount and unmount, the
+ * directory and attributes (see fusefs.h; the file data path is io.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fuse/fs_priv.h"
+#include "gateway/log.h"
+
+static const char *const state_names[] = {
+	[FS_MOUNTED] = "mounted",
+	[FS_DRAINING] = "draining",
+	[FS_DONE] = "done",
+};
+
+static void fs_set_state(struct fusefs *fs, enum fusefs_state to)
+{
+	bool ok = (fs->state == FS_MOUNTED && to == FS_DRAINING) ||
+		  (fs->state == FS_DRAINING && to == FS_DONE);
+
+	if (!ok) {
+		log_err("fuse %s: illegal state change %s -> %s", fs->mountpoint,
+			state_names[fs->state], state_names[to]);
+		return;
+	}
+	log_debug("fuse %s: %s -> %s", fs->mountpoint, state_names[fs->state], state_names[to]);
+	fs->state = to;
+}
+
+static void fill_attr(struct fusefs *fs, struct fnode *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_uid = fs->o.uid;
+	st->st_gid = fs->o.gid;
+	st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+	if (!n) {
+		st->st_ino = ROOT_INO;
+		st->st_mode = S_IFDIR | 0555; /* the file set is configuration */
+		st->st_nlink = 2;
+		st->st_blksize = 4096;
+		return;
+	}
+	st->st_ino = n->ino;
+	st->st_mode = S_IFREG | (n->read_only ? 0400 : 0600);
+	st->st_nlink = 1;
+	st->st_size = (off_t)n->vol->size;
+	st->st_blksize = n->vol->pref_io ? n->vol->pref_io : n->vol->block_size;
+	st->st_blocks = (blkcnt_t)(n->vol->size / 512);
+}
+
+/* --- the low-level operations --- */
+
+static void op_init(void *ud, struct fuse_conn_info *c)
+{
+	struct fusefs *fs = ud;
+
+	c->max_write = FUSEFS_MAX_IO;
+	c->max_read = FUSEFS_MAX_IO; /* must repeat the max_read mount option */
+	if (c->max_readahead > FUSEFS_MAX_IO)
+		c->max_readahead = FUSEFS_MAX_IO;
+	/* The page cache sees every write (no writeback cache) and is
+	 * dropped at each open (keep_cache 0): another path (NBD) to the same
+	 * namespace stays visible to the next open. */
+	c->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
+		     FUSE_CAP_SPLICE_MOVE | FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_POSIX_LOCKS |
+		     FUSE_CAP_FLOCK_LOCKS);
+	if (c->capable & FUSE_CAP_ASYNC_DIO)
+		c->want |= FUSE_CAP_ASYNC_DIO;
+	if (c->capable & FUSE_CAP_ASYNC_READ)
+		c->want |= FUSE_CAP_ASYNC_READ;
+	log_info("fuse %s: kernel protocol %u.%u, max_write %u, max_readahead %u",
+		 fs->mountpoint, c->proto_major, c->proto_minor, c->max_write, c->max_readahead);
+	fs->init_seen = true; /* ready once libfuse has accepted and answered it */
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fuse_entry_param e;
+
+	if (parent != ROOT_INO) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	for (unsigned i = 0; i < fs->nr_nodes; i++) {
+		if (strcmp(fs->nodes[i].name, name))
+			continue;
+		memset(&e, 0, sizeof(e));
+		e.ino = fs->nodes[i].ino;
+		e.generation = 1;
+		e.attr_timeout = ATTR_TIMEOUT;
+		e.entry_timeout = ATTR_TIMEOUT;
+		fill_attr(fs, &fs->nodes[i], &e.attr);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	fuse_reply_err(req, ENOENT);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (!n && ino != ROOT_INO) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fill_attr(fs, n, &st);
+	fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+/* The size is the namespace's: truncating to it is a no-op, to anything
+ * else impossible.  Owner and mode come from the configuration. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (!n && ino != ROOT_INO) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (!n) {
+			fuse_reply_err(req, EISDIR);
+			return;
+		}
+		if ((uint64_t)attr->st_size != n->vol->size) {
+			fuse_reply_err(req, n->read_only ? EROFS : EINVAL);
+			return;
+		}
+	}
+	/* Times are synthetic: accepted and not kept, so touch(1) works. */
+	fill_attr(fs, n, &st);
+	fuse_reply_attr(req, &st, ATTR_TIMEOUT);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+
+	if (!n) {
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : ENOENT);
+		return;
+	}
+	if (n->read_only && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	fi->direct_io = !!(fi->flags & O_DIRECT);
+	fi->keep_cache = 0;
+	fi->noflush = 1; /* close(2) has nothing to flush here */
+	fi->fh = (uint64_t)(unsigned)fi->flags;
+	fuse_reply_open(req, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+/* close(2): nothing is buffered here; durability is fsync's job. */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ino != ROOT_INO) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	char *buf;
+	size_t used = 0;
+
+	(void)fi;
+	if (ino != ROOT_INO) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	/* Entry k (0 ".", 1 "..", then the files) carries offset k + 1. */
+	for (off_t k = off; k < (off_t)fs->nr_nodes + 2; k++) {
+		struct stat st = { 0 };
+		const char *name;
+		if (k < 2) {
+			name = k ? ".." : ".";
+			st.st_ino = ROOT_INO;
+			st.st_mode = S_IFDIR;
+		} else {
+			struct fnode *n = &fs->nodes[k - 2];
+			name = n->name;
+			st.st_ino = n->ino;
+			st.st_mode = S_IFREG;
+		}
+		size_t need = fuse_add_direntry(req, buf + used, size - used, name, &st, k + 1);
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct statvfs sv = { 0 };
+
+	(void)ino;
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	for (unsigned i = 0; i < fs->nr_nodes; i++)
+		sv.f_blocks += (fs->nodes[i].vol->size + 4095) / 4096;
+	sv.f_files = fs->nr_nodes + 1;
+	sv.f_namemax = NAME_MAX;
+	fuse_reply_statfs(req, &sv);
+}
+
+/* The root directory's contents are configuration, not user data. */
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EPERM);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EPERM);
+}
+
+static const struct fuse_lowlevel_ops fusefs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.create = op_create,
+	.open = op_open,
+	.read = fusefs_op_read,
+	.write = fusefs_op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = fusefs_op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.statfs = op_statfs,
+	.fallocate = fusefs_op_fallocate,
+};
+
+/* --- the session on the reactor --- */
+
+static void read_arm(struct fuse_read *rd)
+{
+	struct fusefs *fs = rd->fs;
+	struct io_uring_sqe *sqe = reactor_sqe(fs->r, &rd->op);
+
+	io_uring_prep_read(sqe, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE, 0);
+	rd->busy = true;
+	fs->reading++;
+}
+
+static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct fuse_read *rd = container_of(op, struct fuse_read, op);
+	struct fusefs *fs = rd->fs;
+
+	(void)flags;
+	rd->busy = false;
+	fs->reading--;
+	if (res > 0) {
+		struct fuse_buf fb = { .size = (size_t)res, .mem = rd->buf };
+		/* Handlers copy what they keep (write data), so the buffer
+		 * is free again when this returns. */
+		fuse_session_process_buf(fs->se, &fb);
+		if (fs->init_seen && !fs->ready_sent && fs->state == FS_MOUNTED) {
+			fs->ready_sent = true;
+			if (fuse_session_exited(fs->se)) {
+				/* libfuse refused the kernel's INIT */
+				log_err("fuse %s: the kernel's INIT was refused", fs->mountpoint);
+				res = -EPROTO;
+				goto gone;
+			}
+			if (fs->o.on_ready)
+				fs->o.on_ready(fs->o.arg);
+		}
+		if (fs->state == FS_MOUNTED)
+			read_arm(rd);
+		else
+			fusefs_maybe_finish(fs);
+		return;
+	}
+	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
+		read_arm(rd); /* an interrupted request, not the end */
+		return;
+	}
+	if (fs->state != FS_MOUNTED) {
+		fusefs_maybe_finish(fs); /* our own cancel, or the end meanwhile */
+		return;
+	}
+gone:
+	if (res == 0 || res == -ENODEV)
+		log_notice("fuse %s: unmounted", fs->mountpoint);
+	else
+		log_err("fuse %s: reading /dev/fuse failed: %s", fs->mountpoint, strerror(-res));
+	fs_set_state(fs, FS_DRAINING);
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (fs->reads[i].busy) {
+			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
+			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
+		}
+	if (fs->o.on_gone)
+		fs->o.on_gone(fs->o.arg, res == -ENODEV ? 0 : res); /* last: may free fs */
+}
+
+static void fs_free(struct fusefs *fs)
+{
+	fusefs_free_reqs(fs);
+	for (unsigned i = 0; i < NR_READS; i++)
+		free(fs->reads[i].buf);
+	free(fs->nodes);
+	free(fs->mountpoint);
+	free(fs);
+}
+
+static void fin(struct reactor_msg *m)
+{
+	struct fusefs *fs = container_of(m, struct fusefs, fin_msg);
+	void (*done)(void *) = fs->stop_done;
+	void *arg = fs->stop_arg;
+
+	fs_set_state(fs, FS_DONE);
+	/* Lazy: an open file (a loop device on it) must not keep us here;
+	 * closing the fd then aborts the connection for such users. */
+	fuse_session_unmount(fs->se);
+	fuse_session_destroy(fs->se);
+	log_notice("fuse %s: stopped; %llu volume I/Os, %llu partial-block edges read, "
+		   "%llu writes waited for an overlapping one, %llu FUA writes, %llu flushes",
+		   fs->mountpoint, (unsigned long long)fs->st_ios, (unsigned long long)fs->st_rmw,
+		   (unsigned long long)fs->st_waits, (unsigned long long)fs->st_fua,
+		   (unsigned long long)fs->st_flushes);
+	fs_free(fs);
+	if (done)
+		done(arg);
+}
+
+void fusefs_maybe_finish(struct fusefs *fs)
+{
+	if (fs->state != FS_DRAINING || !fs->stop_done || fs->reading || fs->inflight ||
+	    fs->finishing)
+		return;
+	fs->finishing = true;
+	reactor_defer(fs->r, &fs->fin_msg);
+}
+
+void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
+{
+	if (fs->stop_done)
+		return; /* already stopping */
+	fs->stop_done = done;
+	fs->stop_arg = arg;
+	if (fs->state == FS_MOUNTED)
+		fs_set_state(fs, FS_DRAINING);
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (fs->reads[i].busy) {
+			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
+			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
+		}
+	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint, fs->inflight);
+	fusefs_maybe_finish(fs);
+}
+
+/* A FUSE mount whose daemon died answers ENOTCONN to everything and keeps
+ * the mountpoint unusable until someone unmounts it. */
+static int clean_stale_mount(const char *mp)
+{
+	struct stat st;
+
+	if (stat(mp, &st) == 0)
+		goto check;
+	if (errno != ENOTCONN) {
+		log_err("fuse: mountpoint %s: %s", mp, strerror(errno));
+		return -errno;
+	}
+	log_notice("fuse: %s is a stale mount of a crashed run (Transport endpoint is not "
+		   "connected): unmounting it lazily",
+		   mp);
+	if (umount2(mp, MNT_DETACH) < 0) {
+		int e = errno;
+		log_err("fuse: cannot unmount the stale mount at %s: %s", mp, strerror(e));
+		return -e;
+	}
+	if (stat(mp, &st) < 0) {
+		log_err("fuse: mountpoint %s: %s", mp, strerror(errno));
+		return -errno;
+	}
+check:
+	if (!S_ISDIR(st.st_mode)) {
+		log_err("fuse: mountpoint %s is not a directory", mp);
+		return -ENOTDIR;
+	}
+	return 0;
+}
+
+static bool name_ok(const char *name)
+{
+	return name && *name && strlen(name) <= NAME_MAX && !strchr(name, '/') &&
+	       strcmp(name, ".") && strcmp(name, "..");
+}
+
+int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs **out)
+{
+	struct fusefs *fs;
+	char mopts[256];
+	int ret = -ENOMEM;
+
+	if (!o->mountpoint || !o->nr_files)
+		return -EINVAL;
+	for (unsigned i = 0; i < o->nr_files; i++) {
+		if (!name_ok(o->files[i].name)) {
+			log_err("fuse: bad file name '%s'", o->files[i].name ? o->files[i].name : "");
+			return -EINVAL;
+		}
+		for (unsigned j = 0; j < i; j++)
+			if (!strcmp(o->files[i].name, o->files[j].name)) {
+				log_err("fuse: file name '%s' used twice", o->files[i].name);
+				return -EINVAL;
+			}
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->r = r;
+	fs->o = *o;
+	fs->o.files = NULL;
+	list_init(&fs->free_reqs);
+	for (unsigned i = 0; i < NR_READS; i++) {
+		fs->reads[i].fs = fs;
+		fs->reads[i].op.fn = session_read_done;
+	}
+	fs->fin_msg.fn = fin;
+	clock_gettime(CLOCK_REALTIME, &fs->mtime);
+	fs->mountpoint = realpath(o->mountpoint, NULL);
+	if (!fs->mountpoint && errno == ENOTCONN) {
+		/* realpath fails on a stale mount too: clean it up first */
+		if ((ret = clean_stale_mount(o->mountpoint)) < 0)
+			goto fail;
+		fs->mountpoint = realpath(o->mountpoint, NULL);
+	}
+	if (!fs->mountpoint) {
+		ret = -errno;
+		log_err("fuse: mountpoint %s: %s", o->mountpoint, strerror(errno));
+		goto fail;
+	}
+	if ((ret = clean_stale_mount(fs->mountpoint)) < 0)
+		goto fail;
+	ret = -ENOMEM;
+	fs->nodes = calloc(o->nr_files, sizeof(*fs->nodes));
+	if (!fs->nodes)
+		goto fail;
+	for (unsigned i = 0; i < NR_READS; i++)
+		if (posix_memalign((void **)&fs->reads[i].buf, 4096, READ_BUF_SIZE))
+			goto fail;
+	fs->nr_nodes = o->nr_files;
+	for (unsigned i = 0; i < o->nr_files; i++) {
+		struct fnode *n = &fs->nodes[i];
+		n->ino = ROOT_INO + 1 + i;
+		snprintf(n->name, sizeof(n->name), "%s", o->files[i].name);
+		n->vol = o->files[i].vol;
+		n->read_only = o->files[i].read_only || (n->vol->caps & VOL_CAP_READ_ONLY);
+		range_locks_init(&n->locks);
+	}
+
+	snprintf(mopts, sizeof(mopts),
+		 "fsname=nvmf-gateway,subtype=nvmf-gateway,default_permissions,max_read=%u%s",
+		 FUSEFS_MAX_IO, o->allow_other ? ",allow_other" : "");
+	char *argv[] = { "nvmf-gateway", "-o", mopts, o->debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+	fs->se = fuse_session_new(&args, &fusefs_ops, sizeof(fusefs_ops), fs);
+	fuse_opt_free_args(&args);
+	if (!fs->se) {
+		log_err("fuse: cannot create the session (options %s)", mopts);
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (fuse_session_mount(fs->se, fs->mountpoint) != 0) {
+		log_err("fuse: cannot mount on %s (is /dev/fuse there, and are we allowed?)",
+			fs->mountpoint);
+		fuse_session_destroy(fs->se);
+		ret = -EIO;
+		goto fail;
+	}
+	fs->state = FS_MOUNTED;
+	log_notice("fuse %s: mounted, %u file%s", fs->mountpoint, fs->nr_nodes,
+		   fs->nr_nodes == 1 ? "" : "s");
+	for (unsigned i = 0; i < NR_READS; i++)
+		read_arm(&fs->reads[i]);
+	*out = fs;
+	return 0;
+fail:
+	fs_free(fs);
+	return ret;
+}

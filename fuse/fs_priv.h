@@ -1,0 +1,95 @@
+/* Inside the FUSE export: the filesystem object shared by the session and
+ * directory code (fs.c) and the file I/O requests (io.c). */
+#ifndef GW_FUSE_FS_PRIV_H
+#define GW_FUSE_FS_PRIV_H
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fuse/fusefs.h"
+#include "fuse/rmw.h"
+#include "gateway/list.h"
+
+#define ROOT_INO FUSE_ROOT_ID
+#define ATTR_TIMEOUT 1.0
+/* Volume I/Os one request keeps in flight when it spans several max_io. */
+#define REQ_SLOTS 4
+#define FREE_REQS_MAX 64
+/* A whole request plus the header libfuse and the kernel put before it. */
+#define READ_BUF_SIZE (FUSEFS_MAX_IO + 64 * 1024)
+/* Reads of /dev/fuse kept armed: requests the kernel queued together are
+ * decoded in one batch, so their volume I/O overlaps. */
+#define NR_READS 4
+
+enum fusefs_state {
+	FS_MOUNTED, /* serving */
+	FS_DRAINING, /* no more reads; waiting for requests in flight */
+	FS_DONE,
+};
+
+/* One exported file.  Inode numbers are never reused, so that files can
+ * be added and removed at runtime behind the kernel's cached entries. */
+struct fnode {
+	uint64_t ino;
+	char name[NAME_MAX + 1];
+	struct volume *vol;
+	bool read_only;
+	struct range_locks locks;
+};
+
+struct fusefs;
+
+struct fuse_read {
+	struct reactor_op op;
+	struct fusefs *fs;
+	uint8_t *buf;
+	bool busy;
+};
+
+struct fusefs {
+	struct reactor *r;
+	struct fuse_session *se;
+	char *mountpoint;
+	struct fusefs_opts o;
+	enum fusefs_state state;
+	struct fnode *nodes;
+	unsigned nr_nodes;
+	struct timespec mtime;
+	struct fuse_read reads[NR_READS];
+	unsigned reading; /* reads armed */
+	bool init_seen, ready_sent;
+	unsigned inflight; /* requests that hold volume I/O */
+	/* counters, logged when stopping (the functional tests read them) */
+	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
+	struct list_node free_reqs;
+	unsigned nr_free;
+	void (*stop_done)(void *);
+	void *stop_arg;
+	bool finishing;
+	struct reactor_msg fin_msg;
+};
+
+static inline struct fnode *node_of(struct fusefs *fs, fuse_ino_t ino)
+{
+	if (ino < ROOT_INO + 1 || ino - ROOT_INO - 1 >= fs->nr_nodes)
+		return NULL;
+	return &fs->nodes[ino - ROOT_INO - 1];
+}
+
+/* fs.c: frees fs once it is draining and nothing is in flight. */
+void fusefs_maybe_finish(struct fusefs *fs);
+
+/* io.c: the file data operations, and the request pool's end. */
+void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
+			 struct fuse_file_info *fi);
+void fusefs_free_reqs(struct fusefs *fs);
+
+#endif

@@ -1,0 +1,570 @@
+/* The FUSE file data path: each read, write, fsync and fallocate is a
+ * request that runs its volume I/O in phases (lock, read the partial edge
+ * blocks, write) and replies from the last completion. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuse/fs_priv.h"
+#include "gateway/log.h"
+
+enum req_kind { RQ_READ, RQ_WRITE, RQ_FSYNC, RQ_ZERO };
+
+struct req;
+
+struct slot {
+	struct vol_io io;
+	struct iovec iov;
+	struct req *q;
+	bool busy;
+};
+
+struct seg {
+	enum vol_op op;
+	uint32_t flags;
+	uint64_t off, len;
+	uint8_t *buf;
+};
+
+struct req {
+	struct list_node link;
+	struct fusefs *fs;
+	struct fnode *n;
+	fuse_req_t req;
+	enum req_kind kind;
+	uint64_t off, len; /* the caller's byte range, clamped to the file */
+	uint32_t wflags; /* VOL_IO_FUA */
+	bool flush_after; /* O_DSYNC on a volume without FUA */
+	enum vol_op zero_op; /* RQ_ZERO: for the whole blocks */
+	struct rmw_plan plan;
+	struct range_lock lk;
+	bool locked;
+	uint8_t *buf; /* the aligned span [plan.start, plan.end) */
+	size_t cap;
+	uint8_t *edge; /* head block, tail block */
+	size_t edge_cap;
+	struct seg segs[3];
+	unsigned nsegs, seg_i;
+	uint64_t seg_pos;
+	unsigned active;
+	int err;
+	void (*phase_done)(struct req *q);
+	struct slot slots[REQ_SLOTS];
+};
+
+/* --- requests and their volume I/O --- */
+
+static int buf_reserve(uint8_t **p, size_t *cap, size_t need)
+{
+	void *nb;
+
+	if (*cap >= need)
+		return 0;
+	if (posix_memalign(&nb, 4096, need))
+		return -ENOMEM;
+	free(*p);
+	*p = nb;
+	*cap = need;
+	return 0;
+}
+
+static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, size_t span)
+{
+	struct list_node *l = list_pop(&fs->free_reqs);
+	struct req *q;
+
+	if (l) {
+		fs->nr_free--;
+		q = container_of(l, struct req, link);
+	} else {
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return NULL;
+		list_init(&q->link);
+	}
+	if (buf_reserve(&q->buf, &q->cap, span) < 0 ||
+	    buf_reserve(&q->edge, &q->edge_cap, 2 * (size_t)n->vol->block_size) < 0) {
+		free(q->buf);
+		free(q->edge);
+		free(q);
+		return NULL;
+	}
+	q->fs = fs;
+	q->n = n;
+	q->req = freq;
+	q->wflags = 0;
+	q->flush_after = false;
+	q->locked = false;
+	q->nsegs = q->seg_i = 0;
+	q->seg_pos = 0;
+	q->active = 0;
+	q->err = 0;
+	q->phase_done = NULL;
+	fs->inflight++;
+	return q;
+}
+
+/* After the reply: the request is gone, its memory reused. */
+static void req_put(struct req *q)
+{
+	struct fusefs *fs = q->fs;
+
+	if (q->locked) {
+		q->locked = false;
+		range_unlock(&q->n->locks, &q->lk);
+	}
+	if (fs->nr_free < FREE_REQS_MAX && q->cap <= 2 * FUSEFS_MAX_IO) {
+		list_add_head(&fs->free_reqs, &q->link);
+		fs->nr_free++;
+	} else {
+		free(q->buf);
+		free(q->edge);
+		free(q);
+	}
+	fs->inflight--;
+	fusefs_maybe_finish(fs);
+}
+
+static void req_fail(struct req *q, int vol_err)
+{
+	int e = rmw_errno(vol_err);
+
+	if (e == EIO)
+		log_warn("fuse %s: %s at %llu+%llu failed: %s", q->n->name,
+			 q->kind == RQ_READ ? "read" : q->kind == RQ_WRITE ? "write"
+						 : q->kind == RQ_FSYNC ? "fsync" : "fallocate",
+			 (unsigned long long)q->off, (unsigned long long)q->len,
+			 strerror(-vol_err));
+	fuse_reply_err(q->req, e);
+	req_put(q);
+}
+
+static void pump(struct req *q);
+
+static void slot_done(struct vol_io *io, int err)
+{
+	struct slot *s = io->ctx;
+	struct req *q = s->q;
+
+	s->busy = false;
+	q->active--;
+	if (err && !q->err)
+		q->err = err;
+	pump(q);
+}
+
+static uint64_t chunk_max(const struct volume *v)
+{
+	uint64_t m = v->max_io ? v->max_io : FUSEFS_MAX_IO;
+
+	m &= ~(uint64_t)(v->block_size - 1);
+	return m ? m : v->block_size;
+}
+
+/* Keeps up to REQ_SLOTS volume I/Os of the current segments in flight;
+ * when all are done (or one failed and the rest drained) runs phase_done. */
+static void pump(struct req *q)
+{
+	struct volume *v = q->n->vol;
+	uint64_t cmax = chunk_max(v);
+
+	while (!q->err && q->seg_i < q->nsegs && q->active < REQ_SLOTS) {
+		struct seg *sg = &q->segs[q->seg_i];
+		struct slot *s = NULL;
+		for (unsigned i = 0; i < REQ_SLOTS; i++)
+			if (!q->slots[i].busy) {
+				s = &q->slots[i];
+				break;
+			}
+		uint64_t n = sg->op == VOL_FLUSH ? 0 : sg->len - q->seg_pos;
+		if (n > cmax)
+			n = cmax;
+		memset(&s->io, 0, offsetof(struct vol_io, vol));
+		s->io.op = sg->op;
+		s->io.flags = sg->flags;
+		s->io.offset = sg->off + q->seg_pos;
+		s->io.length = n;
+		if (sg->op == VOL_READ || sg->op == VOL_WRITE) {
+			s->iov.iov_base = sg->buf + q->seg_pos;
+			s->iov.iov_len = n;
+			s->io.iov = &s->iov;
+			s->io.iovcnt = 1;
+		}
+		s->io.cb = slot_done;
+		s->io.ctx = s;
+		s->q = q;
+		q->seg_pos += n;
+		if (q->seg_pos >= sg->len) {
+			q->seg_i++;
+			q->seg_pos = 0;
+		}
+		int rc = vol_submit(v, q->fs->r, &s->io);
+		if (rc < 0) {
+			q->err = rc;
+			break;
+		}
+		s->busy = true;
+		q->active++;
+		q->fs->st_ios++;
+		q->fs->st_fua += !!(s->io.flags & VOL_IO_FUA);
+		q->fs->st_flushes += s->io.op == VOL_FLUSH;
+	}
+	if (q->active)
+		return;
+	if (q->err) {
+		req_fail(q, q->err);
+		return;
+	}
+	q->phase_done(q);
+}
+
+static void add_seg(struct req *q, enum vol_op op, uint32_t flags, uint64_t off, uint64_t len,
+		    uint8_t *buf)
+{
+	q->segs[q->nsegs++] = (struct seg){ op, flags, off, len, buf };
+}
+
+static void run_phase(struct req *q, void (*done)(struct req *q))
+{
+	q->seg_i = 0;
+	q->seg_pos = 0;
+	q->phase_done = done;
+	pump(q);
+}
+
+/* Reads of the partial edge blocks into q->edge (head, then tail). */
+static void add_edge_reads(struct req *q)
+{
+	uint32_t bs = q->n->vol->block_size;
+
+	q->nsegs = 0;
+	q->fs->st_rmw += rmw_edge_reads(&q->plan);
+	if (q->plan.head_partial)
+		add_seg(q, VOL_READ, 0, q->plan.start, bs, q->edge);
+	if (q->plan.tail_partial)
+		add_seg(q, VOL_READ, 0, q->plan.end - bs, bs, q->edge + bs);
+}
+
+/* read */
+
+static void read_done(struct req *q)
+{
+	fuse_reply_buf(q->req, (const char *)q->buf + (q->off - q->plan.start), q->len);
+	req_put(q);
+}
+
+/* write */
+
+static void write_replied(struct req *q)
+{
+	fuse_reply_write(q->req, q->len);
+	req_put(q);
+}
+
+static void write_written(struct req *q)
+{
+	if (q->flush_after) {
+		q->nsegs = 0;
+		add_seg(q, VOL_FLUSH, 0, 0, 0, NULL);
+		run_phase(q, write_replied);
+		return;
+	}
+	write_replied(q);
+}
+
+/* The edges are read: keep their bytes outside the caller's range. */
+static void write_merge(struct req *q)
+{
+	uint32_t bs = q->n->vol->block_size;
+	uint64_t end = q->off + q->len;
+
+	if (q->plan.head_partial) {
+		memcpy(q->buf, q->edge, q->off - q->plan.start);
+		if (q->plan.end - q->plan.start == bs && end < q->plan.end)
+			memcpy(q->buf + (end - q->plan.start), q->edge + (end - q->plan.start),
+			       q->plan.end - end);
+	}
+	if (q->plan.tail_partial) {
+		uint64_t t = q->plan.end - bs;
+		memcpy(q->buf + (end - q->plan.start), q->edge + bs + (end - t), q->plan.end - end);
+	}
+	q->nsegs = 0;
+	add_seg(q, VOL_WRITE, q->wflags, q->plan.start, q->plan.end - q->plan.start, q->buf);
+	run_phase(q, write_written);
+}
+
+static void write_locked(struct req *q)
+{
+	add_edge_reads(q);
+	run_phase(q, write_merge);
+}
+
+static void write_granted(struct range_lock *l)
+{
+	write_locked(container_of(l, struct req, lk));
+}
+
+/* fallocate: zero range and punch hole */
+
+static void zero_done(struct req *q)
+{
+	fuse_reply_err(q->req, 0);
+	req_put(q);
+}
+
+static void zero_merge(struct req *q)
+{
+	uint32_t bs = q->n->vol->block_size;
+	uint64_t end = q->off + q->len;
+
+	q->nsegs = 0;
+	if (q->plan.head_partial) {
+		uint64_t e = end < q->plan.start + bs ? end : q->plan.start + bs;
+		memset(q->edge + (q->off - q->plan.start), 0, e - q->off);
+		add_seg(q, VOL_WRITE, 0, q->plan.start, bs, q->edge);
+	}
+	if (q->plan.tail_partial) {
+		uint64_t t = q->plan.end - bs;
+		memset(q->edge + bs, 0, end - t);
+		add_seg(q, VOL_WRITE, 0, t, bs, q->edge + bs);
+	}
+	if (q->plan.inner_end > q->plan.inner_start)
+		add_seg(q, q->zero_op, 0, q->plan.inner_start,
+			q->plan.inner_end - q->plan.inner_start, NULL);
+	run_phase(q, zero_done);
+}
+
+static void zero_locked(struct req *q)
+{
+	add_edge_reads(q);
+	run_phase(q, zero_merge);
+}
+
+static void zero_granted(struct range_lock *l)
+{
+	zero_locked(container_of(l, struct req, lk));
+}
+
+static void fsync_done(struct req *q)
+{
+	fuse_reply_err(q->req, 0);
+	req_put(q);
+}
+
+void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct req *q;
+
+	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : ENOENT);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if ((uint64_t)off >= n->vol->size || !size) {
+		fuse_reply_buf(req, NULL, 0); /* end of file */
+		return;
+	}
+	uint64_t len = size;
+	if (len > n->vol->size - (uint64_t)off)
+		len = n->vol->size - (uint64_t)off;
+	struct rmw_plan p;
+	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
+	q = req_get(fs, req, n, p.end - p.start);
+	if (!q) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	q->kind = RQ_READ;
+	q->off = (uint64_t)off;
+	q->len = len;
+	q->plan = p;
+	/* No lock: like a block device, a read racing a write may see either
+	 * side of it, but never a torn partial-block update of its own. */
+	add_seg(q, VOL_READ, 0, p.start, p.end - p.start, q->buf);
+	run_phase(q, read_done);
+}
+
+void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct req *q;
+
+	if (!n) {
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : ENOENT);
+		return;
+	}
+	if (n->read_only) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (!size) {
+		fuse_reply_write(req, 0);
+		return;
+	}
+	/* A fixed-size file: like a block device, a write that starts at or
+	 * past the end fails with ENOSPC, one that crosses it is short. */
+	if ((uint64_t)off >= n->vol->size) {
+		fuse_reply_err(req, ENOSPC);
+		return;
+	}
+	uint64_t len = size;
+	if (len > n->vol->size - (uint64_t)off)
+		len = n->vol->size - (uint64_t)off;
+	struct rmw_plan p;
+	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
+	q = req_get(fs, req, n, p.end - p.start);
+	if (!q) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	q->kind = RQ_WRITE;
+	q->off = (uint64_t)off;
+	q->len = len;
+	q->plan = p;
+	/* The request buffer is reused for the next request as soon as this
+	 * returns: the data moves into the request now. */
+	memcpy(q->buf + (q->off - p.start), buf, len);
+	if ((fi->flags | (int)fi->fh) & (O_DSYNC | O_SYNC)) {
+		if (n->vol->caps & VOL_CAP_FUA)
+			q->wflags |= VOL_IO_FUA;
+		else if (n->vol->caps & VOL_CAP_FLUSH)
+			q->flush_after = true;
+	}
+	q->locked = true;
+	if (range_lock(&n->locks, &q->lk, p.start, p.end, write_granted))
+		write_locked(q);
+	else
+		fs->st_waits++;
+}
+
+void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct req *q;
+
+	(void)datasync;
+	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ino == ROOT_INO ? 0 : ENOENT);
+		return;
+	}
+	q = req_get(fs, req, n, 0);
+	if (!q) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	q->kind = RQ_FSYNC;
+	q->off = q->len = 0;
+	add_seg(q, VOL_FLUSH, 0, 0, 0, NULL);
+	run_phase(q, fsync_done);
+}
+
+void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
+			 struct fuse_file_info *fi)
+{
+	struct fusefs *fs = fuse_req_userdata(req);
+	struct fnode *n = node_of(fs, ino);
+	struct volume *v;
+	struct req *q;
+	enum vol_op zop;
+
+	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ino == ROOT_INO ? EISDIR : ENOENT);
+		return;
+	}
+	v = n->vol;
+	if (off < 0 || length <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (n->read_only) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	uint64_t start = (uint64_t)off, end = start + (uint64_t)length;
+	if (end < start) {
+		fuse_reply_err(req, EFBIG);
+		return;
+	}
+	/* Growing the file is impossible: the same answer as a full disk. */
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > v->size) {
+		fuse_reply_err(req, ENOSPC);
+		return;
+	}
+	if (!(mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))) {
+		fuse_reply_err(req, 0); /* every byte is allocated already */
+		return;
+	}
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && (mode & FALLOC_FL_ZERO_RANGE)) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (end > v->size)
+		end = v->size;
+	if (start >= end) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	/* A hole must read back as zeroes: deallocate only where the volume
+	 * says deallocated blocks read as zeroes, else write zeroes (which
+	 * the target may still implement by deallocating). */
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && (v->caps & VOL_CAP_TRIM) &&
+	    (v->caps & VOL_CAP_FAST_ZERO))
+		zop = VOL_TRIM;
+	else if (v->caps & VOL_CAP_WRITE_ZEROES)
+		zop = VOL_WRITE_ZEROES;
+	else {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	struct rmw_plan p;
+	rmw_plan(start, end - start, v->block_size, &p);
+	q = req_get(fs, req, n, 0);
+	if (!q) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	q->kind = RQ_ZERO;
+	q->off = start;
+	q->len = end - start;
+	q->plan = p;
+	q->zero_op = zop;
+	q->locked = true;
+	if (range_lock(&n->locks, &q->lk, p.start, p.end, zero_granted))
+		zero_locked(q);
+	else
+		fs->st_waits++;
+}
+
+void fusefs_free_reqs(struct fusefs *fs)
+{
+	struct list_node *l;
+
+	while ((l = list_pop(&fs->free_reqs))) {
+		struct req *q = container_of(l, struct req, link);
+		free(q->buf);
+		free(q->edge);
+		free(q);
+	}
+	fs->nr_free = 0;
+}
