@@ -1122,6 +1122,92 @@ START_TEST(server_unix_socket)
 }
 END_TEST
 
+static struct reactor R2;
+static struct reactor_msg stop_msg;
+
+static void r2_stop(struct reactor_msg *m)
+{
+	(void)m;
+	reactor_stop(&R2);
+}
+
+static int unix_connect(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	return fd;
+}
+
+/* Two reactors: the second connection lives on the other thread, and a
+ * FLUSH there covers a write acknowledged on the first. */
+START_TEST(two_reactors_multi_conn)
+{
+	char dir[] = "/tmp/nbd-test-XXXXXX", spec[128];
+	struct cvol *cv = cvol_new(ALL_CAPS);
+	struct nbd_export ce = { .name = "c", .vol = &cv->v };
+	struct nbd_export *ex[1] = { &ce };
+	struct gw_listen l;
+	struct reactor *rs[2] = { &R, &R2 };
+	struct nbd_server_opts o = { .listen = &l, .exports = ex, .nr_exports = 1,
+				     .reactors = rs, .nr_reactors = 2 };
+	struct nbd_server *srv;
+	struct client a, b;
+	struct info in;
+	uint8_t w[4096];
+
+	ck_assert_int_eq(reactor_init(&R2, 1, 256), 0);
+	ck_assert_int_eq(reactor_start_thread(&R2), 0);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(spec, sizeof(spec), "unix:%s/s.sock", dir);
+	ck_assert_int_eq(config_parse_listen(spec, &l), 0);
+	ck_assert_int_eq(nbd_server_start(&o, &srv), 0);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.fd = unix_connect(l.path);
+	cl_go(&a, "c", false, false, &in);
+	b.fd = unix_connect(l.path);
+	cl_go(&b, "c", true, false, &in);
+
+	memset(w, 0x42, sizeof(w));
+	ck_assert_uint_eq(do_req(&a, 0, NBD_CMD_WRITE, 8192, sizeof(w), w, NULL), 0);
+	ck_assert_uint_eq(cv->durable[8192], 0);
+	ck_assert_uint_eq(do_req(&b, 0, NBD_CMD_FLUSH, 0, 0, NULL, NULL), 0);
+	ck_assert(!memcmp(cv->durable + 8192, w, sizeof(w)));
+	ck_assert_uint_eq(cv->flushes, 1);
+	/* And B's data reads back on A. */
+	memset(w, 0x43, sizeof(w));
+	ck_assert_uint_eq(do_req(&b, 0, NBD_CMD_WRITE, 0, sizeof(w), w, NULL), 0);
+	uint8_t r[4096];
+	ck_assert_uint_eq(do_req(&a, 0, NBD_CMD_READ, 0, sizeof(r), NULL, r), 0);
+	ck_assert(!memcmp(r, w, sizeof(w)));
+
+	stopped = 0;
+	nbd_server_stop(srv, on_stopped, &stopped);
+	uint8_t junk[64];
+	while (cl_read(&a, junk, 1) == 0)
+		;
+	while (cl_read(&b, junk, 1) == 0)
+		;
+	uint64_t end = reactor_now_ns() + GUARD_NS;
+	while (!stopped && reactor_now_ns() < end)
+		pump();
+	ck_assert_int_eq(stopped, 1);
+	close(a.fd);
+	close(b.fd);
+	stop_msg.fn = r2_stop;
+	reactor_send_msg(&R2, &stop_msg);
+	reactor_join(&R2);
+	reactor_fini(&R2);
+	config_listen_free(&l);
+	rmdir(dir);
+	vol_destroy(&cv->v);
+}
+END_TEST
+
 START_TEST(block_size_4k)
 {
 	struct client cl;
@@ -1177,6 +1263,7 @@ static Suite *suite(void)
 	tcase_add_test(t, flag_derivation);
 	tcase_add_test(t, multi_conn_flush);
 	tcase_add_test(t, server_unix_socket);
+	tcase_add_test(t, two_reactors_multi_conn);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("block4k");
