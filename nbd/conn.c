@@ -558,10 +558,8 @@ void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 		nbd_conn_fail(c, err, "%s", why);
 		return;
 	}
-	if (err)
-		log_notice("nbd %s: closing: %s", c->peer, why);
-	else
-		log_info("nbd %s: closing: %s", c->peer, why);
+	/* Orderly ends are logged too: each connection's end, once. */
+	log_notice("nbd %s: closing: %s", c->peer, why);
 	c->close_err = err;
 	nbd_conn_set_state(c, NBD_CONN_DRAINING);
 	drop_unstarted(c);
