@@ -45,7 +45,7 @@ static void init_once(void)
 static void on_closed(void *arg, int err)
 {
 	(void)err;
-	*(int *)arg = 1;
+	*(volatile int *)arg = 1;
 }
 
 static void drain(int fd)
@@ -58,7 +58,9 @@ static void drain(int fd)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nbd_conn *c;
-	int sv[2], closed = 0;
+	int sv[2];
+	/* Set by on_closed from inside reactor_poll. */
+	volatile int closed = 0;
 	size_t off = 1;
 
 	init_once();
@@ -68,8 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	int ret = (data[0] & 1) ?
-			  nbd_conn_start_kernel(&R, &E[(data[0] >> 1) & 1], sv[1], on_closed, &closed, &c) :
-			  nbd_conn_start_newstyle(&R, EX, 2, sv[1], "fuzz", on_closed, &closed, &c);
+			  nbd_conn_start_kernel(&R, &E[(data[0] >> 1) & 1], sv[1], on_closed, (void *)&closed, &c) :
+			  nbd_conn_start_newstyle(&R, EX, 2, sv[1], "fuzz", on_closed, (void *)&closed, &c);
 	if (ret < 0)
 		abort();
 	for (unsigned spins = 0; off < size; spins++) {
