@@ -22,5 +22,29 @@ done
 # Each connection's end is logged once.
 dups=$(grep -o "nbd unix:$sock#[0-9]*: closing" "$tmp/gw.log" | sort | uniq -d)
 [ -z "$dups" ] || fail "a close logged twice: $dups"
+# SIGTERM with a client connected and idle: the client is disconnected,
+# the gateway exits 0 (gw_stop checks).
+"$NBDPY" - "$sock" > "$tmp/idle.out" 2>&1 <<'PY' &
+import nbd, sys, time
+h = nbd.NBD()
+h.set_export_name("disk")
+h.connect_unix(sys.argv[1])
+print("connected", flush=True)
+for _ in range(400):
+    try:
+        h.pread(512, 0)
+    except nbd.Error as e:
+        print("disconnected:", e.string, flush=True)
+        sys.exit(0)
+    time.sleep(0.05)
+print("never disconnected", flush=True)
+sys.exit(1)
+PY
+idle=$!
+for _ in $(seq 1 100); do grep -q connected "$tmp/idle.out" && break; sleep 0.05; done
+grep -q connected "$tmp/idle.out" || fail "idle client did not connect"
 gw_stop
+wait "$idle" || { cat "$tmp/idle.out"; fail "idle client was not disconnected"; }
+cat "$tmp/idle.out"
+grep -q "server stopping" "$tmp/gw.log" || fail "stop not logged for the idle client"
 echo PASS
