@@ -446,7 +446,8 @@ void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;
-	list_add_tail(&c->free, &q->link);
+	/* LIFO: the slots in use stay few and keep their warm buffers. */
+	list_add_head(&c->free, &q->link);
 }
 
 static bool buffers_will_return(const struct nbd_conn *c)
