@@ -12,6 +12,8 @@
 #include "gateway/tools.h"
 #include "nbd/nbd.h"
 
+#define NBD_CLI_MAX_REACTORS 64
+
 struct nbd_cli {
 	const char *target;
 	bool kernel;
@@ -21,11 +23,44 @@ struct nbd_cli {
 	struct nbd_export *exports[1];
 	char desc[320];
 	struct nbd_server *srv;
+	/* Reactors beyond the session's own, for connections only. */
+	unsigned nr_reactors;
+	struct reactor *reactors[NBD_CLI_MAX_REACTORS];
+	struct reactor extra[NBD_CLI_MAX_REACTORS - 1];
+	unsigned nr_started;
 };
+
+struct stop_msg {
+	struct reactor_msg m;
+	struct reactor *r;
+};
+
+static void extra_stop(struct reactor_msg *m)
+{
+	reactor_stop(container_of(m, struct stop_msg, m)->r);
+}
+
+static void stop_extra_reactors(struct nbd_cli *n)
+{
+	static struct stop_msg msgs[NBD_CLI_MAX_REACTORS];
+
+	for (unsigned i = 0; i < n->nr_started; i++) {
+		/* Each reactor stops itself, on its own thread. */
+		msgs[i].r = &n->extra[i];
+		msgs[i].m.fn = extra_stop;
+		reactor_send_msg(&n->extra[i], &msgs[i].m);
+	}
+	for (unsigned i = 0; i < n->nr_started; i++) {
+		reactor_join(&n->extra[i]);
+		reactor_fini(&n->extra[i]);
+	}
+	n->nr_started = 0;
+}
 
 static void server_stopped(void *arg)
 {
 	struct session *s = arg;
+	stop_extra_reactors(s->priv);
 	session_finish(s, 0);
 }
 
@@ -38,6 +73,7 @@ static void nbd_signal(struct session *s)
 		n->srv = NULL;
 		nbd_server_stop(srv, server_stopped, s);
 	} else {
+		stop_extra_reactors(n);
 		session_finish(s, 0);
 	}
 }
@@ -55,13 +91,12 @@ static void nbd_job(struct session *s)
 {
 	struct nbd_cli *n = s->priv;
 	struct volume *v = s->vol;
-	struct reactor *rs[1] = { &s->r };
 	struct nbd_server_opts o = {
 		.listen = &n->listen,
 		.exports = n->exports,
 		.nr_exports = 1,
-		.reactors = rs,
-		.nr_reactors = 1,
+		.reactors = n->reactors,
+		.nr_reactors = n->nr_reactors,
 	};
 
 	n->export.vol = v;
@@ -75,8 +110,21 @@ static void nbd_job(struct session *s)
 			session_finish(s, 1);
 		return;
 	}
+	n->reactors[0] = &s->r;
+	for (unsigned i = 1; i < n->nr_reactors; i++) {
+		struct reactor *r = &n->extra[i - 1];
+		if (reactor_init(r, i, 256) < 0 || reactor_start_thread(r) < 0) {
+			fprintf(stderr, "nvmf-gateway nbd: cannot start reactor %u\n", i);
+			stop_extra_reactors(n);
+			session_finish(s, 1);
+			return;
+		}
+		n->nr_started = i;
+		n->reactors[i] = r;
+	}
 	if (nbd_server_start(&o, &n->srv) < 0) {
 		fprintf(stderr, "nvmf-gateway nbd: cannot serve on %s\n", n->target);
+		stop_extra_reactors(n);
 		session_finish(s, 1);
 		return;
 	}
@@ -99,6 +147,7 @@ static void usage(void)
 	       "  /dev/nbdN | auto     a kernel NBD device attached by the gateway\n\n"
 	       "      --name EXPORT            export name (default \"\"; \"\" always reaches it)\n"
 	       "      --read-only              refuse writes\n"
+	       "      --reactors N             threads serving connections (default 1)\n"
 	       SESSION_MEM_HELP SESSION_HELP);
 }
 
@@ -109,11 +158,12 @@ int cmd_nbd(int argc, char **argv)
 		{ "name", required_argument, 0, 3000 },
 		{ "read-only", no_argument, 0, 3001 },
 		{ "mem", required_argument, 0, 3002 },
+		{ "reactors", required_argument, 0, 3003 },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	struct session s;
-	struct nbd_cli n = { .export = { .name = "" } };
+	struct nbd_cli n = { .export = { .name = "" }, .nr_reactors = 1 };
 	int opt, rc;
 
 	session_defaults(&s, "4420");
@@ -137,6 +187,17 @@ int cmd_nbd(int argc, char **argv)
 			if (session_parse_mem(&s, optarg) < 0)
 				return 1;
 			break;
+		case 3003: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > NBD_CLI_MAX_REACTORS) {
+				fprintf(stderr, "nvmf-gateway nbd: --reactors '%s': 1 to %u\n", optarg,
+					NBD_CLI_MAX_REACTORS);
+				return 1;
+			}
+			n.nr_reactors = (unsigned)v;
+			break;
+		}
 		default:
 			if (session_parse_opt(&s, opt, optarg) <= 0)
 				return 1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side by side on this host, one server at a time, each over a Unix socket
 # and filled with the same 1 GiB of random data:
-#   the gateway (--mem 1G), nbdkit's memory plugin, qemu-nbd on a tmpfs file.
+#   the gateway (--mem 1G, 2 reactors), nbdkit's memory plugin (its default
+#   thread pool), qemu-nbd on a tmpfs file.
 # fio (nbd engine): 4K random read QD32 IOPS, 1 MiB sequential read MiB/s;
 # nbdcopy of the whole export to null: (extents off, so nobody skips holes).
 # Prints the figures and the ratios gateway/nbdkit and gateway/qemu-nbd.
@@ -62,7 +63,7 @@ run_one() { # NAME URI
 	rm -f "$sock"
 }
 
-"$GW" nbd --mem 1G "unix:$sock" > /dev/null 2> "$tmp/gw.log" &
+"$GW" nbd --mem 1G --reactors 2 "unix:$sock" > /dev/null 2> "$tmp/gw.log" &
 pid=$!
 wait_sock
 run_one gateway "nbd+unix:///?socket=$sock"

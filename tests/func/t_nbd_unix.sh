@@ -7,7 +7,9 @@ need nbdinfo nbdcopy nbdsh qemu-img qemu-io fio
 "$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 
 sock="$tmp/nbd.sock"
-gw_start --mem 64M --name disk "unix:$sock"
+# Two reactors: connections alternate between them (multi-conn clients
+# below use both).
+NVMF_GATEWAY_LOG=info gw_start --mem 64M --name disk --reactors 2 "unix:$sock"
 uri="nbd+unix:///disk?socket=$sock"
 
 # --list: one export, named.
@@ -71,6 +73,7 @@ for qd in 1 32; do
 	echo "fio QD $qd x 2 connections: verified, no errors"
 done
 
+grep -q "(reactor 1)" "$tmp/gw.log" || fail "no connection ran on the second reactor"
 gw_stop
 [ -e "$sock" ] && fail "socket file left behind"
 echo "PASS"
