@@ -614,7 +614,7 @@ int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
 
 	if (!e || !e->vol || fd < 0)
 		return -EINVAL;
-	snprintf(peer, sizeof(peer), "%s/kernel-fd%d", e->name, fd);
+	snprintf(peer, sizeof(peer), "%.40s/kernel-fd%d", e->name ? e->name : "", fd);
 	ret = start_common(r, fd, closed, arg, peer, &c);
 	if (ret < 0)
 		return ret;

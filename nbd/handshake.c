@@ -166,6 +166,23 @@ static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 	return 0;
 }
 
+void nbd_block_sizes(const struct volume *v, uint32_t *min, uint32_t *pref, uint32_t *max)
+{
+	/* The protocol wants powers of two for min and preferred, preferred
+	 * at least max(min, 512), and the maximum at least the preferred. */
+	uint32_t p = v->pref_io > v->block_size ? v->pref_io : v->block_size;
+
+	if (p < 512)
+		p = 512;
+	while (p & (p - 1))
+		p &= p - 1;
+	if (p < v->block_size)
+		p = v->block_size;
+	*min = v->block_size;
+	*pref = p;
+	*max = v->max_io > p ? v->max_io : p;
+}
+
 static int put_info(struct nbd_conn *c, uint16_t type, const void *head, size_t head_len,
 		    const char *str)
 {
@@ -219,9 +236,9 @@ static int opt_info_go(struct nbd_conn *c, const uint8_t *p)
 	uint8_t ex[10], bs[12];
 	uint64_t size = htobe64(v->size);
 	uint16_t tf = htobe16(tflags);
-	uint32_t min = htobe32(v->block_size);
-	uint32_t pref = htobe32(v->pref_io > v->block_size ? v->pref_io : v->block_size);
-	uint32_t max = htobe32(v->max_io);
+	uint32_t bmin, bpref, bmax;
+	nbd_block_sizes(v, &bmin, &bpref, &bmax);
+	uint32_t min = htobe32(bmin), pref = htobe32(bpref), max = htobe32(bmax);
 
 	memcpy(ex, &size, 8);
 	memcpy(ex + 8, &tf, 2);

@@ -156,6 +156,8 @@ int nbd_hs_client_flags(struct nbd_conn *c, const uint8_t *p);
 int nbd_hs_opt_hdr(struct nbd_conn *c, const uint8_t *p);
 int nbd_hs_opt_data(struct nbd_conn *c, const uint8_t *p);
 void nbd_hs_opt_too_big(struct nbd_conn *c);
+/* What NBD_INFO_BLOCK_SIZE says for v. */
+void nbd_block_sizes(const struct volume *v, uint32_t *min, uint32_t *pref, uint32_t *max);
 
 /* transmit.c */
 size_t nbd_req_hdr_size(const struct nbd_conn *c);

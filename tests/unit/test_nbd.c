@@ -17,6 +17,7 @@
 #include "gateway/log.h"
 #include "gateway/reactor.h"
 #include "gateway/volume.h"
+#include "nbd/internal.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
 
@@ -1032,6 +1033,27 @@ START_TEST(flag_derivation)
 }
 END_TEST
 
+START_TEST(block_size_rules)
+{
+	struct volume v = { .block_size = 512, .pref_io = 6144, .max_io = 1 << 20 };
+	uint32_t min, pref, max;
+
+	nbd_block_sizes(&v, &min, &pref, &max);
+	ck_assert_uint_eq(min, 512);
+	ck_assert_uint_eq(pref, 4096); /* a power of two */
+	ck_assert_uint_eq(max, 1 << 20);
+	v.pref_io = 0;
+	nbd_block_sizes(&v, &min, &pref, &max);
+	ck_assert_uint_eq(pref, 512);
+	v.block_size = 4096;
+	v.max_io = 1024;
+	nbd_block_sizes(&v, &min, &pref, &max);
+	ck_assert_uint_eq(min, 4096);
+	ck_assert_uint_eq(pref, 4096);
+	ck_assert_uint_eq(max, 4096); /* never below the preferred size */
+}
+END_TEST
+
 START_TEST(multi_conn_flush)
 {
 	struct cvol *cv = cvol_new(ALL_CAPS);
@@ -1261,6 +1283,7 @@ static Suite *suite(void)
 	tcase_add_test(t, kernel_mode);
 	tcase_add_test(t, kernel_mode_close_by_owner);
 	tcase_add_test(t, flag_derivation);
+	tcase_add_test(t, block_size_rules);
 	tcase_add_test(t, multi_conn_flush);
 	tcase_add_test(t, server_unix_socket);
 	tcase_add_test(t, two_reactors_multi_conn);
