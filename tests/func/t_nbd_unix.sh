@@ -63,7 +63,7 @@ grep -qi "pattern verification failed\|error" "$tmp/qio" && fail "qemu-io report
 # fio, nbd engine, crc32c verify, 2 jobs (2 connections) at QD 1 and 32.
 for qd in 1 32; do
 	fio --name=nbd --ioengine=nbd --uri="$uri" --rw=randwrite --bs=4k --iodepth=$qd \
-		--numjobs=2 --size=8M --offset_increment=16M --verify=crc32c --verify_fatal=1 \
+		--numjobs=2 --size=8M --offset_increment=16M --verify=crc32c --verify_fatal=1 --verify_state_save=0 \
 		--group_reporting --output-format=terse --terse-version=3 \
 		> "$tmp/fio.$qd" 2>&1 || { cat "$tmp/fio.$qd"; fail "fio QD $qd"; }
 	grep -qi "verify" "$tmp/fio.$qd" && { cat "$tmp/fio.$qd"; fail "fio QD $qd verify errors"; }
