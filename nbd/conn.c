@@ -357,8 +357,13 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 		c->txv[n++].iov_len = c->hs_len;
 		c->hs_in_tx = c->hs_len;
 	}
-	while (n + 2 <= sizeof(c->txv) / sizeof(c->txv[0]) && (ln = list_pop(&c->replyq))) {
+	size_t bytes = 0;
+	/* Many small replies share a sendmsg; big ones go a few at a time, so
+	 * that the client gets data while the next batch is prepared. */
+	while (n + 2 <= sizeof(c->txv) / sizeof(c->txv[0]) && bytes < NBD_TX_BATCH_BYTES &&
+	       (ln = list_pop(&c->replyq))) {
 		struct nbd_req *q = container_of(ln, struct nbd_req, link);
+		bytes += q->hdr_len + q->data_len;
 		c->txv[n].iov_base = q->hdr;
 		c->txv[n++].iov_len = q->hdr_len;
 		if (q->data_len) {

@@ -34,6 +34,7 @@
 #define NBD_DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
 /* Replies gathered into one sendmsg. */
 #define NBD_TX_BATCH 64
+#define NBD_TX_BATCH_BYTES (512u * 1024)
 
 enum nbd_conn_state {
 	NBD_CONN_NEW,

@@ -163,9 +163,12 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 		accept_arm(s);
 		return;
 	}
-	int fd = res, one = 1;
+	int fd = res, one = 1, sndbuf = 4 << 20;
 	if (s->peer_addr.ss_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* Room for a few large read replies at once (capped by wmem_max):
+	 * fewer waits for the client between partial sends. */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	peer_name(s, peer, sizeof(peer));
 	accept_arm(s);
 
