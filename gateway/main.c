@@ -15,7 +15,8 @@ static void usage(FILE *f)
 		"  check -c FILE      validate a configuration file (errors as FILE:LINE: message)\n"
 		"  discover           read a target's discovery log page\n"
 		"  bench              load-test a namespace over the gateway's own initiator\n"
-		"  mount              serve a namespace as a file in a FUSE filesystem\n\n"
+		"  mount              serve a namespace as a file in a FUSE filesystem\n"
+		"  nbd                export a namespace over NBD (socket or /dev/nbdN)\n\n"
 		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
 }
 
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 		{ "discover", cmd_discover },
 		{ "bench", cmd_bench },
 		{ "mount", cmd_mount },
+		{ "nbd", cmd_nbd },
 	};
 
 	log_init();
