@@ -12,6 +12,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: nvmf-gateway COMMAND [OPTIONS]\n\n"
 		"commands:\n"
+		"  run [-c FILE] [-f] the daemon: connect the targets, serve the exports (NBD, FUSE)\n"
 		"  check -c FILE      validate a configuration file (errors as FILE:LINE: message)\n"
 		"  discover           read a target's discovery log page\n"
 		"  bench              load-test a namespace over the gateway's own initiator\n"
@@ -56,6 +57,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} cmds[] = {
+		{ "run", cmd_run },
 		{ "check", cmd_check },
 		{ "discover", cmd_discover },
 		{ "bench", cmd_bench },

@@ -5,6 +5,7 @@
 int cmd_discover(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_nbd(int argc, char **argv);
 
