@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The gateway's discover and bench --verify against nvmf-test-target: block
+# sizes 512 B to 1 MiB, queue depths 1 to 32, digests off and on, 512 and
+# 4096-byte namespaces, several namespaces per subsystem.
+set -u
+. "$TOP/tests/target/helpers.sh"
+
+A=nqn.2026-01.io.nvmf-gateway:target-a
+B=nqn.2026-01.io.nvmf-gateway:target-b
+tgt_start --subsys "$A:64M" --subsys "$B:32M:4096:3"
+
+out=$(timeout 60 "$GW" discover -t tcp -a 127.0.0.1 -s "$TGT_PORT") || fail "discover: $out"
+echo "$out"
+for want in "subnqn:  $A" "subnqn:  $B" "subnqn:  nqn.2014-08.org.nvmexpress.discovery" \
+	"subtype: current discovery subsystem" "trsvcid: $TGT_PORT"; do
+	printf '%s\n' "$out" | grep -qxF "$want" || fail "discover: missing '$want'"
+done
+[ "$(printf '%s\n' "$out" | grep -c '^subnqn:')" = 3 ] || fail "discover: want 3 records"
+
+n=0
+for dg in "" "-g -G"; do
+	for spec in "$A 1 512 1" "$A 1 512 32" "$A 1 4k 1" "$A 1 4k 32" "$A 1 1m 1" \
+		"$A 1 1m 4" "$B 1 4k 32" "$B 3 4k 8" "$B 2 1m 2"; do
+		set -- $spec
+		gw_bench "$1" --nsid "$2" -w randrw -b "$3" -d "$4" -T 1 --verify --size 8M $dg
+		[ "$BENCH_RC" = 0 ] || fail "bench $spec $dg: exit $BENCH_RC"
+		grep -q ' 0 mismatches' "$TGT_DIR/bench.out" || fail "bench $spec $dg: no verify line"
+		n=$((n + 1))
+	done
+done
+echo "$n bench --verify runs passed"
+
+# A namespace the subsystem does not have, and a subsystem the target does not.
+gw_bench "$B" --nsid 4 -w randread -b 4k -T 1
+[ "$BENCH_RC" = 1 ] && grep -q 'nsid 4 is not an active namespace' "$TGT_DIR/bench.out" ||
+	fail "nsid 4 should be refused"
+gw_bench nqn.2026-01.io.nvmf-gateway:none -w randread -b 4k -T 1
+[ "$BENCH_RC" = 1 ] && grep -q 'target has no subsystem' "$TGT_DIR/bench.out" ||
+	fail "unknown subsystem should be refused"
+kill -0 "$TGT_PID" || fail "target died"
+echo "pass"
