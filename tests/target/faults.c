@@ -24,15 +24,13 @@ static int parse_num(const char *s, unsigned long long max, unsigned long long *
 
 static void drop_all(const char *why)
 {
-	struct list_node *n, *t;
 	unsigned cnt = 0;
 
-	list_for_each_safe(n, t, &T.conns) {
-		struct tgt_conn *c = container_of(n, struct tgt_conn, link);
-		if (!c->closing) {
-			conn_close(c, why);
-			cnt++;
-		}
+	/* Closing moves a connection (and, for an admin queue, its
+	 * controller's other queues) off T.conns: take the first until none. */
+	while (!list_empty(&T.conns)) {
+		conn_close(container_of(T.conns.next, struct tgt_conn, link), why);
+		cnt++;
 	}
 	T.f.nr_injected++;
 	log_notice("fault: dropped %u connections (%s)", cnt, why);
@@ -144,14 +142,16 @@ int faults_command(char *line, char *reply, size_t len)
 			   dnr ? " dnr" : "", frac * 100);
 		return 0;
 	}
-	if (!strcmp(w[0], "corrupt") && nw == 2) {
+	if (!strcmp(w[0], "corrupt") && (nw == 2 || (nw == 3 && !strcmp(w[2], "io")))) {
+		T.f.corrupt_io_only = nw == 3;
 		if (!strcmp(w[1], "hdgst"))
 			T.f.corrupt_hdgst = true;
 		else if (!strcmp(w[1], "ddgst"))
 			T.f.corrupt_ddgst = true;
 		else
 			goto bad;
-		log_notice("fault: the next %s sent will be wrong", w[1]);
+		log_notice("fault: the next %s sent%s will be wrong", w[1],
+			   nw == 3 ? " on an I/O queue" : "");
 		return 0;
 	}
 	if (!strcmp(w[0], "malformed") && nw == 2) {
@@ -203,7 +203,7 @@ bad:
 	snprintf(reply, len,
 		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
 		 "refuse SECS | delay MS | status SCT SC [dnr] [FRACTION] | status off | "
-		 "corrupt hdgst|ddgst | malformed type|hlen|cid|plen | "
+		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] | "
 		 "lose-cache | clear | stats");
 	return -1;

@@ -385,7 +385,7 @@ static void usage(FILE *out)
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
 		"Control commands: ping, drop, drop-after N, refuse SECS, delay MS,\n"
-		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst,\n"
+		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
 		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT], lose-cache, clear, stats\n");
 }
 

@@ -120,7 +120,7 @@ void conn_writable(struct tgt_conn *c)
 static void put_hdgst(struct tgt_conn *c, const void *hdr, size_t hlen, void *dst)
 {
 	uint32_t d = crc32c(hdr, hlen);
-	if (T.f.corrupt_hdgst) {
+	if (T.f.corrupt_hdgst && (c->qid || !T.f.corrupt_io_only)) {
 		T.f.corrupt_hdgst = false;
 		d ^= 0x1;
 		T.f.nr_injected++;
@@ -211,7 +211,7 @@ void cmd_send_completion(struct tgt_cmd *cmd)
 	if (c->closing)
 		return;
 	cmd->state = CMD_SENDING;
-	if (T.f.malformed && c->qid)
+	if (T.f.malformed && c->qid && cmd->sqe.opcode != NVME_FABRICS_COMMAND)
 		push_malformed(c, cmd);
 	if (data) {
 		struct nvme_tcp_data *p = &cmd->c2h.pdu;
@@ -236,7 +236,7 @@ void cmd_send_completion(struct tgt_cmd *cmd)
 		tx_push(c, cmd->c2h_src, cmd->data_len, success && !dd ? cmd : NULL);
 		if (dd) {
 			cmd->ddgst = crc32c(cmd->c2h_src, cmd->data_len);
-			if (T.f.corrupt_ddgst) {
+			if (T.f.corrupt_ddgst && (c->qid || !T.f.corrupt_io_only)) {
 				T.f.corrupt_ddgst = false;
 				T.f.nr_injected++;
 				cmd->ddgst ^= 0x1;

@@ -223,6 +223,7 @@ struct tgt_faults {
 	uint16_t status; /* status field to return, 0: off */
 	double status_frac;
 	bool corrupt_hdgst, corrupt_ddgst;
+	bool corrupt_io_only; /* only on I/O queues */
 	int malformed; /* enum malformed_kind, 0: none */
 	uint64_t rng;
 	uint64_t nr_injected;
