@@ -11,6 +11,7 @@ pkgs=(
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
 	nvme-cli fio iproute2 util-linux e2fsprogs
 	libnbd-bin nbdkit
+	python3
 )
 missing=()
 for p in "${pkgs[@]}"; do
