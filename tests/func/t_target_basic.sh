@@ -38,4 +38,5 @@ gw_bench nqn.2026-01.io.nvmf-gateway:none -w randread -b 4k -T 1
 [ "$BENCH_RC" = 1 ] && grep -q 'target has no subsystem' "$TGT_DIR/bench.out" ||
 	fail "unknown subsystem should be refused"
 kill -0 "$TGT_PID" || fail "target died"
-echo "pass"
+tgt_finish
+echo pass

@@ -93,4 +93,5 @@ case $out in "err no namespace 7"*) ;; *) fail "bad nsid answer: $out" ;; esac
 stats=$(ctl stats)
 kill -0 "$TGT_PID" || fail "target died"
 echo "$stats"
-echo "pass"
+tgt_finish
+echo pass

@@ -14,4 +14,5 @@ python3 "$TOP/tests/target/rawhost.py" "$TGT_PORT" "$A" 3 "$TGT" "$TGT_CTL" ||
 grep -q "keep-alive timeout (1000 ms) expired" "$TGT_DIR/target.log" || fail "no keep-alive log line"
 grep -q "protocol error: header digest mismatch" "$TGT_DIR/target.log" || fail "no digest log line"
 kill -0 "$TGT_PID" || fail "target died"
+tgt_finish
 echo pass

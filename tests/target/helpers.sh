@@ -35,6 +35,18 @@ tgt_stop() {
 	fi
 }
 
+# tgt_finish: stops the target and fails the test unless it exited 0 on
+# SIGTERM (a sanitizer report or a crash would not).
+tgt_finish() {
+	local st
+	kill "$TGT_PID" 2>/dev/null || fail "target already gone"
+	wait "$TGT_PID"
+	st=$?
+	TGT_PID=
+	[ "$st" = 0 ] || { tail -30 "$TGT_DIR/target.log"; fail "target exit status $st"; }
+	echo "target stopped cleanly"
+}
+
 tgt_cleanup() {
 	tgt_stop
 	rm -rf "$TGT_DIR"
