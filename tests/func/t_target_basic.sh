@@ -39,4 +39,27 @@ gw_bench nqn.2026-01.io.nvmf-gateway:none -w randread -b 4k -T 1
 	fail "unknown subsystem should be refused"
 kill -0 "$TGT_PID" || fail "target died"
 tgt_finish
+
+# The other wire choices a target may make: C2HData with SUCCESS (no
+# CapsuleResp), small MAXH2CDATA (several H2CData per R2T), several R2Ts
+# per command; and a subsystem that admits one host only.
+C=nqn.2026-01.io.nvmf-gateway:target-c
+OK_HOST=nqn.2014-08.org.nvmexpress:uuid:11111111-2222-4333-8444-555555555555
+tgt_start --success always --maxh2cdata 8192 --r2t-size 16384 --subsys "$A:16M" \
+	--subsys "$C:16M" --allow-host "$OK_HOST"
+for dg in "" "-g -G"; do
+	for spec in "4k 16" "128k 4" "1m 2"; do
+		set -- $spec
+		gw_bench "$A" -w randrw -b "$1" -d "$2" -T 1 --verify --size 8M $dg
+		[ "$BENCH_RC" = 0 ] || fail "bench $spec $dg (SUCCESS, small MAXH2CDATA): exit $BENCH_RC"
+	done
+done
+gw_bench "$C" -q "$OK_HOST" -w randrw -b 4k -T 1 --verify --size 4M
+[ "$BENCH_RC" = 0 ] || fail "allowed host refused"
+gw_bench "$C" -q nqn.2014-08.org.nvmexpress:uuid:99999999-2222-4333-8444-555555555555 \
+	-w randread -b 4k -T 1
+[ "$BENCH_RC" = 1 ] && grep -q 'is not allowed to connect' "$TGT_DIR/bench.out" ||
+	fail "a host not allowed was let in"
+grep -q "host .* is not allowed on $C" "$TGT_DIR/target.log" || fail "target did not log the refusal"
+tgt_finish
 echo pass

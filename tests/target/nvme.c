@@ -374,7 +374,10 @@ static void fabrics_connect(struct tgt_cmd *cmd)
 			st = SC_CMD_SEQ | ST_DNR;
 			goto out;
 		}
-		if (cc->qid > ctrl->nr_ioq || cc->qid > TGT_MAX_QID || ctrl->ioq[cc->qid]) {
+		/* Like the Linux target, a host that never set the Number of
+		 * Queues may still use up to the maximum. */
+		unsigned maxq = ctrl->nr_ioq ? ctrl->nr_ioq : TGT_MAX_QID;
+		if (cc->qid > maxq || ctrl->ioq[cc->qid]) {
 			log_notice("%s: I/O Connect qid %u (%u granted)", c->peer, cc->qid, ctrl->nr_ioq);
 			dw0 = offsetof(struct nvmf_connect_cmd, qid);
 			st = SC_CONNECT_INVALID_PARAM | ST_DNR;
