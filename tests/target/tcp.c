@@ -47,6 +47,7 @@ int conn_alloc_cmds(struct tgt_conn *c, unsigned n)
 void cmd_free(struct tgt_cmd *cmd)
 {
 	cmd->state = CMD_FREE;
+	cmd->conn->nr_busy--;
 	list_add_head(&cmd->conn->free_cmds, &cmd->link);
 }
 
@@ -515,13 +516,19 @@ static void handle_cmd(struct tgt_conn *c)
 			   "capsule with %lld bytes of in-capsule data", (long long)len);
 		return;
 	}
+	/* More commands than the queue has entries: the host broke the
+	 * Connect's SQSIZE (responses not yet written still hold theirs). */
 	n = list_pop(&c->free_cmds);
-	if (!n || (c->connected && c->nr_cmds - list_len(&c->free_cmds) > c->qsize)) {
+	if (n)
+		c->nr_busy++;
+	if (!n || (c->connected && c->nr_busy > c->qsize)) {
 		conn_fatal(c, NVME_TCP_FES_PDU_SEQ_ERR, 0,
 			   "command CID 0x%04x beyond the queue's %u entries", p->sqe.cid,
 			   c->connected ? c->qsize : c->nr_cmds);
-		if (n)
+		if (n) {
+			c->nr_busy--;
 			list_add_head(&c->free_cmds, n);
+		}
 		return;
 	}
 	cmd = container_of(n, struct tgt_cmd, link);

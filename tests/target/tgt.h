@@ -176,6 +176,7 @@ struct tgt_conn {
 	struct tgt_cmd *cmds;
 	unsigned nr_cmds;
 	struct list_node free_cmds;
+	unsigned nr_busy; /* slots not on free_cmds */
 	uint8_t *bufs;
 
 	/* receive */
