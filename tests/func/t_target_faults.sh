@@ -89,7 +89,23 @@ tgt_finish
 tgt_start --subsys "$A:16M" --status 0:0x81:dnr
 gw_bench "$A" -w randread -b 4k -T 1
 expect_fail "--status on the command line" "failed: No space left on device"
+tgt_finish
 
+# Two ports of one subsystem (two paths to the same namespace): ANA state is
+# per port, as the Linux target keeps it per port and group.
+tgt_start --subsys "$A:16M" -s 0
+PORT2=$(sed -n 2p "$TGT_DIR/port")
+[ -n "$PORT2" ] || fail "no second port"
+ctl ana "$A" 1 inaccessible 2
+gw_bench "$A" -w randread -b 4k -T 1
+expect_ok "port 1 still optimized"
+TGT_PORT1=$TGT_PORT
+TGT_PORT=$PORT2
+gw_bench "$A" -w randread -b 4k -T 1
+expect_fail "port 2 inaccessible" "failed: Link has been severed"
+TGT_PORT=$TGT_PORT1
+out=$("$TGT" --ctl "$TGT_CTL" ana "$A" 1 optimized 3) && fail "port 3 accepted"
+case $out in "err no port 3"*) ;; *) fail "port 3 answer: $out" ;; esac
 kill -0 "$TGT_PID" || fail "target died"
 echo "$stats"
 tgt_finish
