@@ -62,8 +62,9 @@ uint16_t faults_io_status(void)
 		return 0;
 	if (T.f.status_frac < 1.0 && (double)(rng_next() >> 11) / 9007199254740992.0 >= T.f.status_frac)
 		return 0;
-	T.f.nr_injected++;
-	log_info("fault: I/O command failed with status 0x%04x", T.f.status);
+	/* The first few are logged; stats counts them all. */
+	if (T.f.nr_injected++ < 10)
+		log_info("fault: I/O command failed with status 0x%04x", T.f.status);
 	return T.f.status;
 }
 

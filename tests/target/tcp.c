@@ -709,7 +709,6 @@ static void consume(struct tgt_conn *c)
 				data_done(c);
 			break;
 		case RX_DDGST:
-		case RX_DISCARD:
 			n = 4 - c->ddgst_len;
 			if (n > avail)
 				n = avail;

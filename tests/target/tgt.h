@@ -4,7 +4,8 @@
  *
  * Modules: main.c (options, event loop, control socket), tcp.c (PDUs in and
  * out of one connection), nvme.c (subsystems, controllers, command
- * execution), faults.c (the knobs). */
+ * execution), faults.c (the knobs), log.c (gateway/log.h with its own
+ * prefix). */
 #ifndef TGT_H
 #define TGT_H
 
@@ -153,7 +154,7 @@ struct tgt_cmd {
 	uint32_t ddgst;
 };
 
-enum tgt_rx_state { RX_HDR, RX_PAD, RX_DATA, RX_DDGST, RX_DISCARD };
+enum tgt_rx_state { RX_HDR, RX_PAD, RX_DATA, RX_DDGST };
 
 struct tgt_txe {
 	struct iovec iov;
@@ -185,7 +186,7 @@ struct tgt_conn {
 	enum tgt_rx_state rx;
 	uint8_t rhdr[NVME_TCP_MAX_HLEN + 16];
 	uint32_t rhdr_len, rhdr_need;
-	uint32_t pad_left, data_left, discard_left;
+	uint32_t pad_left, data_left;
 	uint8_t *data_dst;
 	struct tgt_cmd *rx_cmd;
 	uint32_t rx_crc;
