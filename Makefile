@@ -38,7 +38,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 .PHONY: all asan unit-bins check unit func interop test deps demo \
 	install clean asan-unit fuzz fuzz-bins
 
-all: $(BUILD)/nvmf-gateway
+all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,6 +50,13 @@ $(BUILD)/libgateway.a: $(MODULE_OBJS)
 
 $(BUILD)/nvmf-gateway: $(BUILD)/gateway/main.o $(BUILD)/libgateway.a
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+# The fault-injecting NVMe/TCP test target (tests/target/): a test tool, not
+# part of the gateway; it shares only the wire structures, CRC32C and the logging API.
+TARGET_SRCS := $(sort $(wildcard tests/target/*.c))
+TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o
+$(BUILD)/nvmf-test-target: $(TARGET_OBJS)
+	$(CC) $(CFLAGS_ALL) -o $@ $^
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 	@mkdir -p $(dir $@)
@@ -123,4 +130,4 @@ install: all
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(MODULE_OBJS:.o=.d) $(BUILD)/gateway/main.d
+-include $(MODULE_OBJS:.o=.d) $(BUILD)/gateway/main.d $(TARGET_SRCS:%.c=$(BUILD)/%.d)

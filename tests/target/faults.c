@@ -1,0 +1,228 @@
+/* Fault knobs: one text command per line, from the control socket or (the
+ * same words) from the command line.  Each knob logs when it acts, so a
+ * test can tell an injected failure from a real one. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+#include "tests/target/tgt.h"
+
+static int parse_num(const char *s, unsigned long long max, unsigned long long *out)
+{
+	char *end;
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void drop_all(const char *why)
+{
+	unsigned cnt = 0;
+
+	/* Closing moves a connection (and, for an admin queue, its
+	 * controller's other queues) off T.conns: take the first until none. */
+	while (!list_empty(&T.conns)) {
+		conn_close(container_of(T.conns.next, struct tgt_conn, link), why);
+		cnt++;
+	}
+	T.f.nr_injected++;
+	log_notice("fault: dropped %u connections (%s)", cnt, why);
+}
+
+void faults_count_command(void)
+{
+	if (T.f.drop_after < 0)
+		return;
+	if (--T.f.drop_after <= 0) {
+		T.f.drop_after = -1;
+		drop_all("drop-after count reached");
+	}
+}
+
+static uint64_t rng_next(void)
+{
+	uint64_t x = T.f.rng ? T.f.rng : 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	T.f.rng = x;
+	return x;
+}
+
+uint16_t faults_io_status(void)
+{
+	if (!T.f.status)
+		return 0;
+	if (T.f.status_frac < 1.0 && (double)(rng_next() >> 11) / 9007199254740992.0 >= T.f.status_frac)
+		return 0;
+	/* The first few are logged; stats counts them all. */
+	if (T.f.nr_injected++ < 10)
+		log_info("fault: I/O command failed with status 0x%04x", T.f.status);
+	return T.f.status;
+}
+
+static const char *const kinds[] = { [BAD_TYPE] = "type", [BAD_HLEN] = "hlen",
+				     [BAD_CID] = "cid", [BAD_PLEN] = "plen" };
+
+/* Returns 0 ("ok") or -1 with the reason in reply. */
+int faults_command(char *line, char *reply, size_t len)
+{
+	char *w[8];
+	unsigned nw = 0;
+	unsigned long long v;
+
+	for (char *s = strtok(line, " \t\r\n"); s && nw < 8; s = strtok(NULL, " \t\r\n"))
+		w[nw++] = s;
+	snprintf(reply, len, "ok");
+	if (!nw) {
+		snprintf(reply, len, "err empty command");
+		return -1;
+	}
+	if (!strcmp(w[0], "ping") && nw == 1)
+		return 0;
+	if (!strcmp(w[0], "drop") && nw == 1) {
+		drop_all("drop command");
+		return 0;
+	}
+	if (!strcmp(w[0], "drop-after") && nw == 2 && !parse_num(w[1], 1u << 30, &v) && v) {
+		T.f.drop_after = (int64_t)v;
+		log_notice("fault: every connection drops after %llu more commands", v);
+		return 0;
+	}
+	if (!strcmp(w[0], "refuse") && nw == 2 && !parse_num(w[1], 3600, &v)) {
+		if (v) {
+			T.f.refuse_until_ns = now_ns() + v * 1000000000ull;
+			tgt_listen_close();
+			log_notice("fault: refusing connections for %llu s", v);
+		} else {
+			T.f.refuse_until_ns = 0;
+			if (tgt_listen_open() < 0) {
+				snprintf(reply, len, "err cannot listen again");
+				return -1;
+			}
+		}
+		return 0;
+	}
+	if (!strcmp(w[0], "delay") && nw == 2 && !parse_num(w[1], 600000, &v)) {
+		T.f.delay_ms = (uint32_t)v;
+		log_notice("fault: I/O completions delayed by %llu ms", v);
+		return 0;
+	}
+	if (!strcmp(w[0], "status") && nw == 2 && !strcmp(w[1], "off")) {
+		T.f.status = 0;
+		return 0;
+	}
+	if (!strcmp(w[0], "status") && nw >= 3 && nw <= 5) {
+		unsigned long long sct, sc;
+		bool dnr = false;
+		double frac = 1.0;
+		unsigned i = 3;
+		if (parse_num(w[1], 7, &sct) || parse_num(w[2], 0xff, &sc) || (!sct && !sc))
+			goto bad;
+		if (i < nw && !strcmp(w[i], "dnr"))
+			dnr = true, i++;
+		if (i < nw) {
+			char *end;
+			frac = strtod(w[i], &end);
+			if (*end || !(frac > 0.0 && frac <= 1.0))
+				goto bad;
+			i++;
+		}
+		if (i != nw)
+			goto bad;
+		T.f.status = (uint16_t)(ST(sct, sc) | (dnr ? ST_DNR : 0));
+		T.f.status_frac = frac;
+		log_notice("fault: status sct 0x%llx sc 0x%02llx%s for %.0f%% of I/O commands", sct, sc,
+			   dnr ? " dnr" : "", frac * 100);
+		return 0;
+	}
+	if (!strcmp(w[0], "corrupt") && (nw == 2 || (nw == 3 && !strcmp(w[2], "io")))) {
+		T.f.corrupt_io_only = nw == 3;
+		if (!strcmp(w[1], "hdgst"))
+			T.f.corrupt_hdgst = true;
+		else if (!strcmp(w[1], "ddgst"))
+			T.f.corrupt_ddgst = true;
+		else
+			goto bad;
+		log_notice("fault: the next %s sent%s will be wrong", w[1],
+			   nw == 3 ? " on an I/O queue" : "");
+		return 0;
+	}
+	if (!strcmp(w[0], "malformed") && nw == 2) {
+		for (int k = BAD_TYPE; k <= BAD_PLEN; k++)
+			if (!strcmp(w[1], kinds[k])) {
+				T.f.malformed = k;
+				log_notice("fault: a malformed PDU (%s) before the next I/O completion",
+					   w[1]);
+				return 0;
+			}
+		goto bad;
+	}
+	if (!strcmp(w[0], "ana") && (nw == 4 || nw == 5)) {
+		unsigned long long nsid, port = 1;
+		int st = ana_state_parse(w[3]);
+		if (parse_num(w[2], 0xffffffffu, &nsid) || st < 0 ||
+		    (nw == 5 && (parse_num(w[4], TGT_MAX_PORTS, &port) || !port)))
+			goto bad;
+		char err[128];
+		if (nvme_set_ana(w[1], (uint32_t)nsid, (unsigned)port - 1, (uint8_t)st, err,
+				 sizeof(err)) < 0) {
+			snprintf(reply, len, "err %s", err);
+			return -1;
+		}
+		T.f.nr_injected++;
+		return 0;
+	}
+	if (!strcmp(w[0], "lose-cache") && nw == 1) {
+		nvme_lose_cache();
+		T.f.nr_injected++;
+		return 0;
+	}
+	if (!strcmp(w[0], "clear") && nw == 1) {
+		T.f.drop_after = -1;
+		T.f.delay_ms = 0;
+		T.f.status = 0;
+		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
+		T.f.malformed = BAD_NONE;
+		return 0;
+	}
+	if (!strcmp(w[0], "stats") && nw == 1) {
+		unsigned conns = (unsigned)list_len(&T.conns), ctrls = (unsigned)list_len(&T.ctrls);
+		snprintf(reply, len, "ok conns=%u ctrls=%u connections=%llu commands=%llu injected=%llu",
+			 conns, ctrls, (unsigned long long)T.nr_conns_total,
+			 (unsigned long long)T.nr_cmds_total, (unsigned long long)T.f.nr_injected);
+		return 0;
+	}
+bad:
+	snprintf(reply, len,
+		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
+		 "refuse SECS | delay MS | status SCT SC [dnr] [FRACTION] | status off | "
+		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
+		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] | "
+		 "lose-cache | clear | stats");
+	return -1;
+}
+
+/* --NAME ARG on the command line is the control command "NAME ARG", with
+ * colons in ARG standing for spaces (--status 0:0x80:dnr). */
+int faults_option(const char *name, const char *arg)
+{
+	char line[512], reply[512];
+
+	snprintf(line, sizeof(line), "%s %s", name, arg ? arg : "");
+	for (char *p = line + strlen(name); *p; p++)
+		if (*p == ':' && strcmp(name, "ana"))
+			*p = ' ';
+	if (faults_command(line, reply, sizeof(reply)) < 0) {
+		fprintf(stderr, "nvmf-test-target: --%s %s: %s\n", name, arg ? arg : "", reply + 4);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,556 @@
+/* nvmf-test-target: options, the epoll loop, listeners, the control socket
+ * and the --ctl client. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+#include "tests/target/tgt.h"
+
+struct tgt T;
+
+enum ep_kind { EP_CONN = 0, EP_LISTEN = 1, EP_CTL_LISTEN = 2, EP_CTL = 3, EP_SIGNAL = 4 };
+#define EP_REF(kind, idx) (((uint64_t)(kind) << 48) | (idx))
+#define MAX_CTL 16
+
+struct ctl_client {
+	int fd;
+	char buf[1024];
+	size_t len;
+};
+
+static struct ctl_client ctls[MAX_CTL];
+static int ctl_fd = -1;
+static const char *ctl_path;
+static const char *ready_file;
+static char listen_addr[64] = "127.0.0.1";
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void tgt_conn_arm(struct tgt_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (c->want_out ? EPOLLOUT : 0),
+				  .data.ptr = c };
+	epoll_ctl(T.epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* ---- listeners ---- */
+
+static int listen_one(unsigned i)
+{
+	struct tgt_port *p = &T.ports[i];
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST |
+				  AI_NUMERICSERV | AI_PASSIVE };
+	struct addrinfo *ai;
+	int one = 1, fd;
+
+	if (getaddrinfo(p->addr, p->svc, &hints, &ai)) {
+		fprintf(stderr, "nvmf-test-target: '%s' port '%s': numeric address and port expected\n",
+			p->addr, p->svc);
+		return -1;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		fprintf(stderr, "nvmf-test-target: listen on %s:%s: %s\n", p->addr, p->svc,
+			strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		return -1;
+	}
+	p->v6 = ai->ai_family == AF_INET6;
+	freeaddrinfo(ai);
+	if (!strcmp(p->svc, "0")) {
+		/* An ephemeral port: keep it, so a refuse window reopens it. */
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		getsockname(fd, (struct sockaddr *)&ss, &sl);
+		unsigned port = ntohs(ss.ss_family == AF_INET6 ?
+					      ((struct sockaddr_in6 *)&ss)->sin6_port :
+					      ((struct sockaddr_in *)&ss)->sin_port);
+		snprintf(p->svc, sizeof(p->svc), "%u", port);
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_REF(EP_LISTEN, i) };
+	epoll_ctl(T.epfd, EPOLL_CTL_ADD, fd, &ev);
+	p->fd = fd;
+	return 0;
+}
+
+int tgt_listen_open(void)
+{
+	for (unsigned i = 0; i < T.nr_ports; i++)
+		if (T.ports[i].fd < 0 && listen_one(i) < 0)
+			return -1;
+	return 0;
+}
+
+void tgt_listen_close(void)
+{
+	for (unsigned i = 0; i < T.nr_ports; i++)
+		if (T.ports[i].fd >= 0) {
+			close(T.ports[i].fd);
+			T.ports[i].fd = -1;
+		}
+}
+
+static void do_accept(unsigned port)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char host[INET6_ADDRSTRLEN] = "?", peer[80];
+		int one = 1;
+		int fd = accept4(T.ports[port].fd, (struct sockaddr *)&ss, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), NULL, 0, NI_NUMERICHOST);
+		snprintf(peer, sizeof(peer), "%s:%u",
+			 host, ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port :
+								 ((struct sockaddr_in *)&ss)->sin_port));
+		struct tgt_conn *c = conn_new(fd, port, peer);
+		if (!c) {
+			log_err("%s: no memory for a connection", peer);
+			continue; /* conn_new closed fd */
+		}
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+		epoll_ctl(T.epfd, EPOLL_CTL_ADD, fd, &ev);
+		list_add_tail(&T.conns, &c->link);
+		T.nr_conns_total++;
+		log_info("%s: connected to port %u", peer, port + 1);
+	}
+}
+
+/* ---- control socket ---- */
+
+static int ctl_open(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (strlen(ctl_path) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "nvmf-test-target: --control path too long\n");
+		return -1;
+	}
+	strcpy(sa.sun_path, ctl_path);
+	unlink(ctl_path);
+	ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ctl_fd < 0 || bind(ctl_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(ctl_fd, 8) < 0) {
+		fprintf(stderr, "nvmf-test-target: control socket %s: %s\n", ctl_path,
+			strerror(errno));
+		return -1;
+	}
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_REF(EP_CTL_LISTEN, 0) };
+	epoll_ctl(T.epfd, EPOLL_CTL_ADD, ctl_fd, &ev);
+	for (unsigned i = 0; i < MAX_CTL; i++)
+		ctls[i].fd = -1;
+	return 0;
+}
+
+static void ctl_accept(void)
+{
+	int fd = accept4(ctl_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	for (unsigned i = 0; i < MAX_CTL; i++)
+		if (ctls[i].fd < 0) {
+			ctls[i].fd = fd;
+			ctls[i].len = 0;
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_REF(EP_CTL, i) };
+			epoll_ctl(T.epfd, EPOLL_CTL_ADD, fd, &ev);
+			return;
+		}
+	static const char busy[] = "err too many control connections\n";
+	ssize_t r = write(fd, busy, sizeof(busy) - 1);
+	(void)r;
+	close(fd);
+}
+
+static void ctl_close(struct ctl_client *cc)
+{
+	close(cc->fd);
+	cc->fd = -1;
+}
+
+static void ctl_read(struct ctl_client *cc)
+{
+	ssize_t r = read(cc->fd, cc->buf + cc->len, sizeof(cc->buf) - 1 - cc->len);
+	char *nl;
+
+	if (r <= 0) {
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			ctl_close(cc);
+		return;
+	}
+	cc->len += (size_t)r;
+	cc->buf[cc->len] = 0;
+	while ((nl = strchr(cc->buf, '\n'))) {
+		char reply[640];
+		*nl = 0;
+		log_info("control: %s", cc->buf);
+		faults_command(cc->buf, reply, sizeof(reply) - 1);
+		strcat(reply, "\n");
+		ssize_t w = write(cc->fd, reply, strlen(reply));
+		(void)w;
+		size_t used = (size_t)(nl + 1 - cc->buf);
+		memmove(cc->buf, nl + 1, cc->len - used + 1);
+		cc->len -= used;
+	}
+	if (cc->len == sizeof(cc->buf) - 1) {
+		static const char toolong[] = "err line too long\n";
+		ssize_t w = write(cc->fd, toolong, sizeof(toolong) - 1);
+		(void)w;
+		ctl_close(cc);
+	}
+}
+
+static int ctl_client(const char *path, int argc, char **argv)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char line[1024] = "", reply[1024];
+	size_t len = 0;
+	int fd;
+
+	if (argc < 1) {
+		fprintf(stderr, "nvmf-test-target: --ctl PATH COMMAND...\n");
+		return 2;
+	}
+	for (int i = 0; i < argc; i++)
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%s", i ? " " : "",
+			 argv[i]);
+	strcat(line, "\n");
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return 2;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "nvmf-test-target: control socket %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	if (write(fd, line, strlen(line)) != (ssize_t)strlen(line))
+		return 2;
+	while (len < sizeof(reply) - 1) {
+		ssize_t r = read(fd, reply + len, sizeof(reply) - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		if (memchr(reply, '\n', len))
+			break;
+	}
+	close(fd);
+	reply[len] = 0;
+	fputs(reply, stdout);
+	return strncmp(reply, "ok", 2) == 0 ? 0 : 1;
+}
+
+/* ---- main loop ---- */
+
+static void write_ready_file(void)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (!ready_file)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", ready_file);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	for (unsigned i = 0; i < T.nr_ports; i++)
+		fprintf(f, "%s\n", T.ports[i].svc);
+	fclose(f);
+	rename(tmp, ready_file);
+}
+
+static int next_timeout_ms(uint64_t now)
+{
+	uint64_t next = now + 1000000000ull; /* at least once a second */
+	struct list_node *n;
+
+	if (!list_empty(&T.delayed)) {
+		struct tgt_cmd *cmd = container_of(T.delayed.next, struct tgt_cmd, link);
+		if (cmd->due_ns < next)
+			next = cmd->due_ns;
+	}
+	for (n = T.ctrls.next; n != &T.ctrls; n = n->next) {
+		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
+		if (ctrl->kato_deadline_ns && ctrl->kato_deadline_ns + 1000000 < next)
+			next = ctrl->kato_deadline_ns + 1000000;
+	}
+	if (T.f.refuse_until_ns && T.f.refuse_until_ns < next)
+		next = T.f.refuse_until_ns;
+	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+static int run(int sfd)
+{
+	struct epoll_event evs[64];
+
+	for (;;) {
+		int n = epoll_wait(T.epfd, evs, 64, next_timeout_ms(now_ns()));
+		if (n < 0 && errno != EINTR) {
+			perror("epoll_wait");
+			return 1;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t ref = evs[i].data.u64;
+			unsigned kind = (unsigned)(ref >> 48), idx = (unsigned)(ref & 0xffffffff);
+			if (kind == EP_CONN) {
+				struct tgt_conn *c = evs[i].data.ptr;
+				if (!c->closing && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+					conn_readable(c);
+				if (!c->closing && (evs[i].events & EPOLLOUT))
+					conn_writable(c);
+			} else if (kind == EP_LISTEN) {
+				if (T.ports[idx].fd >= 0)
+					do_accept(idx);
+			} else if (kind == EP_CTL_LISTEN) {
+				ctl_accept();
+			} else if (kind == EP_CTL) {
+				if (ctls[idx].fd >= 0)
+					ctl_read(&ctls[idx]);
+			} else if (kind == EP_SIGNAL) {
+				struct signalfd_siginfo si;
+				if (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+					log_notice("signal %u: exiting", si.ssi_signo);
+					return 0;
+				}
+			}
+		}
+		uint64_t now = now_ns();
+		while (!list_empty(&T.delayed)) {
+			struct tgt_cmd *cmd = container_of(T.delayed.next, struct tgt_cmd, link);
+			if (cmd->due_ns > now)
+				break;
+			list_del(&cmd->link);
+			cmd_send_completion(cmd);
+		}
+		nvme_kato_check(now);
+		if (T.f.refuse_until_ns && now >= T.f.refuse_until_ns) {
+			T.f.refuse_until_ns = 0;
+			if (tgt_listen_open() == 0)
+				log_notice("fault: accepting connections again");
+		}
+		struct list_node *f;
+		while ((f = list_pop(&T.flushq))) {
+			struct tgt_conn *c = container_of(f, struct tgt_conn, flink);
+			c->on_flushq = false;
+			conn_writable(c);
+		}
+		while ((f = list_pop(&T.dead))) {
+			struct tgt_conn *c = container_of(f, struct tgt_conn, link);
+			epoll_ctl(T.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			conn_free(c);
+		}
+	}
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: nvmf-test-target [-a ADDR] [-s PORT]... [--subsys NQN:SIZE[:BLOCK][:NSCOUNT]]...\n"
+		"                        [--allow-host HOSTNQN] [--control PATH] [--ready-file PATH]\n"
+		"                        [--maxh2cdata N] [--r2t-size N] [--success sqflow|always|never]\n"
+		"                        [--seed N] [-v] [faults...]\n"
+		"       nvmf-test-target --ctl PATH COMMAND...\n\n"
+		"A RAM-backed NVMe/TCP target for tests (not for data you want to keep).\n"
+		"  -a ADDR          listen address (default 127.0.0.1; loopback and test networks only)\n"
+		"  -s PORT          listen port, repeatable (port ids 1, 2, ...); 0 picks a free one\n"
+		"  --subsys SPEC    a subsystem of NSCOUNT (1) namespaces of SIZE bytes, BLOCK (512)\n"
+		"  --allow-host NQN only this host may connect to the last --subsys\n"
+		"  --control PATH   unix socket taking one fault command per line\n"
+		"  --ready-file F   written with the bound ports once listening\n"
+		"Faults (the same words as control commands; ':' for spaces):\n"
+		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
+		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
+		"Control commands: ping, drop, drop-after N, refuse SECS, delay MS,\n"
+		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
+		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT], lose-cache, clear, stats\n");
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
+	       O_ALLOW, O_FAULT };
+	static const struct option longopts[] = {
+		{ "traddr", required_argument, 0, 'a' },
+		{ "trsvcid", required_argument, 0, 's' },
+		{ "subsys", required_argument, 0, O_SUBSYS },
+		{ "allow-host", required_argument, 0, O_ALLOW },
+		{ "control", required_argument, 0, O_CONTROL },
+		{ "ctl", required_argument, 0, O_CTL },
+		{ "ready-file", required_argument, 0, O_READY },
+		{ "maxh2cdata", required_argument, 0, O_MAXH2C },
+		{ "r2t-size", required_argument, 0, O_R2T },
+		{ "success", required_argument, 0, O_SUCCESS },
+		{ "seed", required_argument, 0, O_SEED },
+		{ "drop-after", required_argument, 0, O_FAULT },
+		{ "refuse", required_argument, 0, O_FAULT },
+		{ "delay", required_argument, 0, O_FAULT },
+		{ "status", required_argument, 0, O_FAULT },
+		{ "corrupt", required_argument, 0, O_FAULT },
+		{ "malformed", required_argument, 0, O_FAULT },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *ports[TGT_MAX_PORTS];
+	unsigned nports = 0;
+	int opt, idx;
+
+	log_init();
+	T.maxh2cdata = 131072;
+	T.f.drop_after = -1;
+	T.f.rng = 0x2545f4914f6cdd1dull;
+	list_init(&T.conns);
+	list_init(&T.ctrls);
+	list_init(&T.delayed);
+	list_init(&T.flushq);
+	list_init(&T.dead);
+	/* The discovery subsystem is always there, first. */
+	T.subsys = calloc(1, sizeof(*T.subsys));
+	if (!T.subsys)
+		return 1;
+	snprintf(T.subsys[0].nqn, sizeof(T.subsys[0].nqn), "%s", NVME_DISC_SUBSYS_NQN);
+	T.subsys[0].discovery = true;
+	T.nr_subsys = 1;
+
+	while ((opt = getopt_long(argc, argv, "+a:s:vh", longopts, &idx)) != -1) {
+		unsigned long v;
+		char *end;
+		switch (opt) {
+		case 'a':
+			snprintf(listen_addr, sizeof(listen_addr), "%s", optarg);
+			break;
+		case 's':
+			if (nports == TGT_MAX_PORTS) {
+				fprintf(stderr, "nvmf-test-target: at most %d ports\n", TGT_MAX_PORTS);
+				return 1;
+			}
+			ports[nports++] = optarg;
+			break;
+		case 'v':
+			log_set_level(LOG_LVL_DEBUG);
+			break;
+		case O_SUBSYS:
+			if (subsys_add(optarg) < 0)
+				return 1;
+			break;
+		case O_ALLOW:
+			if (T.nr_subsys < 2) {
+				fprintf(stderr, "nvmf-test-target: --allow-host after a --subsys\n");
+				return 1;
+			}
+			T.subsys[T.nr_subsys - 1].allow_host = optarg;
+			break;
+		case O_CONTROL:
+			ctl_path = optarg;
+			break;
+		case O_CTL:
+			return ctl_client(optarg, argc - optind, argv + optind);
+		case O_READY:
+			ready_file = optarg;
+			break;
+		case O_MAXH2C:
+		case O_R2T:
+			v = strtoul(optarg, &end, 0);
+			if (*end || (opt == O_MAXH2C && (v < 4096 || v % 4 || v > (16u << 20))) ||
+			    (opt == O_R2T && v && (v < 512 || v > TGT_MAX_XFER))) {
+				fprintf(stderr, "nvmf-test-target: --%s '%s' out of range\n",
+					longopts[idx].name, optarg);
+				return 1;
+			}
+			if (opt == O_MAXH2C)
+				T.maxh2cdata = (uint32_t)v;
+			else
+				T.r2t_size = (uint32_t)v;
+			break;
+		case O_SUCCESS:
+			if (!strcmp(optarg, "sqflow"))
+				T.success_mode = 0;
+			else if (!strcmp(optarg, "always"))
+				T.success_mode = 1;
+			else if (!strcmp(optarg, "never"))
+				T.success_mode = -1;
+			else {
+				fprintf(stderr, "nvmf-test-target: --success sqflow|always|never\n");
+				return 1;
+			}
+			break;
+		case O_SEED:
+			T.f.rng = strtoull(optarg, NULL, 0) | 1;
+			break;
+		case O_FAULT:
+			if (faults_option(longopts[idx].name, optarg) < 0)
+				return 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 1;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "nvmf-test-target: unexpected argument '%s'\n", argv[optind]);
+		return 1;
+	}
+	if (!nports)
+		ports[nports++] = "4420";
+	for (unsigned i = 0; i < nports; i++) {
+		T.ports[i].fd = -1;
+		snprintf(T.ports[i].addr, sizeof(T.ports[i].addr), "%s", listen_addr);
+		snprintf(T.ports[i].svc, sizeof(T.ports[i].svc), "%s", ports[i]);
+	}
+	T.nr_ports = nports;
+	T.genctr = 1;
+
+	signal(SIGPIPE, SIG_IGN);
+	T.epfd = epoll_create1(EPOLL_CLOEXEC);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = EP_REF(EP_SIGNAL, 0) };
+	epoll_ctl(T.epfd, EPOLL_CTL_ADD, sfd, &ev);
+	if (ctl_path && ctl_open() < 0)
+		return 1;
+	/* A refuse window given on the command line starts closed. */
+	if (!T.f.refuse_until_ns && tgt_listen_open() < 0)
+		return 1;
+	for (unsigned i = 0; i < T.nr_ports; i++)
+		log_notice("listening on %s port %s (port id %u)", T.ports[i].addr, T.ports[i].svc,
+			   i + 1);
+	for (unsigned i = 1; i < T.nr_subsys; i++)
+		log_notice("subsystem %s: %u namespace(s) of %llu blocks of %u bytes",
+			   T.subsys[i].nqn, T.subsys[i].nr_ns,
+			   (unsigned long long)T.subsys[i].ns[0].nblocks, T.subsys[i].ns[0].block);
+	write_ready_file();
+	int rc = run(sfd);
+	if (ctl_path)
+		unlink(ctl_path);
+	return rc;
+}
