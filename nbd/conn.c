@@ -49,6 +49,7 @@ bool nbd_conn_set_state(struct nbd_conn *c, enum nbd_conn_state to)
 }
 
 static void rx_done(struct reactor_op *op, int res, uint32_t flags);
+static void resume_done(struct reactor_op *op, int res, uint32_t flags);
 static void tx_done(struct reactor_op *op, int res, uint32_t flags);
 
 static void timer_fired(struct reactor_timer *t)
@@ -89,6 +90,7 @@ struct nbd_conn *nbd_conn_alloc(int fd, const char *peer)
 	}
 	c->rx_op.fn = rx_done;
 	c->tx_op.fn = tx_done;
+	c->resume_op.fn = resume_done;
 	reactor_timer_init(&c->timer, timer_fired);
 	c->want = RX_NONE;
 	return c;
@@ -234,8 +236,25 @@ static size_t need_bytes(struct nbd_conn *c)
  * for more.  Parsing pauses (no receive armed) while the request pool or
  * the buffer budget is exhausted, and during option haggling while the
  * previous option's reply is still being sent. */
+static void resume_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct nbd_conn *c = container_of(op, struct nbd_conn, resume_op);
+	(void)res;
+	(void)flags;
+
+	c->resume_busy = false;
+	if (c->state >= NBD_CONN_DRAINING)
+		nbd_conn_maybe_finish(c);
+	else
+		nbd_conn_rx_process(c);
+}
+
 void nbd_conn_rx_process(struct nbd_conn *c)
 {
+	unsigned burst = 0;
+
+	if (c->resume_busy)
+		return; /* resume_done picks up from here */
 	for (;;) {
 		size_t avail, need;
 		const uint8_t *p;
@@ -302,7 +321,18 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 		case RX_CLIENT_FLAGS: ret = nbd_hs_client_flags(c, p); break;
 		case RX_OPT_HDR: ret = nbd_hs_opt_hdr(c, p); break;
 		case RX_OPT_DATA: ret = nbd_hs_opt_data(c, p); break;
-		case RX_REQ_HDR: ret = nbd_tx_request(c, p); break;
+		case RX_REQ_HDR:
+			ret = nbd_tx_request(c, p);
+			if (ret == 0 && ++burst == NBD_RX_BURST) {
+				/* A burst of requests from one client: go back to
+				 * the ring (replies start to flow, other
+				 * connections get their turn), then go on. */
+				struct io_uring_sqe *sqe = reactor_sqe(c->r, &c->resume_op);
+				io_uring_prep_nop(sqe);
+				c->resume_busy = true;
+				return;
+			}
+			break;
 		default: break;
 		}
 		if (ret < 0)
@@ -549,7 +579,8 @@ void nbd_conn_maybe_finish(struct nbd_conn *c)
 		reactor_timer_cancel(&c->timer);
 		shutdown(c->fd, SHUT_RDWR);
 	}
-	if (c->state == NBD_CONN_CLOSING && !c->inflight && !c->rx_busy && !c->tx_busy)
+	if (c->state == NBD_CONN_CLOSING && !c->inflight && !c->rx_busy && !c->tx_busy &&
+	    !c->resume_busy)
 		finish(c);
 }
 

@@ -35,6 +35,8 @@
 /* Replies gathered into one sendmsg. */
 #define NBD_TX_BATCH 64
 #define NBD_TX_BATCH_BYTES (512u * 1024)
+/* Requests started per connection before going back to the ring. */
+#define NBD_RX_BURST 16
 
 enum nbd_conn_state {
 	NBD_CONN_NEW,
@@ -95,8 +97,8 @@ struct nbd_conn {
 	/* Receive: [rx_head, rx_tail) of rx is read and not yet parsed. */
 	uint8_t *rx;
 	size_t rx_head, rx_tail;
-	struct reactor_op rx_op;
-	bool rx_busy, rx_direct;
+	struct reactor_op rx_op, resume_op;
+	bool rx_busy, rx_direct, resume_busy;
 	enum nbd_rx_want want;
 	uint64_t skip_left;
 	struct nbd_req *cur; /* the request whose payload is being read */

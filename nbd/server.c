@@ -22,7 +22,7 @@ struct srv_reactor {
 	struct nbd_server *s;
 	struct reactor *r;
 	struct list_node conns; /* touched only on r */
-	struct reactor_msg stop_msg;
+	struct reactor_msg stop_msg, stop_ack;
 };
 
 struct nbd_server {
@@ -40,7 +40,8 @@ struct nbd_server {
 	struct reactor_timer retry;
 	unsigned next; /* round-robin */
 	unsigned long nconn; /* accepted so far, for names */
-	unsigned live; /* connections not yet gone (reactors[0] only) */
+	unsigned live; /* connections not yet gone, stop acks not yet back
+			* (reactors[0] only) */
 	bool stopping;
 	void (*done)(void *);
 	void *done_arg;
@@ -342,6 +343,15 @@ int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out
 	return 0;
 }
 
+static void stop_acked(struct reactor_msg *m)
+{
+	struct srv_reactor *sr = container_of(m, struct srv_reactor, stop_ack);
+	struct nbd_server *s = sr->s;
+
+	s->live--;
+	maybe_done(s);
+}
+
 static void stop_on_reactor(struct reactor_msg *m)
 {
 	struct srv_reactor *sr = container_of(m, struct srv_reactor, stop_msg);
@@ -355,6 +365,12 @@ static void stop_on_reactor(struct reactor_msg *m)
 			nbd_conn_drain(c, -ESHUTDOWN, "server stopping");
 		else
 			nbd_conn_fail(c, -ESHUTDOWN, "server stopping");
+	}
+	if (sr != &sr->s->per[0]) {
+		/* The server (and this message) may be freed only once
+		 * reactors[0] has heard back. */
+		sr->stop_ack.fn = stop_acked;
+		reactor_send_msg(sr->s->opts.reactors[0], &sr->stop_ack);
 	}
 }
 
@@ -373,6 +389,7 @@ void nbd_server_stop(struct nbd_server *s, void (*done)(void *arg), void *arg)
 		struct io_uring_sqe *sqe = reactor_sqe(s->opts.reactors[0], NULL);
 		io_uring_prep_cancel(sqe, &s->accept_op, 0);
 	}
+	s->live += s->opts.nr_reactors - 1; /* the stop acks */
 	for (unsigned i = 0; i < s->opts.nr_reactors; i++) {
 		s->per[i].stop_msg.fn = stop_on_reactor;
 		if (i == 0)

@@ -45,7 +45,7 @@ gw_stop() {
 	local st=0
 	wait "$gw_pid" || st=$?
 	gw_pid=
-	[ $st -eq 0 ] || { tail -20 "$tmp/gw.log"; fail "gateway exit status $st after SIGTERM"; }
+	[ $st -eq 0 ] || { grep -v "^    #[1-9][0-9]" "$tmp/gw.log" | grep -v "^  0x\|^  [A-Z]" | tail -60; fail "gateway exit status $st after SIGTERM"; }
 }
 
 free_port() {
