@@ -828,6 +828,7 @@ static void ioqs_close(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *c))
 
 static void teardown_finish(struct nvmf_ctrl *c)
 {
+	c->teardown_running = false;
 	nvmf_ctrl_cb cb = c->shutdown_cb;
 	c->shutdown_cb = NULL;
 	if (cb)
@@ -857,6 +858,7 @@ static void teardown_admin(struct nvmf_ctrl *c)
 static void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
 	c->shutdown_cb = cb;
+	c->teardown_running = true;
 	reactor_timer_cancel(&c->kato_timer);
 	ioqs_close(c, teardown_admin);
 }
@@ -932,11 +934,14 @@ static void shn_start(struct nvmf_ctrl *c)
 void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
 	if (c->state == NVMF_CTRL_DEAD || c->state == NVMF_CTRL_NEW) {
-		/* Already torn down (or never up): just make sure it is quiet;
-		 * a teardown still running reports to the new cb. */
-		bool running = c->shutdown_cb != NULL;
+		/* Already torn down (or never up): just make sure it is quiet.
+		 * A teardown still running (a lost controller's, started with
+		 * no callback) reports to the new cb when its I/O queues and
+		 * admin queue are closed: closing the admin queue now would
+		 * let the owner free the controller under the I/O queues'
+		 * close messages. */
 		c->shutdown_cb = cb;
-		if (!running)
+		if (!c->teardown_running)
 			teardown_admin(c);
 		return;
 	}

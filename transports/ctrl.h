@@ -97,6 +97,7 @@ struct nvmf_ctrl {
 	bool kato_outstanding;
 	nvmf_ctrl_cb ready_cb;
 	nvmf_ctrl_cb shutdown_cb;
+	bool teardown_running; /* queues closing; shutdown_cb runs at the end */
 	void (*ioq_close_then)(struct nvmf_ctrl *ctrl);
 	struct nvmf_req *poll_req;
 };
