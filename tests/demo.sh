@@ -74,7 +74,8 @@ fsck.ext4 -fn "$loop" > /dev/null && echo "fsck: clean"
 losetup -d "$loop"
 echo
 echo "== NBD sees the filesystem written through FUSE (ext4 magic 0xef53 at byte 1080)"
-magic=$(nbdsh -u "$uri" -c 'print(h.pread(2, 1080)[::-1].hex())')
+# nbdsh runs Debian's python3, where python3-libnbd lives.
+magic=$(PATH=/usr/bin:$PATH nbdsh -u "$uri" -c 'print(h.pread(2, 1080)[::-1].hex())')
 echo "magic: 0x$magic"
 [ "$magic" = ef53 ]
 kill -TERM "$gwpid"

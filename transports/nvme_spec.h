@@ -268,9 +268,10 @@ struct nvme_id_ctrl {
 	uint8_t rsvd322[21];
 	uint8_t anatt; /* 343 */
 	uint8_t anacap;
-	uint32_t anagrpmax;
-	uint32_t nanagrpid;
-	uint8_t rsvd353[159];
+	uint8_t rsvd345[3];
+	uint32_t anagrpmax; /* 348 */
+	uint32_t nanagrpid; /* 352 */
+	uint8_t rsvd356[156];
 	uint8_t sqes; /* 512 */
 	uint8_t cqes;
 	uint16_t maxcmd;
@@ -305,6 +306,8 @@ _Static_assert(offsetof(struct nvme_id_ctrl, mdts) == 77, "mdts");
 _Static_assert(offsetof(struct nvme_id_ctrl, oacs) == 256, "oacs");
 _Static_assert(offsetof(struct nvme_id_ctrl, kas) == 320, "kas");
 _Static_assert(offsetof(struct nvme_id_ctrl, anatt) == 343, "anatt");
+_Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == 348, "anagrpmax");
+_Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == 352, "nanagrpid");
 _Static_assert(offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes");
 _Static_assert(offsetof(struct nvme_id_ctrl, nn) == 516, "nn");
 _Static_assert(offsetof(struct nvme_id_ctrl, oncs) == 520, "oncs");
