@@ -103,4 +103,6 @@ case_ err-host-not-allowed t_err "is not allowed to connect" -s 4420 -n $nqnacl 
 t_acl_ok() { g "$GW bench -t tcp -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
 case_ host-allowed-connects t_acl_ok
 
+. "$top/tests/interop/cases_nbd.sh"
+
 exit $rc
