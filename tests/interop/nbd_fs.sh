@@ -8,6 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 . "$here/nbd_lib.sh"
 trap nbd_cleanup EXIT
+cd /tmp # fio writes its verify state file into the cwd
 
 nbd_start "$nqn" /dev/nbd0 fs
 [ "$NBD_DEV" = /dev/nbd0 ]

@@ -7,6 +7,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 . "$here/nbd_lib.sh"
 trap nbd_cleanup EXIT
+cd /tmp # fio writes its verify state file into the cwd
 mkdir -p /tmp/lvm/backup /tmp/lvm/archive
 
 nbd_start "$nqn" auto lvm

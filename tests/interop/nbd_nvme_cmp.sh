@@ -8,6 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 . "$here/nbd_lib.sh"
 trap nbd_cleanup EXIT
+cd /tmp # fio writes its verify state file into the cwd
 mib=$((1024 * 1024))
 
 head -c 16M /dev/urandom > /tmp/cmp-a.bin

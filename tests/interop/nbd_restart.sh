@@ -9,6 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 . "$here/nbd_lib.sh"
 trap nbd_cleanup EXIT
+cd /tmp # fio writes its verify state file into the cwd
 
 nbd_start "$nqn" /dev/nbd5 restart1
 n=${NBD_DEV#/dev/}
