@@ -14,7 +14,8 @@ static void usage(FILE *f)
 		"commands:\n"
 		"  check -c FILE      validate a configuration file (errors as FILE:LINE: message)\n"
 		"  discover           read a target's discovery log page\n"
-		"  bench              load-test a namespace over the gateway's own initiator\n\n"
+		"  bench              load-test a namespace over the gateway's own initiator\n"
+		"  nbd                export a namespace over NBD (socket or /dev/nbdN)\n\n"
 		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
 }
 
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
 		{ "check", cmd_check },
 		{ "discover", cmd_discover },
 		{ "bench", cmd_bench },
+		{ "nbd", cmd_nbd },
 	};
 
 	log_init();

@@ -5,5 +5,6 @@
 int cmd_discover(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_check(int argc, char **argv);
+int cmd_nbd(int argc, char **argv);
 
 #endif

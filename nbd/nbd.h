@@ -55,7 +55,15 @@ struct nbd_conn;
 int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
 			  void (*closed)(void *arg, int err), void *arg,
 			  struct nbd_conn **out);
-/* Close a connection started above; closed() still runs once. */
+/* A connected socket that starts with the fixed newstyle handshake, as
+ * the server's accepted connections do (for inetd-style use, tests and the
+ * fuzzer).  peer names it in logs.  closed() as above. */
+int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports,
+			    unsigned nr_exports, int fd, const char *peer,
+			    void (*closed)(void *arg, int err), void *arg,
+			    struct nbd_conn **out);
+/* Close a connection started above; closed() still runs once.  In
+ * transmission, requests in flight are answered first. */
 void nbd_conn_close(struct nbd_conn *c);
 
 /* The transmission flags an export advertises (NBD_FLAG_*), derived from

@@ -1,0 +1,169 @@
+/* nvmf-gateway nbd: export one namespace over NBD, in the foreground.
+ * TARGET is a socket to serve (unix:PATH, tcp:HOST:PORT) or a kernel
+ * device (/dev/nbdN, auto). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/config.h"
+#include "gateway/log.h"
+#include "gateway/session.h"
+#include "gateway/tools.h"
+#include "nbd/nbd.h"
+
+struct nbd_cli {
+	const char *target;
+	bool kernel;
+	int device; /* kernel: N of /dev/nbdN or GW_NBD_AUTO */
+	struct gw_listen listen;
+	struct nbd_export export;
+	struct nbd_export *exports[1];
+	char desc[320];
+	struct nbd_server *srv;
+};
+
+static void server_stopped(void *arg)
+{
+	struct session *s = arg;
+	session_finish(s, 0);
+}
+
+static void nbd_signal(struct session *s)
+{
+	struct nbd_cli *n = s->priv;
+
+	if (n->srv) {
+		struct nbd_server *srv = n->srv;
+		n->srv = NULL;
+		nbd_server_stop(srv, server_stopped, s);
+	} else {
+		session_finish(s, 0);
+	}
+}
+
+/* The kernel device attach (nbd/kdev.h) plugs in here. */
+static int attach_kernel_device(struct session *s, struct nbd_cli *n)
+{
+	(void)s;
+	(void)n;
+	fprintf(stderr, "nvmf-gateway nbd: kernel device attach is not built in yet\n");
+	return -ENOSYS;
+}
+
+static void nbd_job(struct session *s)
+{
+	struct nbd_cli *n = s->priv;
+	struct volume *v = s->vol;
+	struct reactor *rs[1] = { &s->r };
+	struct nbd_server_opts o = {
+		.listen = &n->listen,
+		.exports = n->exports,
+		.nr_exports = 1,
+		.reactors = rs,
+		.nr_reactors = 1,
+	};
+
+	n->export.vol = v;
+	if (s->mem_size)
+		snprintf(n->desc, sizeof(n->desc), "RAM volume (nvmf-gateway --mem)");
+	else
+		snprintf(n->desc, sizeof(n->desc), "%s namespace %u", s->opts.subnqn, s->nsid);
+	n->export.description = n->desc;
+	if (n->kernel) {
+		if (attach_kernel_device(s, n) < 0)
+			session_finish(s, 1);
+		return;
+	}
+	if (nbd_server_start(&o, &n->srv) < 0) {
+		fprintf(stderr, "nvmf-gateway nbd: cannot serve on %s\n", n->target);
+		session_finish(s, 1);
+		return;
+	}
+	printf("nvmf-gateway: serving export '%s' (%llu bytes, %u-byte blocks%s) on %s\n",
+	       n->export.name, (unsigned long long)v->size, v->block_size,
+	       n->export.read_only || (v->caps & VOL_CAP_READ_ONLY) ? ", read-only" : "",
+	       n->target);
+	fflush(stdout);
+}
+
+static void usage(void)
+{
+	printf("usage: nvmf-gateway nbd -t tcp -a ADDR [-s PORT] -n NQN [--nsid N]\n"
+	       "                        [--name EXPORT] [--read-only] TARGET\n"
+	       "       nvmf-gateway nbd --mem SIZE[:BLOCK] [--name EXPORT] [--read-only] TARGET\n\n"
+	       "Exports one namespace over NBD until SIGINT/SIGTERM.  TARGET is\n"
+	       "  unix:PATH            an NBD server on a Unix socket\n"
+	       "  tcp:[HOST:]PORT      an NBD server on TCP (loopback unless HOST is given;\n"
+	       "                       NBD has no authentication)\n"
+	       "  /dev/nbdN | auto     a kernel NBD device attached by the gateway\n\n"
+	       "      --name EXPORT            export name (default \"\"; \"\" always reaches it)\n"
+	       "      --read-only              refuse writes\n"
+	       SESSION_MEM_HELP SESSION_HELP);
+}
+
+int cmd_nbd(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		SESSION_LONGOPTS,
+		{ "name", required_argument, 0, 3000 },
+		{ "read-only", no_argument, 0, 3001 },
+		{ "mem", required_argument, 0, 3002 },
+		{ "help", no_argument, 0, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	struct session s;
+	struct nbd_cli n = { .export = { .name = "" } };
+	int opt, rc;
+
+	session_defaults(&s, "4420");
+	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS "vh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			usage();
+			return 0;
+		case 3000:
+			if (strlen(optarg) > 4096) {
+				fprintf(stderr, "nvmf-gateway nbd: --name: at most 4096 bytes\n");
+				return 1;
+			}
+			n.export.name = optarg;
+			break;
+		case 3001:
+			s.read_only = true;
+			n.export.read_only = true;
+			break;
+		case 3002:
+			if (session_parse_mem(&s, optarg) < 0)
+				return 1;
+			break;
+		default:
+			if (session_parse_opt(&s, opt, optarg) <= 0)
+				return 1;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "nvmf-gateway nbd: one TARGET expected (unix:PATH, tcp:HOST:PORT, "
+				"/dev/nbdN or auto); see --help\n");
+		return 1;
+	}
+	n.target = argv[optind];
+	if (!strncmp(n.target, "/dev/", 5) || !strcmp(n.target, "auto")) {
+		if (config_parse_nbd_device(n.target, &n.device) < 0) {
+			fprintf(stderr, "nvmf-gateway nbd: '%s' is not /dev/nbdN or auto\n", n.target);
+			return 1;
+		}
+		n.kernel = true;
+	} else if (config_parse_listen(n.target, &n.listen) < 0) {
+		fprintf(stderr, "nvmf-gateway nbd: '%s': expected unix:PATH, tcp:HOST:PORT, "
+				"tcp:PORT, /dev/nbdN or auto\n", n.target);
+		return 1;
+	}
+	n.exports[0] = &n.export;
+	s.want_volume = true;
+	s.priv = &n;
+	s.on_signal = nbd_signal;
+	rc = session_run(&s, nbd_job);
+	config_listen_free(&n.listen);
+	return rc;
+}

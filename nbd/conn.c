@@ -1,0 +1,635 @@
+/* An NBD connection: its socket I/O through the reactor's ring, its
+ * request pool, its state machine and how it ends.  The protocol itself
+ * (handshake.c, transmit.c) sees a byte parser fed from here and a reply
+ * queue drained from here. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gateway/iov.h"
+#include "gateway/log.h"
+#include "nbd/internal.h"
+
+static const char *const state_names[] = {
+	[NBD_CONN_NEW] = "new",
+	[NBD_CONN_GREETING] = "greeting",
+	[NBD_CONN_OPTIONS] = "options",
+	[NBD_CONN_TRANSMISSION] = "transmission",
+	[NBD_CONN_DRAINING] = "draining",
+	[NBD_CONN_CLOSING] = "closing",
+	[NBD_CONN_CLOSED] = "closed",
+};
+
+#define S(x) (1u << NBD_CONN_##x)
+static const unsigned legal_next[] = {
+	[NBD_CONN_NEW] = S(GREETING) | S(TRANSMISSION) | S(CLOSING),
+	[NBD_CONN_GREETING] = S(OPTIONS) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_OPTIONS] = S(TRANSMISSION) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_TRANSMISSION] = S(DRAINING) | S(CLOSING),
+	[NBD_CONN_DRAINING] = S(CLOSING),
+	[NBD_CONN_CLOSING] = S(CLOSED),
+	[NBD_CONN_CLOSED] = 0,
+};
+#undef S
+
+bool nbd_conn_set_state(struct nbd_conn *c, enum nbd_conn_state to)
+{
+	if (!(legal_next[c->state] & (1u << to))) {
+		log_err("nbd %s: illegal state change %s -> %s", c->peer, state_names[c->state],
+			state_names[to]);
+		return false;
+	}
+	log_debug("nbd %s: %s -> %s", c->peer, state_names[c->state], state_names[to]);
+	c->state = to;
+	return true;
+}
+
+static void rx_done(struct reactor_op *op, int res, uint32_t flags);
+static void tx_done(struct reactor_op *op, int res, uint32_t flags);
+
+static void timer_fired(struct reactor_timer *t)
+{
+	struct nbd_conn *c = container_of(t, struct nbd_conn, timer);
+
+	if (c->state == NBD_CONN_GREETING || c->state == NBD_CONN_OPTIONS)
+		nbd_conn_fail(c, -ETIMEDOUT, "handshake not finished within %llu s",
+			      (unsigned long long)(NBD_HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
+	else if (c->state == NBD_CONN_DRAINING)
+		nbd_conn_fail(c, -ETIMEDOUT, "replies not taken by the client within %llu s",
+			      (unsigned long long)(NBD_DRAIN_TIMEOUT_NS / NSEC_PER_SEC));
+}
+
+struct nbd_conn *nbd_conn_alloc(int fd, const char *peer)
+{
+	struct nbd_conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->reqs = calloc(NBD_MAX_INFLIGHT, sizeof(*c->reqs));
+	c->rx = malloc(NBD_RXBUF_SIZE);
+	if (!c->reqs || !c->rx) {
+		free(c->reqs);
+		free(c->rx);
+		free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	list_init(&c->free);
+	list_init(&c->replyq);
+	list_init(&c->sending);
+	list_init(&c->srv_link);
+	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++) {
+		c->reqs[i].c = c;
+		list_add_tail(&c->free, &c->reqs[i].link);
+	}
+	c->rx_op.fn = rx_done;
+	c->tx_op.fn = tx_done;
+	reactor_timer_init(&c->timer, timer_fired);
+	c->want = RX_NONE;
+	return c;
+}
+
+static void conn_release(struct nbd_conn *c)
+{
+	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++)
+		free(c->reqs[i].buf);
+	free(c->reqs);
+	free(c->rx);
+	free(c->hs);
+	free(c);
+}
+
+void nbd_conn_free_unstarted(struct nbd_conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	conn_release(c);
+}
+
+void nbd_conn_run(struct nbd_conn *c)
+{
+	if (c->kernel) {
+		nbd_conn_set_state(c, NBD_CONN_TRANSMISSION);
+		c->want = RX_REQ_HDR;
+		nbd_conn_rx_process(c);
+		return;
+	}
+	nbd_hs_start(c);
+	nbd_conn_rx_process(c);
+}
+
+/* ---- receive ---- */
+
+static void rx_arm(struct nbd_conn *c)
+{
+	struct io_uring_sqe *sqe;
+
+	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
+		return;
+	if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
+	    c->cur->length - c->cur_got >= 4096) {
+		/* A large payload goes straight into its buffer. */
+		c->rx_direct = true;
+		sqe = reactor_sqe(c->r, &c->rx_op);
+		io_uring_prep_recv(sqe, c->fd, c->cur->buf + c->cur_got,
+				   c->cur->length - c->cur_got, 0);
+	} else {
+		if (c->rx_head == c->rx_tail) {
+			c->rx_head = c->rx_tail = 0;
+		} else if (c->rx_head && NBD_RXBUF_SIZE - c->rx_tail < 512) {
+			memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
+			c->rx_tail -= c->rx_head;
+			c->rx_head = 0;
+		}
+		c->rx_direct = false;
+		sqe = reactor_sqe(c->r, &c->rx_op);
+		io_uring_prep_recv(sqe, c->fd, c->rx + c->rx_tail, NBD_RXBUF_SIZE - c->rx_tail, 0);
+	}
+	c->rx_busy = true;
+}
+
+/* Makes room for need contiguous bytes at rx_head; false if it must wait
+ * for the receive in flight first. */
+static bool rx_make_room(struct nbd_conn *c, size_t need)
+{
+	if (c->rx_head + need <= NBD_RXBUF_SIZE)
+		return true;
+	if (c->rx_busy)
+		return false;
+	memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
+	c->rx_tail -= c->rx_head;
+	c->rx_head = 0;
+	return true;
+}
+
+static void rx_eof(struct nbd_conn *c)
+{
+	switch (c->state) {
+	case NBD_CONN_GREETING:
+	case NBD_CONN_OPTIONS:
+		nbd_conn_fail(c, -ECONNRESET, "client hung up during the handshake");
+		break;
+	default:
+		if (c->want == RX_REQ_HDR && c->rx_head == c->rx_tail)
+			nbd_conn_fail(c, -ECONNRESET, "client hung up without NBD_CMD_DISC");
+		else
+			nbd_conn_fail(c, -ECONNRESET, "client hung up in the middle of a message");
+	}
+}
+
+static void rx_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct nbd_conn *c = container_of(op, struct nbd_conn, rx_op);
+	(void)flags;
+
+	c->rx_busy = false;
+	if (c->state >= NBD_CONN_DRAINING) {
+		nbd_conn_maybe_finish(c);
+		return;
+	}
+	if (res == -EINTR || res == -EAGAIN) {
+		rx_arm(c);
+		return;
+	}
+	if (res < 0) {
+		nbd_conn_fail(c, res, "receive failed: %s", strerror(-res));
+		return;
+	}
+	if (res == 0) {
+		rx_eof(c);
+		return;
+	}
+	if (c->rx_direct) {
+		c->rx_direct = false;
+		c->cur_got += (size_t)res;
+		if (c->cur_got == c->cur->length) {
+			struct nbd_req *q = c->cur;
+			c->cur = NULL;
+			c->want = RX_REQ_HDR;
+			nbd_tx_payload_done(c, q);
+		}
+	} else {
+		c->rx_tail += (size_t)res;
+	}
+	nbd_conn_rx_process(c);
+}
+
+static size_t need_bytes(struct nbd_conn *c)
+{
+	switch (c->want) {
+	case RX_CLIENT_FLAGS: return 4;
+	case RX_OPT_HDR: return sizeof(struct nbd_opt_hdr);
+	case RX_OPT_DATA: return c->opt_len;
+	case RX_REQ_HDR: return nbd_req_hdr_size(c);
+	default: return 0;
+	}
+}
+
+/* Parses what has been received, as far as the state allows, then asks
+ * for more.  Parsing pauses (no receive armed) while the request pool or
+ * the buffer budget is exhausted, and during option haggling while the
+ * previous option's reply is still being sent. */
+void nbd_conn_rx_process(struct nbd_conn *c)
+{
+	for (;;) {
+		size_t avail, need;
+		const uint8_t *p;
+		int ret = 0;
+
+		if (c->state >= NBD_CONN_DRAINING || c->want == RX_NONE)
+			return;
+		if (c->pending) {
+			nbd_tx_resume_pending(c);
+			if (c->pending)
+				return;
+			continue;
+		}
+		avail = c->rx_tail - c->rx_head;
+		if (c->want == RX_WRITE_DATA) {
+			struct nbd_req *q = c->cur;
+			size_t n = q->length - c->cur_got;
+			if (n > avail)
+				n = avail;
+			memcpy(q->buf + c->cur_got, c->rx + c->rx_head, n);
+			c->rx_head += n;
+			c->cur_got += n;
+			if (c->cur_got == q->length) {
+				c->cur = NULL;
+				c->want = RX_REQ_HDR;
+				nbd_tx_payload_done(c, q);
+				continue;
+			}
+			rx_arm(c);
+			return;
+		}
+		if (c->want == RX_SKIP) {
+			size_t n = c->skip_left < avail ? (size_t)c->skip_left : avail;
+			c->rx_head += n;
+			c->skip_left -= n;
+			if (c->skip_left) {
+				rx_arm(c);
+				return;
+			}
+			if (c->state == NBD_CONN_OPTIONS) {
+				c->want = RX_OPT_HDR;
+				nbd_hs_opt_too_big(c);
+			} else {
+				struct nbd_req *q = c->cur;
+				c->cur = NULL;
+				c->want = RX_REQ_HDR;
+				nbd_tx_payload_done(c, q);
+			}
+			continue;
+		}
+		if (c->want == RX_OPT_HDR && (c->hs_len || c->tx_busy))
+			return; /* tx_done resumes */
+		if (c->want == RX_REQ_HDR && list_empty(&c->free))
+			return; /* a reply sent resumes */
+		need = need_bytes(c);
+		if (avail < need) {
+			if (rx_make_room(c, need))
+				rx_arm(c);
+			return;
+		}
+		p = c->rx + c->rx_head;
+		c->rx_head += need;
+		switch (c->want) {
+		case RX_CLIENT_FLAGS: ret = nbd_hs_client_flags(c, p); break;
+		case RX_OPT_HDR: ret = nbd_hs_opt_hdr(c, p); break;
+		case RX_OPT_DATA: ret = nbd_hs_opt_data(c, p); break;
+		case RX_REQ_HDR: ret = nbd_tx_request(c, p); break;
+		default: break;
+		}
+		if (ret < 0)
+			return;
+	}
+}
+
+/* ---- send ---- */
+
+int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n)
+{
+	if (c->hs_in_tx) {
+		/* The ring is reading hs: parsing waits for it, so this is a bug. */
+		log_err("nbd %s: handshake reply while the previous one is being sent", c->peer);
+		return -EBUSY;
+	}
+	if (c->hs_len + n > c->hs_cap) {
+		size_t cap = c->hs_cap ? c->hs_cap : 256;
+		while (cap < c->hs_len + n)
+			cap *= 2;
+		uint8_t *nb = realloc(c->hs, cap);
+		if (!nb)
+			return -ENOMEM;
+		c->hs = nb;
+		c->hs_cap = cap;
+	}
+	memcpy(c->hs + c->hs_len, p, n);
+	c->hs_len += n;
+	return 0;
+}
+
+static void tx_submit(struct nbd_conn *c)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(c->r, &c->tx_op);
+
+	memset(&c->msg, 0, sizeof(c->msg));
+	c->msg.msg_iov = c->txv + c->txv_first;
+	c->msg.msg_iovlen = c->txv_cnt - c->txv_first;
+	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+	c->tx_busy = true;
+}
+
+void nbd_conn_tx_kick(struct nbd_conn *c)
+{
+	unsigned n = 0;
+	struct list_node *ln;
+
+	if (c->tx_busy || c->state >= NBD_CONN_CLOSING)
+		return;
+	if (c->hs_len) {
+		c->txv[n].iov_base = c->hs;
+		c->txv[n++].iov_len = c->hs_len;
+		c->hs_in_tx = c->hs_len;
+	}
+	while (n + 2 <= sizeof(c->txv) / sizeof(c->txv[0]) && (ln = list_pop(&c->replyq))) {
+		struct nbd_req *q = container_of(ln, struct nbd_req, link);
+		c->txv[n].iov_base = q->hdr;
+		c->txv[n++].iov_len = q->hdr_len;
+		if (q->data_len) {
+			c->txv[n].iov_base = q->buf;
+			c->txv[n++].iov_len = q->data_len;
+		}
+		list_add_tail(&c->sending, &q->link);
+	}
+	if (!n) {
+		nbd_conn_maybe_finish(c);
+		return;
+	}
+	c->txv_first = 0;
+	c->txv_cnt = n;
+	tx_submit(c);
+}
+
+static void release_sending(struct nbd_conn *c)
+{
+	struct list_node *ln;
+
+	while ((ln = list_pop(&c->sending)))
+		nbd_req_put(c, container_of(ln, struct nbd_req, link));
+	c->hs_len = 0;
+	c->hs_in_tx = 0;
+}
+
+static void tx_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct nbd_conn *c = container_of(op, struct nbd_conn, tx_op);
+	(void)flags;
+
+	c->tx_busy = false;
+	if (c->state >= NBD_CONN_CLOSING) {
+		release_sending(c);
+		nbd_conn_maybe_finish(c);
+		return;
+	}
+	if (res == -EINTR || res == -EAGAIN) {
+		tx_submit(c);
+		return;
+	}
+	if (res <= 0) {
+		release_sending(c);
+		nbd_conn_fail(c, res ? res : -EPIPE, "send failed: %s",
+			      res ? strerror(-res) : "connection closed");
+		return;
+	}
+	c->txv_first += iov_advance(c->txv + c->txv_first, c->txv_cnt - c->txv_first,
+				    (size_t)res);
+	if (c->txv_first < c->txv_cnt) {
+		tx_submit(c);
+		return;
+	}
+	release_sending(c);
+	nbd_conn_tx_kick(c);
+	nbd_conn_rx_process(c);
+	nbd_conn_maybe_finish(c);
+}
+
+/* ---- requests and buffers ---- */
+
+void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
+{
+	q->err = 0;
+	q->msg = NULL;
+	q->err_at_offset = false;
+	list_add_tail(&c->free, &q->link);
+}
+
+static bool buffers_will_return(const struct nbd_conn *c)
+{
+	return c->inflight || !list_empty(&c->replyq) || !list_empty(&c->sending);
+}
+
+int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
+{
+	size_t want;
+	struct list_node *ln;
+
+	if (q->cap >= len)
+		return 0;
+	/* Rounded up so that buffers are reused across nearby sizes. */
+	want = len <= 4096 ? 4096 : (len + 65535) & ~(size_t)65535;
+	if (c->buf_bytes - q->cap + want > NBD_BUF_BUDGET) {
+		for (ln = c->free.next; ln != &c->free; ln = ln->next) {
+			struct nbd_req *o = container_of(ln, struct nbd_req, link);
+			if (o->buf) {
+				c->buf_bytes -= o->cap;
+				free(o->buf);
+				o->buf = NULL;
+				o->cap = 0;
+			}
+		}
+		if (c->buf_bytes - q->cap + want > NBD_BUF_BUDGET && buffers_will_return(c))
+			return -EAGAIN;
+	}
+	c->buf_bytes -= q->cap;
+	free(q->buf);
+	q->cap = 0;
+	q->buf = malloc(want);
+	if (!q->buf)
+		return -ENOMEM;
+	q->cap = want;
+	c->buf_bytes += want;
+	return 0;
+}
+
+/* ---- the end of a connection ---- */
+
+static void drop_unstarted(struct nbd_conn *c)
+{
+	struct list_node *ln;
+
+	if (c->pending) {
+		nbd_req_put(c, c->pending);
+		c->pending = NULL;
+	}
+	if (c->cur) {
+		nbd_req_put(c, c->cur);
+		c->cur = NULL;
+	}
+	c->want = RX_NONE;
+	if (c->state >= NBD_CONN_CLOSING)
+		while ((ln = list_pop(&c->replyq)))
+			nbd_req_put(c, container_of(ln, struct nbd_req, link));
+}
+
+static void finish_now(struct reactor_msg *m)
+{
+	struct nbd_conn *c = container_of(m, struct nbd_conn, fin_msg);
+	void (*closed)(void *, int) = c->closed;
+	void *arg = c->closed_arg;
+	int err = c->close_err;
+
+	nbd_conn_set_state(c, NBD_CONN_CLOSED);
+	reactor_timer_cancel(&c->timer);
+	close(c->fd);
+	c->fd = -1;
+	if (closed)
+		closed(arg, err);
+	conn_release(c);
+}
+
+/* The end runs from the reactor's deferred list, never inside a callback
+ * chain that still holds c. */
+static void finish(struct nbd_conn *c)
+{
+	if (c->fin_queued)
+		return;
+	c->fin_queued = true;
+	c->fin_msg.fn = finish_now;
+	reactor_defer(c->r, &c->fin_msg);
+}
+
+void nbd_conn_maybe_finish(struct nbd_conn *c)
+{
+	if (c->state == NBD_CONN_DRAINING) {
+		if (c->inflight || !list_empty(&c->replyq) || c->tx_busy || c->hs_len)
+			return;
+		nbd_conn_set_state(c, NBD_CONN_CLOSING);
+		reactor_timer_cancel(&c->timer);
+		shutdown(c->fd, SHUT_RDWR);
+	}
+	if (c->state == NBD_CONN_CLOSING && !c->inflight && !c->rx_busy && !c->tx_busy)
+		finish(c);
+}
+
+void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	if (c->state >= NBD_CONN_CLOSING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (err == -ECONNRESET || err == -ESHUTDOWN)
+		log_notice("nbd %s: closing: %s", c->peer, why);
+	else
+		log_warn("nbd %s: closing: %s", c->peer, why);
+	c->close_err = err;
+	nbd_conn_set_state(c, NBD_CONN_CLOSING);
+	drop_unstarted(c);
+	reactor_timer_cancel(&c->timer);
+	/* Wakes the receive (and a stuck send) in flight on the ring. */
+	shutdown(c->fd, SHUT_RDWR);
+	nbd_conn_maybe_finish(c);
+}
+
+void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
+{
+	if (c->state >= NBD_CONN_DRAINING)
+		return;
+	if (c->state == NBD_CONN_NEW) {
+		nbd_conn_fail(c, err, "%s", why);
+		return;
+	}
+	if (err)
+		log_notice("nbd %s: closing: %s", c->peer, why);
+	else
+		log_info("nbd %s: closing: %s", c->peer, why);
+	c->close_err = err;
+	nbd_conn_set_state(c, NBD_CONN_DRAINING);
+	drop_unstarted(c);
+	reactor_timer_arm(c->r, &c->timer, NBD_DRAIN_TIMEOUT_NS);
+	nbd_conn_tx_kick(c);
+	nbd_conn_maybe_finish(c);
+}
+
+/* ---- the public ways in ---- */
+
+static int start_common(struct reactor *r, int fd, void (*closed)(void *, int), void *arg,
+			const char *peer, struct nbd_conn **out)
+{
+	struct nbd_conn *c = nbd_conn_alloc(fd, peer);
+
+	if (!c)
+		return -ENOMEM;
+	c->r = r;
+	c->closed = closed;
+	c->closed_arg = arg;
+	*out = c;
+	return 0;
+}
+
+int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
+			  void (*closed)(void *arg, int err), void *arg, struct nbd_conn **out)
+{
+	struct nbd_conn *c;
+	char peer[64];
+	int ret;
+
+	if (!e || !e->vol || fd < 0)
+		return -EINVAL;
+	snprintf(peer, sizeof(peer), "%s/kernel-fd%d", e->name, fd);
+	ret = start_common(r, fd, closed, arg, peer, &c);
+	if (ret < 0)
+		return ret;
+	c->kernel = true;
+	c->e = e;
+	c->tflags = nbd_export_flags(e);
+	*out = c;
+	nbd_conn_run(c);
+	return 0;
+}
+
+int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports,
+			    unsigned nr_exports, int fd, const char *peer,
+			    void (*closed)(void *arg, int err), void *arg, struct nbd_conn **out)
+{
+	struct nbd_conn *c;
+	int ret;
+
+	if (fd < 0)
+		return -EINVAL;
+	ret = start_common(r, fd, closed, arg, peer ? peer : "fd", &c);
+	if (ret < 0)
+		return ret;
+	c->exports = exports;
+	c->nr_exports = nr_exports;
+	*out = c;
+	nbd_conn_run(c);
+	return 0;
+}
+
+void nbd_conn_close(struct nbd_conn *c)
+{
+	if (c->state == NBD_CONN_TRANSMISSION)
+		nbd_conn_drain(c, -ESHUTDOWN, "closed by its owner");
+	else
+		nbd_conn_fail(c, -ESHUTDOWN, "closed by its owner");
+}

@@ -1,0 +1,172 @@
+/* Internals shared by the NBD server's files: the connection, its
+ * request pool, the limits that keep a hostile client small. */
+#ifndef NBD_INTERNAL_H
+#define NBD_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "gateway/list.h"
+#include "gateway/reactor.h"
+#include "gateway/volume.h"
+#include "nbd/nbd.h"
+#include "nbd/proto.h"
+
+/* Requests in flight per connection: enough for QD 128 from one client. */
+#define NBD_MAX_INFLIGHT 128
+#define NBD_RXBUF_SIZE (64u * 1024)
+/* Handshake caps: a client gets this many options, each with at most
+ * NBD_MAX_OPT_LEN bytes of data read; up to NBD_MAX_OPT_SKIP more bytes
+ * are skipped (NBD_REP_ERR_TOO_BIG), anything longer closes. */
+#define NBD_MAX_OPTS 64
+#define NBD_MAX_OPT_LEN (8u * 1024)
+#define NBD_MAX_OPT_SKIP (1u << 20)
+#define NBD_MAX_STRING 4096
+/* Data buffers a connection may hold at once (reads and writes in flight). */
+#define NBD_BUF_BUDGET (64u << 20)
+/* An oversized write payload up to this is read and dropped (EINVAL
+ * reply); a longer one closes the connection. */
+#define NBD_MAX_SKIP (64ull << 20)
+#define NBD_HANDSHAKE_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define NBD_DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
+/* Replies gathered into one sendmsg. */
+#define NBD_TX_BATCH 64
+
+enum nbd_conn_state {
+	NBD_CONN_NEW,
+	NBD_CONN_GREETING, /* greeting sent, waiting for the client flags */
+	NBD_CONN_OPTIONS, /* option haggling */
+	NBD_CONN_TRANSMISSION,
+	NBD_CONN_DRAINING, /* no more requests: finish, answer, then close */
+	NBD_CONN_CLOSING, /* socket shut: waiting for I/O and ring ops */
+	NBD_CONN_CLOSED,
+};
+
+enum nbd_rx_want {
+	RX_CLIENT_FLAGS,
+	RX_OPT_HDR,
+	RX_OPT_DATA,
+	RX_REQ_HDR,
+	RX_WRITE_DATA,
+	RX_SKIP, /* payload to drop, then reply to conn->cur */
+	RX_NONE, /* nothing more is read */
+};
+
+struct nbd_conn;
+
+struct nbd_req {
+	struct list_node link; /* free, replyq or sending */
+	struct nbd_conn *c;
+	struct vol_io io;
+	uint64_t cookie, offset, length;
+	uint16_t type, flags;
+	int err; /* 0 or -errno */
+	bool err_at_offset; /* the volume failed it: ERROR_OFFSET */
+	const char *msg; /* why, for structured error chunks */
+	uint8_t *buf;
+	size_t cap;
+	struct iovec iov;
+	/* The reply's header (and chunk head), then data_len bytes of buf. */
+	uint8_t hdr[128];
+	unsigned hdr_len;
+	size_t data_len;
+};
+
+struct nbd_server;
+
+struct nbd_conn {
+	struct reactor *r;
+	int fd;
+	char peer[96];
+	enum nbd_conn_state state;
+	bool kernel;
+	struct nbd_export *const *exports;
+	unsigned nr_exports;
+	struct nbd_export *e; /* chosen export (transmission) */
+	uint16_t tflags; /* transmission flags sent to the client */
+	bool structured, extended, no_zeroes;
+	unsigned nr_opts;
+	uint32_t opt, opt_len;
+
+	/* Receive: [rx_head, rx_tail) of rx is read and not yet parsed. */
+	uint8_t *rx;
+	size_t rx_head, rx_tail;
+	struct reactor_op rx_op;
+	bool rx_busy, rx_direct;
+	enum nbd_rx_want want;
+	uint64_t skip_left;
+	struct nbd_req *cur; /* the request whose payload is being read */
+	size_t cur_got;
+	struct nbd_req *pending; /* header parsed, waiting for a buffer */
+
+	/* Send: one sendmsg in flight; handshake bytes first, then replies. */
+	struct reactor_op tx_op;
+	bool tx_busy;
+	struct msghdr msg;
+	struct iovec txv[2 * NBD_TX_BATCH + 1];
+	unsigned txv_first, txv_cnt;
+	uint8_t *hs;
+	size_t hs_len, hs_cap, hs_in_tx;
+	struct list_node sending;
+
+	struct nbd_req *reqs;
+	struct list_node free, replyq;
+	unsigned inflight; /* volume I/O outstanding */
+	size_t buf_bytes;
+
+	struct reactor_timer timer;
+	int close_err;
+	void (*closed)(void *arg, int err);
+	void *closed_arg;
+
+	struct nbd_server *srv;
+	unsigned srv_idx; /* which of the server's reactors */
+	struct list_node srv_link;
+	struct reactor_msg arrive_msg;
+	struct reactor_msg fin_msg;
+	bool fin_queued;
+};
+
+/* conn.c */
+struct nbd_conn *nbd_conn_alloc(int fd, const char *peer);
+void nbd_conn_free_unstarted(struct nbd_conn *c);
+/* Starts the connection on its reactor (the caller's thread is c->r). */
+void nbd_conn_run(struct nbd_conn *c);
+bool nbd_conn_set_state(struct nbd_conn *c, enum nbd_conn_state to);
+/* Hard close: logs reason once, shuts the socket, waits for I/O. */
+void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Soft close: stop reading, answer what is in flight, then close. */
+void nbd_conn_drain(struct nbd_conn *c, int err, const char *why);
+int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n);
+void nbd_conn_tx_kick(struct nbd_conn *c);
+void nbd_conn_rx_process(struct nbd_conn *c);
+/* Ends a draining or closing connection once nothing is outstanding. */
+void nbd_conn_maybe_finish(struct nbd_conn *c);
+int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len);
+void nbd_req_put(struct nbd_conn *c, struct nbd_req *q);
+
+/* handshake.c: 0 to go on parsing, < 0 when parsing must stop. */
+void nbd_hs_start(struct nbd_conn *c);
+int nbd_hs_client_flags(struct nbd_conn *c, const uint8_t *p);
+int nbd_hs_opt_hdr(struct nbd_conn *c, const uint8_t *p);
+int nbd_hs_opt_data(struct nbd_conn *c, const uint8_t *p);
+void nbd_hs_opt_too_big(struct nbd_conn *c);
+
+/* transmit.c */
+size_t nbd_req_hdr_size(const struct nbd_conn *c);
+int nbd_tx_request(struct nbd_conn *c, const uint8_t *p);
+void nbd_tx_payload_done(struct nbd_conn *c, struct nbd_req *q);
+void nbd_tx_resume_pending(struct nbd_conn *c);
+/* Encode q's reply into q->hdr (header, chunk head) and q->data_len. */
+void nbd_encode_reply(const struct nbd_conn *c, struct nbd_req *q);
+uint32_t nbd_errno_to_wire(int err);
+uint16_t nbd_conn_tflags(const struct nbd_export *e, bool structured);
+
+/* server.c */
+void nbd_server_conn_closed(void *arg, int err);
+
+#endif

@@ -1,0 +1,381 @@
+/* The NBD server: a listening socket on reactors[0], accepts through its
+ * ring, and each connection handed to one reactor round-robin, where it
+ * lives and dies.  The server's own counters live on reactors[0]; the
+ * other reactors reach it by message. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+#include "nbd/internal.h"
+
+struct srv_reactor {
+	struct nbd_server *s;
+	struct reactor *r;
+	struct list_node conns; /* touched only on r */
+	struct reactor_msg stop_msg;
+};
+
+struct nbd_server {
+	struct nbd_server_opts opts;
+	struct srv_reactor *per;
+	struct reactor **reactors;
+	struct nbd_export **exports;
+	int lfd;
+	char spec[128];
+	char *unix_path;
+	struct reactor_op accept_op;
+	struct sockaddr_storage peer_addr;
+	socklen_t peer_len;
+	bool accepting;
+	struct reactor_timer retry;
+	unsigned next; /* round-robin */
+	unsigned long nconn; /* accepted so far, for names */
+	unsigned live; /* connections not yet gone (reactors[0] only) */
+	bool stopping;
+	void (*done)(void *);
+	void *done_arg;
+};
+
+/* A connection's last word to reactors[0]. */
+struct gone_msg {
+	struct reactor_msg m;
+	struct nbd_server *s;
+};
+
+static void accept_arm(struct nbd_server *s);
+
+static void maybe_done(struct nbd_server *s)
+{
+	if (!s->stopping || s->live || s->accepting)
+		return;
+	if (s->lfd >= 0) {
+		close(s->lfd);
+		s->lfd = -1;
+	}
+	log_info("nbd server %s: stopped", s->spec);
+	void (*done)(void *) = s->done;
+	void *arg = s->done_arg;
+	free(s->per);
+	free(s->reactors);
+	free(s->exports);
+	free(s->unix_path);
+	free(s);
+	if (done)
+		done(arg);
+}
+
+static void gone_on_r0(struct reactor_msg *m)
+{
+	struct gone_msg *g = container_of(m, struct gone_msg, m);
+	struct nbd_server *s = g->s;
+
+	free(g);
+	s->live--;
+	maybe_done(s);
+}
+
+void nbd_server_conn_closed(void *arg, int err)
+{
+	struct nbd_conn *c = arg;
+	struct nbd_server *s = c->srv;
+	struct gone_msg *g = malloc(sizeof(*g));
+	(void)err;
+
+	list_del(&c->srv_link);
+	if (!g) {
+		/* Cannot tell reactors[0]: the server then never reports done. */
+		log_err("nbd server %s: out of memory at connection close", s->spec);
+		return;
+	}
+	g->s = s;
+	g->m.fn = gone_on_r0;
+	reactor_send_msg(s->opts.reactors[0], &g->m);
+}
+
+static void conn_arrive(struct reactor_msg *m)
+{
+	struct nbd_conn *c = container_of(m, struct nbd_conn, arrive_msg);
+	struct srv_reactor *sr = &c->srv->per[c->srv_idx];
+
+	list_add_tail(&sr->conns, &c->srv_link);
+	nbd_conn_run(c);
+}
+
+static void peer_name(struct nbd_server *s, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	s->nconn++;
+	if (s->peer_addr.ss_family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&s->peer_addr;
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		port = ntohs(a->sin_port);
+	} else if (s->peer_addr.ss_family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&s->peer_addr;
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		port = ntohs(a->sin6_port);
+	} else {
+		snprintf(buf, len, "%.64s#%lu", s->spec, s->nconn);
+		return;
+	}
+	snprintf(buf, len, "%s:%u", host, port);
+}
+
+static void accept_retry(struct reactor_timer *t)
+{
+	struct nbd_server *s = container_of(t, struct nbd_server, retry);
+
+	if (!s->stopping)
+		accept_arm(s);
+}
+
+static void accept_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct nbd_server *s = container_of(op, struct nbd_server, accept_op);
+	char peer[96];
+	(void)flags;
+
+	s->accepting = false;
+	if (s->stopping) {
+		if (res >= 0)
+			close(res);
+		maybe_done(s);
+		return;
+	}
+	if (res < 0) {
+		if (res != -EINTR && res != -ECONNABORTED) {
+			/* EMFILE and friends: wait a little rather than spin. */
+			log_warn("nbd server %s: accept: %s", s->spec, strerror(-res));
+			reactor_timer_arm(s->opts.reactors[0], &s->retry, 100 * NSEC_PER_MSEC);
+			return;
+		}
+		accept_arm(s);
+		return;
+	}
+	int fd = res, one = 1;
+	if (s->peer_addr.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	peer_name(s, peer, sizeof(peer));
+	accept_arm(s);
+
+	struct nbd_conn *c = nbd_conn_alloc(fd, peer);
+	if (!c) {
+		log_err("nbd server %s: out of memory for connection %s", s->spec, peer);
+		close(fd);
+		return;
+	}
+	unsigned idx = s->next++ % s->opts.nr_reactors;
+	c->srv = s;
+	c->srv_idx = idx;
+	c->r = s->opts.reactors[idx];
+	c->exports = s->opts.exports;
+	c->nr_exports = s->opts.nr_exports;
+	c->closed = nbd_server_conn_closed;
+	c->closed_arg = c;
+	s->live++;
+	log_info("nbd server %s: connection from %s (reactor %u)", s->spec, peer, c->r->id);
+	c->arrive_msg.fn = conn_arrive;
+	if (idx == 0)
+		conn_arrive(&c->arrive_msg);
+	else
+		reactor_send_msg(c->r, &c->arrive_msg);
+}
+
+static void accept_arm(struct nbd_server *s)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(s->opts.reactors[0], &s->accept_op);
+
+	s->peer_len = sizeof(s->peer_addr);
+	io_uring_prep_accept(sqe, s->lfd, (struct sockaddr *)&s->peer_addr, &s->peer_len,
+			     SOCK_CLOEXEC);
+	s->accepting = true;
+}
+
+static int listen_unix(struct nbd_server *s, const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		/* Replace a stale socket file, never a live server's. */
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live) {
+			log_err("nbd server unix:%s: another server is listening there", path);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		unlink(path);
+	}
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
+		int ret = -errno;
+		log_err("nbd server unix:%s: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	s->unix_path = strdup(path);
+	return fd;
+}
+
+static int listen_tcp(const struct gw_listen *l)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char port[8];
+	/* Loopback unless an address is named: an NBD export has no
+	 * authentication, so reaching it from the network is opt-in. */
+	const char *host = l->host ? l->host : "127.0.0.1";
+	int fd, ret, one = 1;
+
+	snprintf(port, sizeof(port), "%u", l->port ? l->port : NBD_DEFAULT_PORT);
+	ret = getaddrinfo(host, port, &hints, &res);
+	if (ret) {
+		log_err("nbd server %s: address: %s", l->spec, gai_strerror(ret));
+		return -EINVAL;
+	}
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		ret = -errno;
+		freeaddrinfo(res);
+		return ret;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
+		ret = -errno;
+		log_err("nbd server %s: %s", l->spec, strerror(-ret));
+		close(fd);
+		freeaddrinfo(res);
+		return ret;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out)
+{
+	struct nbd_server *s;
+	int fd;
+
+	if (!opts->listen || !opts->nr_exports || !opts->nr_reactors)
+		return -EINVAL;
+	for (unsigned i = 0; i < opts->nr_exports; i++)
+		if (!opts->exports[i] || !opts->exports[i]->vol)
+			return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->per = calloc(opts->nr_reactors, sizeof(*s->per));
+	s->reactors = calloc(opts->nr_reactors, sizeof(*s->reactors));
+	s->exports = calloc(opts->nr_exports, sizeof(*s->exports));
+	if (!s->per || !s->reactors || !s->exports) {
+		free(s->per);
+		free(s->reactors);
+		free(s->exports);
+		free(s);
+		return -ENOMEM;
+	}
+	/* The caller's arrays may be on its stack: keep copies. */
+	memcpy(s->reactors, opts->reactors, opts->nr_reactors * sizeof(*s->reactors));
+	memcpy(s->exports, opts->exports, opts->nr_exports * sizeof(*s->exports));
+	s->opts = *opts;
+	s->opts.reactors = s->reactors;
+	s->opts.exports = s->exports;
+	s->opts.listen = NULL;
+	snprintf(s->spec, sizeof(s->spec), "%s",
+		 opts->listen->spec ? opts->listen->spec : "?");
+	for (unsigned i = 0; i < opts->nr_reactors; i++) {
+		s->per[i].s = s;
+		s->per[i].r = opts->reactors[i];
+		list_init(&s->per[i].conns);
+	}
+	/* Mind opts->listen, not s->opts.listen: not kept past start. */
+	switch (opts->listen->kind) {
+	case GW_LISTEN_UNIX:
+		fd = listen_unix(s, opts->listen->path);
+		break;
+	case GW_LISTEN_TCP:
+		fd = listen_tcp(opts->listen);
+		break;
+	default:
+		fd = -EINVAL;
+	}
+	if (fd < 0) {
+		free(s->unix_path);
+		free(s->per);
+		free(s->reactors);
+		free(s->exports);
+		free(s);
+		return fd;
+	}
+	s->lfd = fd;
+	s->accept_op.fn = accept_done;
+	reactor_timer_init(&s->retry, accept_retry);
+	accept_arm(s);
+	log_info("nbd server %s: listening (%u export%s, %u reactor%s)", s->spec,
+		 opts->nr_exports, opts->nr_exports == 1 ? "" : "s", opts->nr_reactors,
+		 opts->nr_reactors == 1 ? "" : "s");
+	*out = s;
+	return 0;
+}
+
+static void stop_on_reactor(struct reactor_msg *m)
+{
+	struct srv_reactor *sr = container_of(m, struct srv_reactor, stop_msg);
+	struct list_node *pos, *tmp;
+
+	/* Closing may finish a connection later (deferred), never inside
+	 * this walk. */
+	list_for_each_safe(pos, tmp, &sr->conns) {
+		struct nbd_conn *c = container_of(pos, struct nbd_conn, srv_link);
+		if (c->state == NBD_CONN_TRANSMISSION)
+			nbd_conn_drain(c, -ESHUTDOWN, "server stopping");
+		else
+			nbd_conn_fail(c, -ESHUTDOWN, "server stopping");
+	}
+}
+
+void nbd_server_stop(struct nbd_server *s, void (*done)(void *arg), void *arg)
+{
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	s->done = done;
+	s->done_arg = arg;
+	reactor_timer_cancel(&s->retry);
+	if (s->unix_path)
+		unlink(s->unix_path);
+	if (s->accepting) {
+		/* No completion callback: it may come after s is freed. */
+		struct io_uring_sqe *sqe = reactor_sqe(s->opts.reactors[0], NULL);
+		io_uring_prep_cancel(sqe, &s->accept_op, 0);
+	}
+	for (unsigned i = 0; i < s->opts.nr_reactors; i++) {
+		s->per[i].stop_msg.fn = stop_on_reactor;
+		if (i == 0)
+			stop_on_reactor(&s->per[i].stop_msg);
+		else
+			reactor_send_msg(s->per[i].r, &s->per[i].stop_msg);
+	}
+	maybe_done(s);
+}
