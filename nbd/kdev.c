@@ -792,6 +792,7 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 					    &d->conns[i].conn);
 		if (err < 0) {
 			log_err("nbd: cannot serve connection %u: %s", i, strerror(-err));
+			close(fd);
 			d->job_err = err;
 			continue;
 		}

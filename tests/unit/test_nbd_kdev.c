@@ -367,12 +367,3 @@ int main(void)
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
-/* TEMPORARY until the nbd branch is merged. */
-int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
-			  void (*closed)(void *arg, int err), void *arg, struct nbd_conn **out)
-{
-	(void)r, (void)e, (void)fd, (void)closed, (void)arg, (void)out;
-	return -ENOSYS;
-}
-void nbd_conn_close(struct nbd_conn *c) { (void)c; }
-uint16_t nbd_export_flags(const struct nbd_export *e) { (void)e; return 0; }
