@@ -14,18 +14,12 @@ nbd_start "$nqn" /dev/nbd3 detach
 [ "$(cat /sys/block/nbd3/size)" -gt 0 ]
 grep -q "$nqn" /sys/block/nbd3/backend
 # Another export on the same device: refused.
-set +e
-out=$("$GW" nbd -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$other" /dev/nbd3 2>&1)
-rc=$?
-set -e
+out=$("$GW" nbd -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$other" /dev/nbd3 2>&1) && rc=0 || rc=$?
 echo "$out"
 [ $rc = 1 ]
 echo "$out" | grep -q 'nbd3: in use by backend'
 # The same export while its gateway runs: refused, the device untouched.
-set +e
-out=$("$GW" nbd -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" auto 2>&1)
-rc=$?
-set -e
+out=$("$GW" nbd -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" auto 2>&1) && rc=0 || rc=$?
 echo "$out"
 [ $rc = 1 ]
 echo "$out" | grep -q 'nbd3: served by another running gateway'

@@ -26,7 +26,7 @@ nbd_start() {
 	GW_PID=$!
 	# Bounded wait (120 s) for the NVMe connect and the netlink attach.
 	for _ in $(seq 600); do
-		NBD_DEV=$(grep -oE '/dev/nbd[0-9]+ (re)?attached' "$NBD_LOG" | tail -1 | cut -d' ' -f1)
+		NBD_DEV=$(grep -oE '/dev/nbd[0-9]+ (re)?attached' "$NBD_LOG" | tail -1 | cut -d' ' -f1) || true
 		if [ -n "$NBD_DEV" ]; then
 			echo "gateway $GW_PID: $(grep -E '/dev/nbd[0-9]+ (re)?attached' "$NBD_LOG")"
 			return 0
@@ -87,6 +87,10 @@ LVM_CONF='devices { filter = [ "a|^/dev/nbd|", "r|.*|" ] use_devicesfile = 0
 	obtain_device_list_from_udev = 0 external_device_info_source = "none" }
 backup { backup_dir = "/tmp/lvm/backup" archive_dir = "/tmp/lvm/archive" }
 activation { udev_sync = 0 udev_rules = 0 verify_udev_operations = 1 }'
+
+# A case script stops at its first failing command (set -e): name it.
+set -E
+trap 'echo "FAILED: line $LINENO: $BASH_COMMAND" >&2' ERR
 
 # EXIT trap of the case scripts: whatever a failed case left behind must not
 # break the next one (mounts, LVM, a running gateway, the kernel host).

@@ -15,12 +15,12 @@ nbd_start "$nqn" /dev/nbd5 restart1
 n=${NBD_DEV#/dev/}
 fio --name=nbd-restart --filename="$NBD_DEV" --direct=1 --ioengine=libaio \
 	--rw=randwrite --bs=4k --iodepth=16 --verify=crc32c --verify_fatal=1 \
-	--size=64M --output="$NBD_LOGS/fio-restart.txt" &
+	--size=32M --output="$NBD_LOGS/fio-restart.txt" &
 fio_pid=$!
 # Kill once fio is well into its write phase (field 5: writes completed).
 for _ in $(seq 1200); do
 	w=$(awk '{print $5}' "/sys/block/$n/stat")
-	[ "$w" -lt 2000 ] || break
+	[ "$w" -lt 1000 ] || break
 	kill -0 $fio_pid 2> /dev/null || break
 	sleep 0.1
 done
