@@ -71,6 +71,7 @@ struct nbd_kdev {
 	unsigned dead_conn_timeout_s;
 	uint64_t server_flags;
 	char backend[256];
+	const char *family_name;
 	int lock_fd;
 	/* The helper thread's job; it touches only these and the kfds until
 	 * it posts msg, and nothing after. */
@@ -368,7 +369,7 @@ static int kdev_exchange(struct nl_sock *sk, struct nl_msg *msg,
 	return x.err ? x.err : x.parse_err;
 }
 
-static struct nl_sock *kdev_nl_open(int *family)
+static struct nl_sock *kdev_nl_open(const char *name, int *family)
 {
 	struct nl_sock *sk = nl_socket_alloc();
 	int r;
@@ -383,10 +384,10 @@ static struct nl_sock *kdev_nl_open(int *family)
 		nl_socket_free(sk);
 		return NULL;
 	}
-	r = genl_ctrl_resolve(sk, NBD_GENL_FAMILY_NAME);
+	r = genl_ctrl_resolve(sk, name);
 	if (r < 0) {
-		log_err("nbd: the kernel has no '" NBD_GENL_FAMILY_NAME
-			"' netlink family: is the nbd module loaded? (modprobe nbd)");
+		log_err("nbd: the kernel has no '%s' netlink family: is the nbd module loaded? "
+			"(modprobe nbd)", name);
 		nl_socket_free(sk);
 		return NULL;
 	}
@@ -465,7 +466,7 @@ static int kdev_do_attach(struct nbd_kdev *d)
 	bool reconf;
 	int family, r, index, fds[d->nr_conns];
 
-	sk = kdev_nl_open(&family);
+	sk = kdev_nl_open(d->family_name, &family);
 	if (!sk)
 		return -ENODEV;
 	st.devs = calloc(KDEV_MAX_DEVICES, sizeof(*st.devs));
@@ -567,7 +568,7 @@ static int kdev_do_detach(struct nbd_kdev *d)
 		log_debug("nbd%d: %s: %s (no flush before disconnect)", d->index, path,
 			  strerror(errno));
 	}
-	sk = kdev_nl_open(&family);
+	sk = kdev_nl_open(d->family_name, &family);
 	if (!sk)
 		return -ENODEV;
 	r = nbd_kdev_msg_build(family, &req, &msg);
@@ -760,6 +761,7 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 	d->dead_conn_timeout_s = o->dead_conn_timeout_s;
 	d->server_flags = flags;
 	d->lock_fd = -1;
+	d->family_name = o->genl_family ? o->genl_family : NBD_GENL_FAMILY_NAME;
 	d->attached = cb;
 	d->attached_arg = arg;
 	d->nr_conns = n;

@@ -30,6 +30,7 @@ struct nbd_kdev_opts {
 	unsigned connections; /* sockets, >= 1 (clamped to 1 without multi-conn) */
 	unsigned dead_conn_timeout_s; /* how long the kernel holds I/O for a restart */
 	const char *backend_id; /* NULL: "nvmf-gateway:<export name>" */
+	const char *genl_family; /* NULL: "nbd"; tests name a missing one */
 };
 
 /* Runs on r once: d and the device index, or d NULL and -errno (already

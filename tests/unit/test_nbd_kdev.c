@@ -333,6 +333,76 @@ START_TEST(server_flags_for_the_kernel)
 }
 END_TEST
 
+/* The reactor side without the module: the connections start, the helper
+ * thread finds no family, the callback runs once with -ENODEV and
+ * everything is closed and freed (ASan/LSan check the last part). */
+struct attach_result {
+	unsigned calls;
+	struct nbd_kdev *d;
+	int err;
+};
+
+static void on_attached(void *arg, struct nbd_kdev *d, int index_or_err)
+{
+	struct attach_result *res = arg;
+
+	res->calls++;
+	res->d = d;
+	res->err = index_or_err;
+}
+
+START_TEST(attach_fails_cleanly_without_the_family)
+{
+	struct nbd_kdev_opts o = { .index = -1, .connections = 2, .dead_conn_timeout_s = 5,
+				   .backend_id = "nvmf-gateway:unit",
+				   .genl_family = "nvmf-gw-unit-none" };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, &v), 0);
+	e.vol = v;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), 0);
+	/* Bounded only so that a lost callback fails instead of hanging. */
+	for (int i = 0; i < 3000 && !res.calls; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 1);
+	ck_assert_ptr_null(res.d);
+	ck_assert_int_eq(res.err, -ENODEV);
+	for (int i = 0; i < 10; i++)
+		reactor_poll(&r, NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 1);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
+START_TEST(attach_rejects_bad_options)
+{
+	struct nbd_kdev_opts o = { .index = -1, .connections = 0 };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, 0, 1, &v), 0);
+	e.vol = v;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	o.connections = 65;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	o.connections = 1;
+	o.index = -2;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	reactor_poll(&r, NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 0);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("nbd_kdev");
@@ -352,6 +422,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, plan_reattaches_own_device);
 	tcase_add_test(tc, plan_connects_fresh);
 	tcase_add_test(tc, plan_refuses_busy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reactor");
+	tcase_add_test(tc, attach_fails_cleanly_without_the_family);
+	tcase_add_test(tc, attach_rejects_bad_options);
 	suite_add_tcase(s, tc);
 	return s;
 }
