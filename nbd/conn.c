@@ -376,6 +376,26 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 	tx_submit(c);
 }
 
+static void kick_now(struct reactor_msg *m)
+{
+	struct nbd_conn *c = container_of(m, struct nbd_conn, kick_msg);
+
+	c->kick_queued = false;
+	nbd_conn_tx_kick(c);
+}
+
+void nbd_conn_tx_kick_later(struct nbd_conn *c)
+{
+	/* After this batch of completions, so that its replies share one
+	 * sendmsg.  Queued before any finish (which needs the reply queue
+	 * empty), so c is still alive when it runs. */
+	if (c->kick_queued || c->tx_busy)
+		return;
+	c->kick_queued = true;
+	c->kick_msg.fn = kick_now;
+	reactor_defer(c->r, &c->kick_msg);
+}
+
 static void release_sending(struct nbd_conn *c)
 {
 	struct list_node *ln;
@@ -558,10 +578,8 @@ void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 		nbd_conn_fail(c, err, "%s", why);
 		return;
 	}
-	if (err)
-		log_notice("nbd %s: closing: %s", c->peer, why);
-	else
-		log_info("nbd %s: closing: %s", c->peer, why);
+	/* Orderly ends are logged too: each connection's end, once. */
+	log_notice("nbd %s: closing: %s", c->peer, why);
 	c->close_err = err;
 	nbd_conn_set_state(c, NBD_CONN_DRAINING);
 	drop_unstarted(c);

@@ -126,8 +126,8 @@ struct nbd_conn {
 	unsigned srv_idx; /* which of the server's reactors */
 	struct list_node srv_link;
 	struct reactor_msg arrive_msg;
-	struct reactor_msg fin_msg;
-	bool fin_queued;
+	struct reactor_msg fin_msg, kick_msg;
+	bool fin_queued, kick_queued;
 };
 
 /* conn.c */
@@ -143,6 +143,7 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 void nbd_conn_drain(struct nbd_conn *c, int err, const char *why);
 int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n);
 void nbd_conn_tx_kick(struct nbd_conn *c);
+void nbd_conn_tx_kick_later(struct nbd_conn *c);
 void nbd_conn_rx_process(struct nbd_conn *c);
 /* Ends a draining or closing connection once nothing is outstanding. */
 void nbd_conn_maybe_finish(struct nbd_conn *c);

@@ -128,7 +128,7 @@ static void reply(struct nbd_conn *c, struct nbd_req *q)
 {
 	nbd_encode_reply(c, q);
 	list_add_tail(&c->replyq, &q->link);
-	nbd_conn_tx_kick(c);
+	nbd_conn_tx_kick_later(c);
 }
 
 static void fail_req(struct nbd_conn *c, struct nbd_req *q, int err, const char *msg)

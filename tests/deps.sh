@@ -10,7 +10,7 @@ pkgs=(
 	clang libclang-rt-14-dev
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
 	nvme-cli fio iproute2 util-linux e2fsprogs lvm2
-	libnbd-bin nbdkit
+	libnbd-bin nbdkit python3-libnbd
 )
 missing=()
 for p in "${pkgs[@]}"; do
