@@ -10,6 +10,7 @@
 #include "gateway/log.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
+#include "nbd/kdev.h"
 #include "nbd/nbd.h"
 
 #define NBD_CLI_MAX_REACTORS 64
@@ -78,13 +79,75 @@ static void nbd_signal(struct session *s)
 	}
 }
 
-/* The kernel device attach (nbd/kdev.h) plugs in here. */
+/* The kernel device attach (nbd/kdev.h).  One reactor: one connection.
+ * The device survives a crash for dead_conn_timeout; a restart with the
+ * same NQN and namespace finds it by its backend identifier. */
+#define NBD_CLI_DEAD_CONN_TIMEOUT_S 120
+
+static struct nbd_cli_kdev {
+	struct nbd_kdev *d;
+	bool attaching, stop_pending;
+	char backend[320];
+} cli_kdev;
+
+static void kdev_detached(void *arg)
+{
+	session_finish(arg, 0);
+}
+
+static void kdev_signal(struct session *s)
+{
+	struct nbd_kdev *d = cli_kdev.d;
+
+	if (cli_kdev.attaching) {
+		cli_kdev.stop_pending = true;
+	} else if (d) {
+		cli_kdev.d = NULL;
+		nbd_kdev_detach(d, kdev_detached, s);
+	}
+}
+
+static void kdev_attached(void *arg, struct nbd_kdev *d, int index)
+{
+	struct session *s = arg;
+	struct nbd_cli *n = s->priv;
+
+	cli_kdev.attaching = false;
+	if (!d) {
+		session_finish(s, 1);
+		return;
+	}
+	cli_kdev.d = d;
+	printf("nvmf-gateway: export '%s' (%llu bytes) %s /dev/nbd%d\n", n->export.name,
+	       (unsigned long long)s->vol->size,
+	       nbd_kdev_reattached(d) ? "reattached to" : "attached as", index);
+	fflush(stdout);
+	if (cli_kdev.stop_pending)
+		kdev_signal(s);
+}
+
 static int attach_kernel_device(struct session *s, struct nbd_cli *n)
 {
-	(void)s;
-	(void)n;
-	fprintf(stderr, "nvmf-gateway nbd: kernel device attach is not built in yet\n");
-	return -ENOSYS;
+	struct nbd_kdev_opts o = {
+		.index = n->device,
+		.connections = 1,
+		.dead_conn_timeout_s = NBD_CLI_DEAD_CONN_TIMEOUT_S,
+		.backend_id = cli_kdev.backend,
+	};
+	int r;
+
+	if (s->mem_size)
+		snprintf(cli_kdev.backend, sizeof(cli_kdev.backend), "nvmf-gateway:mem/%s",
+			 n->export.name);
+	else
+		snprintf(cli_kdev.backend, sizeof(cli_kdev.backend), "nvmf-gateway:%s/%u",
+			 s->opts.subnqn, s->nsid);
+	s->on_signal = kdev_signal;
+	cli_kdev.attaching = true;
+	r = nbd_kdev_attach(&s->r, &n->export, &o, kdev_attached, s);
+	if (r < 0)
+		cli_kdev.attaching = false;
+	return r;
 }
 
 static void nbd_job(struct session *s)

@@ -106,4 +106,7 @@ case_ host-allowed-connects t_acl_ok
 # The daemon with its NBD and FUSE exports, checked against the kernel host.
 . "$top/tests/interop/cases_gateway.sh"
 
+# /dev/nbdN attached by the gateway: filesystems, LVM, restart.
+. "$top/tests/interop/cases_nbd.sh"
+
 exit $rc

@@ -1,0 +1,831 @@
+/* /dev/nbdN through the kernel's nbd generic netlink family; see kdev.h. */
+#include "nbd/kdev.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nbd-netlink.h>
+#include <netlink/genl/ctrl.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gateway/log.h"
+
+/* Transmission flags (NBD protocol document).  Private names: the uapi
+ * header of older distributions lacks some, and nbd/ has its own. */
+#define KF_HAS_FLAGS (1u << 0)
+#define KF_READ_ONLY (1u << 1)
+#define KF_SEND_FLUSH (1u << 2)
+#define KF_SEND_FUA (1u << 3)
+#define KF_SEND_TRIM (1u << 5)
+#define KF_SEND_WRITE_ZEROES (1u << 6)
+#define KF_CAN_MULTI_CONN (1u << 8)
+/* What the kernel driver acts on.  WRITE_ZEROES is honoured since Linux
+ * 6.11; an older kernel ignores the bit and simply never sends the
+ * command, so it is passed whenever the export has it. */
+#define KF_KERNEL_MASK                                                                  \
+	(KF_HAS_FLAGS | KF_READ_ONLY | KF_SEND_FLUSH | KF_SEND_FUA | KF_SEND_TRIM |     \
+	 KF_SEND_WRITE_ZEROES | KF_CAN_MULTI_CONN)
+
+#define KDEV_MAX_DEVICES 4096
+#define KDEV_SYSBLOCK "/sys/block"
+
+enum kdev_state {
+	KDEV_ATTACHING,
+	KDEV_ATTACHED,
+	KDEV_FAILED, /* attach failed: closing the connections */
+	KDEV_DETACHING,
+	KDEV_GONE,
+};
+
+static const char *const kdev_state_names[] = {
+	[KDEV_ATTACHING] = "attaching", [KDEV_ATTACHED] = "attached",
+	[KDEV_FAILED] = "failed",       [KDEV_DETACHING] = "detaching",
+	[KDEV_GONE] = "gone",
+};
+
+enum kdev_job { KDEV_JOB_ATTACH, KDEV_JOB_DETACH };
+
+struct kdev_conn {
+	struct nbd_kdev *d;
+	unsigned i;
+	struct nbd_conn *conn; /* NULL once closed */
+	int kfd; /* the kernel's end, ours until the helper has passed it on */
+	int sfd; /* our end, until nbd_conn_start_kernel owns it */
+};
+
+struct nbd_kdev {
+	struct reactor *r;
+	struct nbd_export *e;
+	enum kdev_state state;
+	int index; /* -1 until known */
+	bool reattached;
+	int want_index;
+	unsigned dead_conn_timeout_s;
+	uint64_t server_flags;
+	char backend[256];
+	const char *family_name;
+	int lock_fd;
+	/* The helper thread's job; it touches only these and the kfds until
+	 * it posts msg, and nothing after. */
+	enum kdev_job job;
+	int job_err;
+	bool job_running;
+	struct reactor_msg msg;
+	bool closing_all;
+	nbd_kdev_attached_fn attached;
+	void *attached_arg;
+	void (*done)(void *arg);
+	void *done_arg;
+	unsigned nr_conns, live;
+	struct kdev_conn conns[];
+};
+
+static const char *kdev_name(const struct nbd_kdev *d, char *buf, size_t len)
+{
+	if (d->index >= 0)
+		snprintf(buf, len, "nbd%d", d->index);
+	else
+		snprintf(buf, len, "nbd (%s)", d->e->name);
+	return buf;
+}
+
+static bool kdev_set_state(struct nbd_kdev *d, enum kdev_state to)
+{
+	static const unsigned allowed[] = {
+		[KDEV_ATTACHING] = 1u << KDEV_ATTACHED | 1u << KDEV_FAILED,
+		[KDEV_ATTACHED] = 1u << KDEV_DETACHING,
+		[KDEV_FAILED] = 1u << KDEV_GONE,
+		[KDEV_DETACHING] = 1u << KDEV_GONE,
+		[KDEV_GONE] = 0,
+	};
+	char nm[64];
+
+	if (!(allowed[d->state] & (1u << to))) {
+		log_err("%s: illegal state change %s -> %s", kdev_name(d, nm, sizeof(nm)),
+			kdev_state_names[d->state], kdev_state_names[to]);
+		return false;
+	}
+	log_debug("%s: %s -> %s", kdev_name(d, nm, sizeof(nm)), kdev_state_names[d->state],
+		  kdev_state_names[to]);
+	d->state = to;
+	return true;
+}
+
+/* ---- Messages ---------------------------------------------------------- */
+
+int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg **out)
+{
+	struct nl_msg *msg = nlmsg_alloc();
+	struct nlattr *socks, *item;
+
+	if (!msg)
+		return -ENOMEM;
+	if (!genlmsg_put(msg, NL_AUTO_PORT, NL_AUTO_SEQ, family, 0, 0, req->cmd, NBD_GENL_VERSION))
+		goto full;
+	if (req->index >= 0 && nla_put_u32(msg, NBD_ATTR_INDEX, (uint32_t)req->index) < 0)
+		goto full;
+	if (req->size && nla_put_u64(msg, NBD_ATTR_SIZE_BYTES, req->size) < 0)
+		goto full;
+	if (req->block_size && nla_put_u64(msg, NBD_ATTR_BLOCK_SIZE_BYTES, req->block_size) < 0)
+		goto full;
+	if (req->cmd == NBD_CMD_CONNECT &&
+	    nla_put_u64(msg, NBD_ATTR_SERVER_FLAGS, req->server_flags) < 0)
+		goto full;
+	if ((req->cmd == NBD_CMD_CONNECT || req->cmd == NBD_CMD_RECONFIGURE) &&
+	    nla_put_u64(msg, NBD_ATTR_CLIENT_FLAGS, req->client_flags) < 0)
+		goto full;
+	if (req->dead_conn_timeout_s &&
+	    nla_put_u64(msg, NBD_ATTR_DEAD_CONN_TIMEOUT, req->dead_conn_timeout_s) < 0)
+		goto full;
+	if (req->backend && nla_put_string(msg, NBD_ATTR_BACKEND_IDENTIFIER, req->backend) < 0)
+		goto full;
+	if (req->nr_fds) {
+		socks = nla_nest_start(msg, NBD_ATTR_SOCKETS);
+		if (!socks)
+			goto full;
+		for (unsigned i = 0; i < req->nr_fds; i++) {
+			item = nla_nest_start(msg, NBD_SOCK_ITEM);
+			if (!item || nla_put_u32(msg, NBD_SOCK_FD, (uint32_t)req->fds[i]) < 0)
+				goto full;
+			nla_nest_end(msg, item);
+		}
+		nla_nest_end(msg, socks);
+	}
+	*out = msg;
+	return 0;
+full:
+	nlmsg_free(msg);
+	return -EMSGSIZE;
+}
+
+static struct nla_policy kdev_attr_policy[NBD_ATTR_MAX + 1] = {
+	[NBD_ATTR_INDEX] = { .type = NLA_U32 },
+	[NBD_ATTR_DEVICE_LIST] = { .type = NLA_NESTED },
+};
+
+static struct nla_policy kdev_dev_policy[NBD_DEVICE_ATTR_MAX + 1] = {
+	[NBD_DEVICE_INDEX] = { .type = NLA_U32 },
+	[NBD_DEVICE_CONNECTED] = { .type = NLA_U8 },
+};
+
+int nbd_kdev_parse_status(struct nlmsghdr *nlh, struct nbd_kdev_devstat *devs, unsigned max)
+{
+	struct nlattr *tb[NBD_ATTR_MAX + 1], *dtb[NBD_DEVICE_ATTR_MAX + 1], *item;
+	unsigned n = 0;
+	int rem;
+
+	if (genlmsg_parse(nlh, 0, tb, NBD_ATTR_MAX, kdev_attr_policy) < 0 ||
+	    !tb[NBD_ATTR_DEVICE_LIST])
+		return -EINVAL;
+	nla_for_each_nested(item, tb[NBD_ATTR_DEVICE_LIST], rem) {
+		if (nla_type(item) != NBD_DEVICE_ITEM)
+			return -EINVAL;
+		if (nla_parse_nested(dtb, NBD_DEVICE_ATTR_MAX, item, kdev_dev_policy) < 0 ||
+		    !dtb[NBD_DEVICE_INDEX])
+			return -EINVAL;
+		if (n == max)
+			break;
+		devs[n].index = (int)nla_get_u32(dtb[NBD_DEVICE_INDEX]);
+		devs[n].connected = dtb[NBD_DEVICE_CONNECTED] && nla_get_u8(dtb[NBD_DEVICE_CONNECTED]);
+		if (devs[n].index < 0)
+			return -EINVAL;
+		n++;
+	}
+	return (int)n;
+}
+
+int nbd_kdev_parse_connect_reply(struct nlmsghdr *nlh)
+{
+	struct nlattr *tb[NBD_ATTR_MAX + 1];
+	int index;
+
+	if (genlmsg_parse(nlh, 0, tb, NBD_ATTR_MAX, kdev_attr_policy) < 0 || !tb[NBD_ATTR_INDEX])
+		return -EINVAL;
+	index = (int)nla_get_u32(tb[NBD_ATTR_INDEX]);
+	return index < 0 ? -EINVAL : index;
+}
+
+bool nbd_kdev_backend_matches(const char *text, const char *backend_id)
+{
+	size_t n = strlen(backend_id);
+
+	/* sysfs adds one newline; anything else is another backend. */
+	return n && !strncmp(text, backend_id, n) &&
+	       (text[n] == '\0' || (text[n] == '\n' && text[n + 1] == '\0'));
+}
+
+/* SYSBLOCK/nbdN/backend into buf; false when absent (not ours: a device
+ * attached by ioctl or another tool has none). */
+static bool kdev_read_backend(const char *sysblock, int index, char *buf, size_t len)
+{
+	char path[256];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/nbd%d/backend", sysblock, index);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
+int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, unsigned n,
+		  int want_index, const char *backend_id, bool *reconfigure)
+{
+	char text[512];
+	int owned = -1;
+
+	*reconfigure = false;
+	for (unsigned i = 0; i < n; i++) {
+		if (!devs[i].connected ||
+		    !kdev_read_backend(sysblock, devs[i].index, text, sizeof(text)))
+			continue;
+		if (nbd_kdev_backend_matches(text, backend_id)) {
+			owned = devs[i].index;
+			break;
+		}
+		if (devs[i].index == want_index) {
+			text[strcspn(text, "\n")] = '\0';
+			log_err("nbd%d: in use by backend '%s'", want_index, text);
+			return -EBUSY;
+		}
+	}
+	if (owned >= 0 && want_index >= 0 && owned != want_index) {
+		log_err("nbd%d: export '%s' is still attached as nbd%d; detach that first",
+			want_index, backend_id, owned);
+		return -EEXIST;
+	}
+	if (owned >= 0) {
+		*reconfigure = true;
+		return owned;
+	}
+	/* A connected device without a backend file (nbd-client, ioctl) is
+	 * busy too; CONNECT would say so, in the kernel log only. */
+	for (unsigned i = 0; i < n; i++)
+		if (devs[i].index == want_index && devs[i].connected) {
+			log_err("nbd%d: in use by another client", want_index);
+			return -EBUSY;
+		}
+	return want_index;
+}
+
+uint64_t nbd_kdev_server_flags(uint16_t export_flags, unsigned *connections)
+{
+	uint64_t f = (export_flags & KF_KERNEL_MASK) | KF_HAS_FLAGS;
+
+	/* The kernel refuses several sockets to a server without multi-conn. */
+	if (*connections > 1 && !(f & KF_CAN_MULTI_CONN))
+		*connections = 1;
+	return f;
+}
+
+/* ---- Netlink exchange (helper thread only) ----------------------------- */
+
+struct kdev_exch {
+	int err; /* from the kernel's error message */
+	int parse_err;
+	bool done;
+	int (*parse)(struct nlmsghdr *nlh, void *arg);
+	void *arg;
+};
+
+static int exch_valid(struct nl_msg *msg, void *arg)
+{
+	struct kdev_exch *x = arg;
+	int r;
+
+	if (x->parse) {
+		r = x->parse(nlmsg_hdr(msg), x->arg);
+		if (r < 0)
+			x->parse_err = r;
+	}
+	return NL_OK;
+}
+
+static int exch_ack(struct nl_msg *msg, void *arg)
+{
+	struct kdev_exch *x = arg;
+
+	(void)msg;
+	x->done = true;
+	return NL_STOP;
+}
+
+static int exch_error(struct sockaddr_nl *nla, struct nlmsgerr *e, void *arg)
+{
+	struct kdev_exch *x = arg;
+
+	(void)nla;
+	x->err = e->error < 0 ? e->error : -EIO;
+	x->done = true;
+	return NL_STOP;
+}
+
+/* Sends msg (freed) and waits for the kernel's answer: 0 or -errno.
+ * Blocking, which is why only the helper thread calls it. */
+static int kdev_exchange(struct nl_sock *sk, struct nl_msg *msg,
+			 int (*parse)(struct nlmsghdr *nlh, void *arg), void *arg)
+{
+	struct kdev_exch x = { .parse = parse, .arg = arg };
+	struct nl_cb *cb = nl_cb_alloc(NL_CB_DEFAULT);
+	int r;
+
+	if (!cb) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, exch_valid, &x);
+	nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, exch_ack, &x);
+	nl_cb_err(cb, NL_CB_CUSTOM, exch_error, &x);
+	r = nl_send_auto(sk, msg);
+	nlmsg_free(msg);
+	if (r < 0) {
+		log_err("nbd: netlink send failed: %s", nl_geterror(r));
+		nl_cb_put(cb);
+		return -EIO;
+	}
+	while (!x.done) {
+		r = nl_recvmsgs(sk, cb);
+		if (r < 0 && !x.done) {
+			log_err("nbd: netlink receive failed: %s", nl_geterror(r));
+			x.err = -EIO;
+			break;
+		}
+	}
+	nl_cb_put(cb);
+	return x.err ? x.err : x.parse_err;
+}
+
+static struct nl_sock *kdev_nl_open(const char *name, int *family)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	int r;
+
+	if (!sk) {
+		log_err("nbd: cannot allocate a netlink socket");
+		return NULL;
+	}
+	r = genl_connect(sk);
+	if (r < 0) {
+		log_err("nbd: cannot open a generic netlink socket: %s", nl_geterror(r));
+		nl_socket_free(sk);
+		return NULL;
+	}
+	r = genl_ctrl_resolve(sk, name);
+	if (r < 0) {
+		log_err("nbd: the kernel has no '%s' netlink family: is the nbd module loaded? "
+			"(modprobe nbd)", name);
+		nl_socket_free(sk);
+		return NULL;
+	}
+	*family = r;
+	return sk;
+}
+
+struct kdev_status_buf {
+	struct nbd_kdev_devstat *devs;
+	unsigned n;
+};
+
+static int kdev_status_parse(struct nlmsghdr *nlh, void *arg)
+{
+	struct kdev_status_buf *b = arg;
+	int r = nbd_kdev_parse_status(nlh, b->devs, KDEV_MAX_DEVICES);
+
+	if (r < 0)
+		return r;
+	b->n = (unsigned)r;
+	return 0;
+}
+
+static int kdev_connect_parse(struct nlmsghdr *nlh, void *arg)
+{
+	int r = nbd_kdev_parse_connect_reply(nlh);
+
+	if (r >= 0)
+		*(int *)arg = r;
+	return r < 0 ? r : 0;
+}
+
+/* The run-time folder for device locks: a lock is held by the process that
+ * serves the device, so a crash frees it and a second gateway cannot steal
+ * the device of a live one (RECONFIGURE would quietly ignore its sockets). */
+static int kdev_lock(int index)
+{
+	const char *dir = getenv("NVMF_GATEWAY_RUN_DIR");
+	char path[512];
+	int fd;
+
+	if (!dir || !*dir)
+		dir = "/run/nvmf-gateway";
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		log_err("nbd%d: cannot create %s: %s", index, dir, strerror(errno));
+		return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/nbd%d.lock", dir, index);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_err("nbd%d: cannot open %s: %s", index, path, strerror(errno));
+		return -errno;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int err = errno;
+
+		close(fd);
+		if (err == EWOULDBLOCK) {
+			log_err("nbd%d: served by another running gateway (%s is locked)", index,
+				path);
+			return -EBUSY;
+		}
+		log_err("nbd%d: cannot lock %s: %s", index, path, strerror(err));
+		return -err;
+	}
+	return fd;
+}
+
+static int kdev_do_attach(struct nbd_kdev *d)
+{
+	struct kdev_status_buf st = { 0 };
+	struct nbd_kdev_req req = { .cmd = NBD_CMD_STATUS, .index = -1 };
+	struct volume *v = d->e->vol;
+	struct nl_msg *msg;
+	struct nl_sock *sk;
+	bool reconf;
+	int family, r, index, fds[d->nr_conns];
+
+	sk = kdev_nl_open(d->family_name, &family);
+	if (!sk)
+		return -ENODEV;
+	st.devs = calloc(KDEV_MAX_DEVICES, sizeof(*st.devs));
+	if (!st.devs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = nbd_kdev_msg_build(family, &req, &msg);
+	if (r == 0)
+		r = kdev_exchange(sk, msg, kdev_status_parse, &st);
+	if (r < 0) {
+		log_err("nbd: device status query failed: %s", strerror(-r));
+		goto out;
+	}
+	index = nbd_kdev_plan(KDEV_SYSBLOCK, st.devs, st.n, d->want_index, d->backend, &reconf);
+	if (index < -1) {
+		r = index;
+		goto out;
+	}
+	if (index >= 0) {
+		d->lock_fd = kdev_lock(index);
+		if (d->lock_fd < 0) {
+			r = d->lock_fd;
+			goto out;
+		}
+	}
+	for (unsigned i = 0; i < d->nr_conns; i++)
+		fds[i] = d->conns[i].kfd;
+	req = (struct nbd_kdev_req){
+		.cmd = reconf ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT,
+		.index = index,
+		.size = v->size,
+		.block_size = v->block_size,
+		.server_flags = d->server_flags,
+		/* No DESTROY_ON_DISCONNECT, no DISCONNECT_ON_CLOSE: the device
+		 * must outlive us for a restart to pick it up. */
+		.client_flags = 0,
+		.dead_conn_timeout_s = d->dead_conn_timeout_s,
+		.backend = d->backend,
+		.fds = fds,
+		.nr_fds = d->nr_conns,
+	};
+	r = nbd_kdev_msg_build(family, &req, &msg);
+	if (r == 0)
+		r = kdev_exchange(sk, msg, reconf ? NULL : kdev_connect_parse, &index);
+	if (r < 0) {
+		if (reconf)
+			log_err("nbd%d: reconfigure with fresh sockets failed: %s", index,
+				strerror(-r));
+		else if (index >= 0)
+			log_err("nbd%d: connect failed: %s%s", index, strerror(-r),
+				r == -EBUSY ? " (device in use)" : "");
+		else
+			log_err("nbd: connect to a free device failed: %s", strerror(-r));
+		goto out;
+	}
+	if (index < 0) {
+		log_err("nbd: the kernel's connect reply names no device");
+		r = -EIO;
+		goto out;
+	}
+	if (d->lock_fd < 0) {
+		/* The kernel picked a free device: nobody else serves it. */
+		d->lock_fd = kdev_lock(index);
+		if (d->lock_fd < 0)
+			log_warn("nbd%d: running without the device lock", index);
+	}
+	d->index = index;
+	d->reattached = reconf;
+out:
+	/* The kernel holds its own references to the sockets it took. */
+	for (unsigned i = 0; i < d->nr_conns; i++) {
+		close(d->conns[i].kfd);
+		d->conns[i].kfd = -1;
+	}
+	free(st.devs);
+	nl_socket_free(sk);
+	return r;
+}
+
+static int kdev_do_detach(struct nbd_kdev *d)
+{
+	struct nbd_kdev_req req = { .cmd = NBD_CMD_DISCONNECT, .index = d->index };
+	struct nl_msg *msg;
+	struct nl_sock *sk;
+	char path[64];
+	int family, fd, r;
+
+	/* Write back what the page cache of the device itself holds while
+	 * the connections still serve; DISCONNECT fails whatever is queued. */
+	snprintf(path, sizeof(path), "/dev/nbd%d", d->index);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (fsync(fd) < 0)
+			log_warn("nbd%d: flush before disconnect failed: %s", d->index,
+				 strerror(errno));
+		close(fd);
+	} else {
+		log_debug("nbd%d: %s: %s (no flush before disconnect)", d->index, path,
+			  strerror(errno));
+	}
+	sk = kdev_nl_open(d->family_name, &family);
+	if (!sk)
+		return -ENODEV;
+	r = nbd_kdev_msg_build(family, &req, &msg);
+	if (r == 0)
+		r = kdev_exchange(sk, msg, NULL, NULL);
+	if (r < 0)
+		log_err("nbd%d: disconnect failed: %s", d->index, strerror(-r));
+	nl_socket_free(sk);
+	return r;
+}
+
+/* ---- Reactor side ------------------------------------------------------ */
+
+static void kdev_free(struct nbd_kdev *d)
+{
+	for (unsigned i = 0; i < d->nr_conns; i++)
+		if (d->conns[i].kfd >= 0)
+			close(d->conns[i].kfd);
+	if (d->lock_fd >= 0)
+		close(d->lock_fd);
+	free(d);
+}
+
+/* When nothing is left running: report and free. */
+static void kdev_maybe_finish(struct nbd_kdev *d)
+{
+	nbd_kdev_attached_fn attached;
+	void (*done)(void *);
+	void *arg;
+	int err;
+
+	if (d->live || d->job_running || d->closing_all)
+		return;
+	switch (d->state) {
+	case KDEV_FAILED:
+		kdev_set_state(d, KDEV_GONE);
+		attached = d->attached;
+		arg = d->attached_arg;
+		err = d->job_err ? d->job_err : -EIO;
+		kdev_free(d);
+		attached(arg, NULL, err);
+		break;
+	case KDEV_DETACHING: {
+		char nm[64];
+
+		kdev_set_state(d, KDEV_GONE);
+		if (!d->job_err)
+			log_notice("%s: detached", kdev_name(d, nm, sizeof(nm)));
+		done = d->done;
+		arg = d->done_arg;
+		kdev_free(d);
+		if (done)
+			done(arg);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+static void kdev_close_all(struct nbd_kdev *d)
+{
+	d->closing_all = true;
+	for (unsigned i = 0; i < d->nr_conns; i++)
+		if (d->conns[i].conn)
+			nbd_conn_close(d->conns[i].conn);
+	d->closing_all = false;
+	kdev_maybe_finish(d);
+}
+
+static void kdev_conn_closed(void *arg, int err)
+{
+	struct kdev_conn *c = arg;
+	struct nbd_kdev *d = c->d;
+	char nm[64];
+
+	c->conn = NULL;
+	d->live--;
+	switch (d->state) {
+	case KDEV_ATTACHING:
+		/* RECONFIGURE only takes as many sockets as were dead. */
+		log_info("%s: connection %u closed during attach (%s)",
+			 kdev_name(d, nm, sizeof(nm)), c->i, err ? strerror(-err) : "not taken");
+		break;
+	case KDEV_ATTACHED:
+		log_warn("%s: connection %u closed by the kernel%s%s; %u left",
+			 kdev_name(d, nm, sizeof(nm)), c->i, err ? ": " : "",
+			 err ? strerror(-err) : "", d->live);
+		if (!d->live)
+			log_err("%s: no connection left: the kernel fails I/O after %u s",
+				kdev_name(d, nm, sizeof(nm)), d->dead_conn_timeout_s);
+		break;
+	default:
+		kdev_maybe_finish(d);
+		break;
+	}
+}
+
+static void kdev_job_done(struct reactor_msg *m)
+{
+	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, msg));
+	uint64_t size = d->e->vol->size;
+	char nm[64];
+
+	d->job_running = false;
+	if (d->job == KDEV_JOB_DETACH) {
+		/* The kernel closed its ends; close ours if still open. */
+		kdev_close_all(d);
+		return;
+	}
+	if (d->job_err || !d->live) {
+		if (!d->job_err) {
+			log_err("%s: every connection closed during attach",
+				kdev_name(d, nm, sizeof(nm)));
+			d->job_err = -ECONNRESET;
+		}
+		kdev_set_state(d, KDEV_FAILED);
+		kdev_close_all(d);
+		return;
+	}
+	kdev_set_state(d, KDEV_ATTACHED);
+	log_notice("/dev/nbd%d %s: export '%s', %llu bytes, block %u, %u connection%s, "
+		   "flags 0x%llx, dead_conn_timeout %u s, backend '%s'",
+		   d->index, d->reattached ? "reattached (fresh sockets)" : "attached",
+		   d->e->name, (unsigned long long)size, d->e->vol->block_size, d->live,
+		   d->live == 1 ? "" : "s", (unsigned long long)d->server_flags,
+		   d->dead_conn_timeout_s, d->backend);
+	d->attached(d->attached_arg, d, d->index);
+}
+
+static void *kdev_thread(void *arg)
+{
+	struct nbd_kdev *d = arg;
+
+	d->job_err = d->job == KDEV_JOB_ATTACH ? kdev_do_attach(d) : kdev_do_detach(d);
+	/* The last touch of d on this thread. */
+	reactor_send_msg(d->r, &d->msg);
+	return NULL;
+}
+
+static void kdev_run_job(struct nbd_kdev *d, enum kdev_job job)
+{
+	pthread_attr_t attr;
+	pthread_t t;
+	int r;
+
+	d->job = job;
+	d->job_err = 0;
+	d->job_running = true;
+	d->msg.fn = kdev_job_done;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &attr, kdev_thread, d);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		log_err("nbd: cannot start the netlink helper thread: %s", strerror(r));
+		d->job_err = -r;
+		reactor_defer(d->r, &d->msg);
+	}
+}
+
+int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kdev_opts *o,
+		    nbd_kdev_attached_fn cb, void *arg)
+{
+	unsigned n = o->connections;
+	struct nbd_kdev *d;
+	uint64_t flags;
+	int sv[2], err;
+
+	if (!n || n > 64) {
+		log_err("nbd: connections must be 1..64, not %u", n);
+		return -EINVAL;
+	}
+	if (o->index < -1) {
+		log_err("nbd: bad device index %d", o->index);
+		return -EINVAL;
+	}
+	flags = nbd_kdev_server_flags(nbd_export_flags(e), &n);
+	if (n != o->connections)
+		log_notice("nbd: export '%s' does not allow several connections; using 1",
+			   e->name);
+	d = calloc(1, sizeof(*d) + n * sizeof(d->conns[0]));
+	if (!d)
+		return -ENOMEM;
+	d->r = r;
+	d->e = e;
+	d->state = KDEV_ATTACHING;
+	d->index = -1;
+	d->want_index = o->index;
+	d->dead_conn_timeout_s = o->dead_conn_timeout_s;
+	d->server_flags = flags;
+	d->lock_fd = -1;
+	d->family_name = o->genl_family ? o->genl_family : NBD_GENL_FAMILY_NAME;
+	d->attached = cb;
+	d->attached_arg = arg;
+	d->nr_conns = n;
+	if (o->backend_id)
+		snprintf(d->backend, sizeof(d->backend), "%s", o->backend_id);
+	else
+		snprintf(d->backend, sizeof(d->backend), "nvmf-gateway:%s", e->name);
+	for (unsigned i = 0; i < n; i++) {
+		d->conns[i] = (struct kdev_conn){ .d = d, .i = i, .kfd = -1, .sfd = -1 };
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			err = -errno;
+			log_err("nbd: socketpair: %s", strerror(errno));
+			for (unsigned j = 0; j < i; j++)
+				close(d->conns[j].sfd);
+			kdev_free(d);
+			return err;
+		}
+		d->conns[i].kfd = sv[1];
+		d->conns[i].sfd = sv[0];
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int fd = d->conns[i].sfd;
+
+		d->conns[i].sfd = -1;
+		if (d->job_err) {
+			close(fd);
+			continue;
+		}
+		err = nbd_conn_start_kernel(r, e, fd, kdev_conn_closed, &d->conns[i],
+					    &d->conns[i].conn);
+		if (err < 0) {
+			log_err("nbd: cannot serve connection %u: %s", i, strerror(-err));
+			close(fd);
+			d->job_err = err;
+			continue;
+		}
+		d->live++;
+	}
+	if (d->job_err) {
+		/* Reported through cb like every later failure. */
+		d->job_running = true;
+		d->msg.fn = kdev_job_done;
+		reactor_defer(r, &d->msg);
+		return 0;
+	}
+	kdev_run_job(d, KDEV_JOB_ATTACH);
+	return 0;
+}
+
+void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg)
+{
+	if (!kdev_set_state(d, KDEV_DETACHING))
+		return;
+	d->done = done;
+	d->done_arg = arg;
+	kdev_run_job(d, KDEV_JOB_DETACH);
+}
+
+int nbd_kdev_index(const struct nbd_kdev *d)
+{
+	return d->index;
+}
+
+bool nbd_kdev_reattached(const struct nbd_kdev *d)
+{
+	return d->reattached;
+}

@@ -1,0 +1,100 @@
+/* The kernel NBD device: /dev/nbdN attached by the gateway itself through
+ * the kernel's "nbd" generic netlink family (no nbd-client binary).
+ *
+ * Each connection is a socketpair: one end goes to the kernel in the
+ * CONNECT (or RECONFIGURE) message, the other is served in transmission
+ * phase by nbd_conn_start_kernel() on the reactor.  The device is attached
+ * without destroy-on-disconnect and with a dead-connection timeout, so it
+ * outlives a gateway crash: the next start finds it by its backend
+ * identifier and hands it fresh sockets (RECONFIGURE), and the I/O the
+ * kernel held meanwhile resumes.
+ *
+ * Netlink work happens only at attach and detach, on a short-lived helper
+ * thread: the kernel runs a genetlink command inside our sendmsg(), and
+ * CONNECT / DISCONNECT may wait on the very sockets the reactor serves, so
+ * that call must never block the reactor.  Results come back to the
+ * reactor by message. */
+#ifndef NBD_KDEV_H
+#define NBD_KDEV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/reactor.h"
+#include "nbd/nbd.h"
+
+struct nbd_kdev;
+
+struct nbd_kdev_opts {
+	int index; /* N of /dev/nbdN, or -1: reuse this export's device or let the kernel pick */
+	unsigned connections; /* sockets, >= 1 (clamped to 1 without multi-conn) */
+	unsigned dead_conn_timeout_s; /* how long the kernel holds I/O for a restart */
+	const char *backend_id; /* NULL: "nvmf-gateway:<export name>" */
+	const char *genl_family; /* NULL: "nbd"; tests name a missing one */
+};
+
+/* Runs on r once: d and the device index, or d NULL and -errno (already
+ * logged in one line). */
+typedef void (*nbd_kdev_attached_fn)(void *arg, struct nbd_kdev *d, int index_or_err);
+
+/* From r's thread.  Starts the connections on r, then connects (or
+ * reconfigures the device this export already owns) off the reactor.
+ * -errno when nothing was started (cb is not called); 0 otherwise. */
+int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kdev_opts *o,
+		    nbd_kdev_attached_fn cb, void *arg);
+
+/* From r's thread, on an attached device: flushes the device, sends
+ * DISCONNECT (the kernel answers its queued I/O and closes the sockets),
+ * waits for every connection to drain and close, then runs done(arg) on r
+ * and frees d. */
+void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg);
+
+int nbd_kdev_index(const struct nbd_kdev *d);
+/* True when attach found this export's device and reconfigured it. */
+bool nbd_kdev_reattached(const struct nbd_kdev *d);
+
+/* Below: the pieces of the above that need no kernel module, for tests. */
+struct nl_msg;
+struct nlmsghdr;
+
+struct nbd_kdev_req {
+	uint8_t cmd; /* NBD_CMD_CONNECT, _RECONFIGURE, _DISCONNECT, _STATUS */
+	int index; /* -1: no NBD_ATTR_INDEX */
+	uint64_t size, block_size; /* 0: omitted */
+	uint64_t server_flags; /* CONNECT only */
+	uint64_t client_flags; /* CONNECT / RECONFIGURE */
+	uint64_t dead_conn_timeout_s; /* CONNECT / RECONFIGURE; 0: omitted */
+	const char *backend; /* NULL: omitted */
+	const int *fds;
+	unsigned nr_fds;
+};
+
+/* The request as a generic netlink message of family id `family`. */
+int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg **out);
+
+struct nbd_kdev_devstat {
+	int index;
+	bool connected;
+};
+
+/* NBD_CMD_STATUS reply -> up to max devices in devs; returns how many, or
+ * -EINVAL on a malformed reply. */
+int nbd_kdev_parse_status(struct nlmsghdr *nlh, struct nbd_kdev_devstat *devs, unsigned max);
+/* NBD_CMD_CONNECT reply -> the device index, or -EINVAL. */
+int nbd_kdev_parse_connect_reply(struct nlmsghdr *nlh);
+
+/* Whether a sysfs "backend" file's text names backend_id. */
+bool nbd_kdev_backend_matches(const char *sysfs_text, const char *backend_id);
+
+/* Where attach goes, from STATUS and each connected device's
+ * SYSBLOCK/nbdN/backend: the index to reconfigure (*reconfigure = true),
+ * the index (or -1: kernel's choice) to connect, or -EBUSY when want_index
+ * is connected to another backend. */
+int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, unsigned n,
+		  int want_index, const char *backend_id, bool *reconfigure);
+
+/* The export's NBD flags narrowed to what the kernel driver understands;
+ * *connections drops to 1 when the flags do not allow several. */
+uint64_t nbd_kdev_server_flags(uint16_t export_flags, unsigned *connections);
+
+#endif

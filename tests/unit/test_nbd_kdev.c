@@ -1,0 +1,443 @@
+/* The kernel NBD attach without the kernel module: the netlink messages as
+ * built (parsed back with libnl as the kernel would), the STATUS and
+ * CONNECT replies, backend identifier matching over a fake sysfs tree, the
+ * choice between CONNECT and RECONFIGURE, and the flags. */
+#include "nbd/kdev.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nbd-netlink.h>
+#include <netlink/genl/genl.h>
+#include <netlink/netlink.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FAMILY 0x1d
+
+static struct nla_policy policy[NBD_ATTR_MAX + 1] = {
+	[NBD_ATTR_INDEX] = { .type = NLA_U32 },
+	[NBD_ATTR_SIZE_BYTES] = { .type = NLA_U64 },
+	[NBD_ATTR_BLOCK_SIZE_BYTES] = { .type = NLA_U64 },
+	[NBD_ATTR_TIMEOUT] = { .type = NLA_U64 },
+	[NBD_ATTR_SERVER_FLAGS] = { .type = NLA_U64 },
+	[NBD_ATTR_CLIENT_FLAGS] = { .type = NLA_U64 },
+	[NBD_ATTR_SOCKETS] = { .type = NLA_NESTED },
+	[NBD_ATTR_DEAD_CONN_TIMEOUT] = { .type = NLA_U64 },
+	[NBD_ATTR_DEVICE_LIST] = { .type = NLA_NESTED },
+	[NBD_ATTR_BACKEND_IDENTIFIER] = { .type = NLA_STRING },
+};
+
+static struct nlmsghdr *parse(struct nl_msg *msg, struct nlattr **tb, uint8_t cmd)
+{
+	struct nlmsghdr *nlh = nlmsg_hdr(msg);
+	struct genlmsghdr *g = genlmsg_hdr(nlh);
+
+	ck_assert_int_eq(nlh->nlmsg_type, FAMILY);
+	ck_assert_int_eq(g->cmd, cmd);
+	ck_assert_int_eq(g->version, NBD_GENL_VERSION);
+	ck_assert_int_eq(genlmsg_parse(nlh, 0, tb, NBD_ATTR_MAX, policy), 0);
+	return nlh;
+}
+
+START_TEST(connect_message_carries_everything)
+{
+	static const int fds[] = { 7, 9, 11 };
+	struct nbd_kdev_req req = {
+		.cmd = NBD_CMD_CONNECT,
+		.index = 3,
+		.size = 256ull << 20,
+		.block_size = 4096,
+		.server_flags = 0x16d,
+		.client_flags = 0,
+		.dead_conn_timeout_s = 120,
+		.backend = "nvmf-gateway:vm101-disk0",
+		.fds = fds,
+		.nr_fds = 3,
+	};
+	struct nlattr *tb[NBD_ATTR_MAX + 1], *item, *stb[NBD_SOCK_MAX + 1];
+	struct nl_msg *msg;
+	unsigned n = 0;
+	int rem;
+
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &req, &msg), 0);
+	parse(msg, tb, NBD_CMD_CONNECT);
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_INDEX]);
+	ck_assert_uint_eq(nla_get_u32(tb[NBD_ATTR_INDEX]), 3);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_SIZE_BYTES]), 256ull << 20);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_BLOCK_SIZE_BYTES]), 4096);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_SERVER_FLAGS]), 0x16d);
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_CLIENT_FLAGS]);
+	/* Never destroy-on-disconnect: the device must survive a crash. */
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_CLIENT_FLAGS]), 0);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_DEAD_CONN_TIMEOUT]), 120);
+	ck_assert_str_eq(nla_get_string(tb[NBD_ATTR_BACKEND_IDENTIFIER]),
+			 "nvmf-gateway:vm101-disk0");
+	ck_assert_ptr_null(tb[NBD_ATTR_TIMEOUT]);
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_SOCKETS]);
+	nla_for_each_nested(item, tb[NBD_ATTR_SOCKETS], rem) {
+		ck_assert_int_eq(nla_type(item), NBD_SOCK_ITEM);
+		ck_assert_int_eq(nla_parse_nested(stb, NBD_SOCK_MAX, item, NULL), 0);
+		ck_assert_ptr_nonnull(stb[NBD_SOCK_FD]);
+		ck_assert_uint_lt(n, 3);
+		ck_assert_uint_eq(nla_get_u32(stb[NBD_SOCK_FD]), (uint32_t)fds[n]);
+		n++;
+	}
+	ck_assert_uint_eq(n, 3);
+	nlmsg_free(msg);
+}
+END_TEST
+
+START_TEST(auto_connect_omits_index)
+{
+	static const int fd = 5;
+	struct nbd_kdev_req req = { .cmd = NBD_CMD_CONNECT, .index = -1, .size = 1 << 20,
+				    .block_size = 512, .fds = &fd, .nr_fds = 1 };
+	struct nlattr *tb[NBD_ATTR_MAX + 1];
+	struct nl_msg *msg;
+
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &req, &msg), 0);
+	parse(msg, tb, NBD_CMD_CONNECT);
+	ck_assert_ptr_null(tb[NBD_ATTR_INDEX]);
+	ck_assert_ptr_null(tb[NBD_ATTR_BACKEND_IDENTIFIER]);
+	ck_assert_ptr_null(tb[NBD_ATTR_DEAD_CONN_TIMEOUT]);
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_SOCKETS]);
+	nlmsg_free(msg);
+}
+END_TEST
+
+START_TEST(reconfigure_and_disconnect_messages)
+{
+	static const int fds[] = { 4, 6 };
+	struct nbd_kdev_req rc = { .cmd = NBD_CMD_RECONFIGURE, .index = 0, .size = 1 << 20,
+				   .block_size = 512, .server_flags = 0x3,
+				   .dead_conn_timeout_s = 60, .backend = "b", .fds = fds,
+				   .nr_fds = 2 };
+	struct nbd_kdev_req dc = { .cmd = NBD_CMD_DISCONNECT, .index = 12 };
+	struct nlattr *tb[NBD_ATTR_MAX + 1];
+	struct nl_msg *msg;
+
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &rc, &msg), 0);
+	parse(msg, tb, NBD_CMD_RECONFIGURE);
+	/* Index 0 is a device, not "absent". */
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_INDEX]);
+	ck_assert_uint_eq(nla_get_u32(tb[NBD_ATTR_INDEX]), 0);
+	/* The kernel refuses a reconfigure without the backend it knows. */
+	ck_assert_str_eq(nla_get_string(tb[NBD_ATTR_BACKEND_IDENTIFIER]), "b");
+	/* Server flags cannot change on reconfigure: not sent. */
+	ck_assert_ptr_null(tb[NBD_ATTR_SERVER_FLAGS]);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_CLIENT_FLAGS]), 0);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_DEAD_CONN_TIMEOUT]), 60);
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_SOCKETS]);
+	nlmsg_free(msg);
+
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &dc, &msg), 0);
+	parse(msg, tb, NBD_CMD_DISCONNECT);
+	ck_assert_uint_eq(nla_get_u32(tb[NBD_ATTR_INDEX]), 12);
+	for (int a = NBD_ATTR_SIZE_BYTES; a <= NBD_ATTR_MAX; a++)
+		ck_assert_msg(!tb[a], "attribute %d in DISCONNECT", a);
+	nlmsg_free(msg);
+}
+END_TEST
+
+/* A reply as the kernel builds it: a device list of (index, connected). */
+static struct nl_msg *status_reply(const int *idx, const int *conn, unsigned n, bool wrap)
+{
+	struct nl_msg *msg = nlmsg_alloc();
+	struct nlattr *list, *item;
+
+	ck_assert_ptr_nonnull(genlmsg_put(msg, 0, 0, FAMILY, 0, 0, NBD_CMD_STATUS, 1));
+	if (!wrap)
+		return msg;
+	list = nla_nest_start(msg, NBD_ATTR_DEVICE_LIST);
+	for (unsigned i = 0; i < n; i++) {
+		item = nla_nest_start(msg, NBD_DEVICE_ITEM);
+		if (idx[i] >= 0)
+			nla_put_u32(msg, NBD_DEVICE_INDEX, (uint32_t)idx[i]);
+		nla_put_u8(msg, NBD_DEVICE_CONNECTED, (uint8_t)conn[i]);
+		nla_nest_end(msg, item);
+	}
+	/* The kernel sends an empty list when it has no device. */
+	nla_nest_end_keep_empty(msg, list);
+	return msg;
+}
+
+START_TEST(status_reply_parsed)
+{
+	static const int idx[] = { 0, 1, 15, 4000 }, conn[] = { 0, 1, 1, 0 };
+	struct nbd_kdev_devstat devs[8];
+	struct nl_msg *msg = status_reply(idx, conn, 4, true);
+
+	ck_assert_int_eq(nbd_kdev_parse_status(nlmsg_hdr(msg), devs, 8), 4);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(devs[i].index, idx[i]);
+		ck_assert_int_eq(devs[i].connected, conn[i]);
+	}
+	/* A short buffer keeps the first ones. */
+	ck_assert_int_eq(nbd_kdev_parse_status(nlmsg_hdr(msg), devs, 2), 2);
+	ck_assert_int_eq(devs[1].index, 1);
+	nlmsg_free(msg);
+
+	msg = status_reply(NULL, NULL, 0, true);
+	ck_assert_int_eq(nbd_kdev_parse_status(nlmsg_hdr(msg), devs, 8), 0);
+	nlmsg_free(msg);
+}
+END_TEST
+
+START_TEST(status_reply_malformed)
+{
+	static const int idx[] = { 2, -1 }, conn[] = { 1, 1 };
+	struct nbd_kdev_devstat devs[8];
+	struct nl_msg *msg = status_reply(NULL, NULL, 0, false);
+
+	/* No device list at all. */
+	ck_assert_int_eq(nbd_kdev_parse_status(nlmsg_hdr(msg), devs, 8), -EINVAL);
+	nlmsg_free(msg);
+	/* An item without an index. */
+	msg = status_reply(idx, conn, 2, true);
+	ck_assert_int_eq(nbd_kdev_parse_status(nlmsg_hdr(msg), devs, 8), -EINVAL);
+	nlmsg_free(msg);
+}
+END_TEST
+
+START_TEST(connect_reply_index)
+{
+	struct nl_msg *msg = nlmsg_alloc();
+
+	genlmsg_put(msg, 0, 0, FAMILY, 0, 0, NBD_CMD_CONNECT, 1);
+	ck_assert_int_eq(nbd_kdev_parse_connect_reply(nlmsg_hdr(msg)), -EINVAL);
+	nla_put_u32(msg, NBD_ATTR_INDEX, 7);
+	ck_assert_int_eq(nbd_kdev_parse_connect_reply(nlmsg_hdr(msg)), 7);
+	nlmsg_free(msg);
+}
+END_TEST
+
+START_TEST(backend_matching)
+{
+	ck_assert(nbd_kdev_backend_matches("nvmf-gateway:a\n", "nvmf-gateway:a"));
+	ck_assert(nbd_kdev_backend_matches("nvmf-gateway:a", "nvmf-gateway:a"));
+	ck_assert(!nbd_kdev_backend_matches("nvmf-gateway:ab\n", "nvmf-gateway:a"));
+	ck_assert(!nbd_kdev_backend_matches("nvmf-gateway:a\n", "nvmf-gateway:ab"));
+	ck_assert(!nbd_kdev_backend_matches("nvmf-gateway:a\n\n", "nvmf-gateway:a"));
+	ck_assert(!nbd_kdev_backend_matches("xnvmf-gateway:a\n", "nvmf-gateway:a"));
+	ck_assert(!nbd_kdev_backend_matches("\n", ""));
+	ck_assert(!nbd_kdev_backend_matches("", ""));
+}
+END_TEST
+
+/* A fake /sys/block with a backend file per listed device. */
+static char sysblock[64];
+
+static void fake_dev(int index, const char *backend)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/nbd%d", sysblock, index);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	if (!backend)
+		return;
+	snprintf(path, sizeof(path), "%s/nbd%d/backend", sysblock, index);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "%s\n", backend);
+	fclose(f);
+}
+
+static void sysfs_setup(void)
+{
+	strcpy(sysblock, "/tmp/test_nbd_kdev.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sysblock));
+	fake_dev(0, NULL); /* connected by something without a backend */
+	fake_dev(1, "nvmf-gateway:other");
+	fake_dev(2, "nvmf-gateway:mine");
+	fake_dev(3, "nvmf-gateway:stale"); /* not connected: its file is a leftover */
+	fake_dev(4, NULL);
+}
+
+static void sysfs_teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sysblock);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static const struct nbd_kdev_devstat devs5[] = {
+	{ 0, true }, { 1, true }, { 2, true }, { 3, false }, { 4, false },
+};
+
+START_TEST(plan_reattaches_own_device)
+{
+	bool rc;
+
+	/* auto: the export's own connected device is reconfigured. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:mine", &rc), 2);
+	ck_assert(rc);
+	/* The same device named explicitly. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 2, "nvmf-gateway:mine", &rc), 2);
+	ck_assert(rc);
+}
+END_TEST
+
+START_TEST(plan_connects_fresh)
+{
+	bool rc;
+
+	/* No device of ours: auto stays auto, a free index is connected. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:new", &rc), -1);
+	ck_assert(!rc);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:new", &rc), 4);
+	ck_assert(!rc);
+	/* A disconnected device with a matching leftover is not reused. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:stale", &rc), -1);
+	ck_assert(!rc);
+	/* A device the kernel does not have yet (created on connect). */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 40, "nvmf-gateway:new", &rc), 40);
+	ck_assert(!rc);
+	/* An empty STATUS. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, NULL, 0, -1, "nvmf-gateway:mine", &rc), -1);
+}
+END_TEST
+
+START_TEST(plan_refuses_busy)
+{
+	bool rc;
+
+	/* Another export's device. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 1, "nvmf-gateway:mine", &rc), -EBUSY);
+	/* Connected by another tool (no backend file). */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 0, "nvmf-gateway:new", &rc), -EBUSY);
+	/* This export is already attached elsewhere. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:mine", &rc), -EEXIST);
+}
+END_TEST
+
+START_TEST(server_flags_for_the_kernel)
+{
+	unsigned conns = 4;
+	/* has_flags|flush|fua|trim|write_zeroes|df|multi_conn|cache|fast_zero */
+	uint16_t ex = 0x1 | 0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x100 | 0x400 | 0x800;
+
+	ck_assert_uint_eq(nbd_kdev_server_flags(ex, &conns), 0x1 | 0x4 | 0x8 | 0x20 | 0x40 | 0x100);
+	ck_assert_uint_eq(conns, 4);
+	/* Without multi-conn the kernel takes one socket only. */
+	ck_assert_uint_eq(nbd_kdev_server_flags(0x2, &conns), 0x3);
+	ck_assert_uint_eq(conns, 1);
+	conns = 1;
+	ck_assert_uint_eq(nbd_kdev_server_flags(0, &conns), 0x1);
+	ck_assert_uint_eq(conns, 1);
+}
+END_TEST
+
+/* The reactor side without the module: the connections start, the helper
+ * thread finds no family, the callback runs once with -ENODEV and
+ * everything is closed and freed (ASan/LSan check the last part). */
+struct attach_result {
+	unsigned calls;
+	struct nbd_kdev *d;
+	int err;
+};
+
+static void on_attached(void *arg, struct nbd_kdev *d, int index_or_err)
+{
+	struct attach_result *res = arg;
+
+	res->calls++;
+	res->d = d;
+	res->err = index_or_err;
+}
+
+START_TEST(attach_fails_cleanly_without_the_family)
+{
+	struct nbd_kdev_opts o = { .index = -1, .connections = 2, .dead_conn_timeout_s = 5,
+				   .backend_id = "nvmf-gateway:unit",
+				   .genl_family = "nvmf-gw-unit-none" };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, &v), 0);
+	e.vol = v;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), 0);
+	/* Bounded only so that a lost callback fails instead of hanging. */
+	for (int i = 0; i < 3000 && !res.calls; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 1);
+	ck_assert_ptr_null(res.d);
+	ck_assert_int_eq(res.err, -ENODEV);
+	for (int i = 0; i < 10; i++)
+		reactor_poll(&r, NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 1);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
+START_TEST(attach_rejects_bad_options)
+{
+	struct nbd_kdev_opts o = { .index = -1, .connections = 0 };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, 0, 1, &v), 0);
+	e.vol = v;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	o.connections = 65;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	o.connections = 1;
+	o.index = -2;
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EINVAL);
+	reactor_poll(&r, NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 0);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("nbd_kdev");
+	TCase *tc = tcase_create("messages");
+
+	tcase_add_test(tc, connect_message_carries_everything);
+	tcase_add_test(tc, auto_connect_omits_index);
+	tcase_add_test(tc, reconfigure_and_disconnect_messages);
+	tcase_add_test(tc, status_reply_parsed);
+	tcase_add_test(tc, status_reply_malformed);
+	tcase_add_test(tc, connect_reply_index);
+	tcase_add_test(tc, backend_matching);
+	tcase_add_test(tc, server_flags_for_the_kernel);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("plan");
+	tcase_add_checked_fixture(tc, sysfs_setup, sysfs_teardown);
+	tcase_add_test(tc, plan_reattaches_own_device);
+	tcase_add_test(tc, plan_connects_fresh);
+	tcase_add_test(tc, plan_refuses_busy);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("reactor");
+	tcase_add_test(tc, attach_fails_cleanly_without_the_family);
+	tcase_add_test(tc, attach_rejects_bad_options);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
