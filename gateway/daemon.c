@@ -22,6 +22,7 @@
 #include "gateway/tools.h"
 #include "gateway/volume.h"
 #include "fuse/fusefs.h"
+#include "nbd/kdev.h"
 #include "nbd/nbd.h"
 #include "transports/ctrl.h"
 
@@ -46,7 +47,11 @@ struct gw_exp {
 	struct volume *vol;
 	struct nbd_export nbd;
 	struct nbd_server *srv;
+	struct nbd_kdev *kdev;
+	char backend_id[96];
+	bool in_fuse; /* has a file in the FUSE mount */
 	bool failed;
+	struct gw *gw;
 };
 
 struct gw {
@@ -59,6 +64,8 @@ struct gw {
 	struct gw_exp *exps;
 	struct fusefs *fs;
 	unsigned pending; /* targets connecting, or closers outstanding */
+	unsigned attaching; /* kernel device attaches not yet answered */
+	bool stop_requested; /* a signal while starting: stop once started */
 	int sfd;
 	struct reactor_op sig_op;
 	unsigned char siginfo[sizeof(struct signalfd_siginfo)];
@@ -188,10 +195,9 @@ static void gw_stop(struct gw *gw)
 	if (gw->state >= GW_STOPPING)
 		return;
 	if (gw->state == GW_STARTING) {
-		/* Connecting controllers finish (or fail) first; the stop
-		 * happens when the last one has answered. */
-		gw->rc = gw->rc ? gw->rc : 0;
-		gw_set_state(gw, GW_STOPPING);
+		/* Connecting controllers and kernel attaches finish (or fail)
+		 * first; the stop happens when the last one has answered. */
+		gw->stop_requested = true;
 		return;
 	}
 	gw_set_state(gw, GW_STOPPING);
@@ -208,6 +214,11 @@ static void gw_stop(struct gw *gw)
 			gw->pending++;
 			nbd_server_stop(e->srv, exporter_closed, gw);
 			e->srv = NULL;
+		}
+		if (e->kdev) {
+			gw->pending++;
+			nbd_kdev_detach(e->kdev, exporter_closed, gw);
+			e->kdev = NULL;
 		}
 	}
 	exporter_closed(gw);
@@ -258,8 +269,6 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 			return ret;
 		log_notice("export %s: NBD on %s", c->name, c->nbd.listen.spec);
 	}
-	if (c->has_nbd && c->nbd.device != GW_NBD_NONE)
-		log_err("export %s: kernel device attach is not built in yet", c->name);
 	return 0;
 }
 
@@ -316,6 +325,7 @@ static int start_fuse(struct gw *gw)
 		files[n].name = e->cfg->name;
 		files[n].vol = e->vol;
 		files[n].read_only = e->cfg->read_only;
+		e->in_fuse = true;
 		n++;
 	}
 	ret = 0;
@@ -336,39 +346,30 @@ static int start_fuse(struct gw *gw)
 		if (ret == 0)
 			log_notice("fuse: %u files under %s", n, gw->cfg->fuse.mountpoint);
 	}
+	if (ret < 0)
+		for (size_t i = 0; i < gw->cfg->nr_exports; i++)
+			gw->exps[i].in_fuse = false;
 	free(files);
 	return ret;
 }
 
-static void start_exports(struct gw *gw)
+static void finish_start(struct gw *gw)
 {
 	unsigned ok = 0;
 
-	if (gw->state == GW_STOPPING) {
-		/* A signal came while connecting. */
-		gw->state = GW_RUNNING;
-		gw_stop(gw);
+	if (gw->stop_requested) {
+		log_notice("gateway: stopping as asked while starting");
+		gw_set_state(gw, GW_RUNNING);
 		notify_ready(gw, false);
+		gw_stop(gw);
 		return;
 	}
 	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
 		struct gw_exp *e = &gw->exps[i];
-		if (start_export(gw, e) < 0)
-			e->failed = true;
-		else
+		if (!e->failed && (e->srv || e->kdev || e->in_fuse))
 			ok++;
-	}
-	if (start_fuse(gw) < 0) {
-		for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-			struct gw_exp *e = &gw->exps[i];
-			if (e->cfg->fuse && !e->failed) {
-				log_err("export %s: no FUSE file (the mount failed)", e->cfg->name);
-				if (!e->srv) {
-					e->failed = true;
-					ok--;
-				}
-			}
-		}
+		else if (!e->failed)
+			log_err("export %s: none of its exporters is running", e->cfg->name);
 	}
 	gw_set_state(gw, GW_RUNNING);
 	log_notice("gateway: %u of %zu exports running", ok, gw->cfg->nr_exports);
@@ -381,6 +382,63 @@ static void start_exports(struct gw *gw)
 		return;
 	}
 	notify_ready(gw, true);
+}
+
+static void kdev_attached(void *arg, struct nbd_kdev *d, int index_or_err)
+{
+	struct gw_exp *e = arg;
+	struct gw *gw = e->gw;
+
+	if (d) {
+		e->kdev = d;
+		log_notice("export %s: %s /dev/nbd%d", e->cfg->name,
+			   nbd_kdev_reattached(d) ? "reattached to" : "attached as", index_or_err);
+	}
+	if (--gw->attaching == 0)
+		finish_start(gw);
+}
+
+static void start_kdev(struct gw *gw, struct gw_exp *e)
+{
+	struct gw_export *c = e->cfg;
+
+	snprintf(e->backend_id, sizeof(e->backend_id), "nvmf-gateway:%s", c->name);
+	struct nbd_kdev_opts o = {
+		.index = c->nbd.device == GW_NBD_AUTO ? -1 : c->nbd.device,
+		.connections = (unsigned)c->nbd.connections,
+		/* The kernel holds I/O this long for a restarted gateway. */
+		.dead_conn_timeout_s = 120,
+		.backend_id = e->backend_id,
+	};
+	e->gw = gw;
+	gw->attaching++;
+	if (nbd_kdev_attach(&gw->reactors[0], &e->nbd, &o, kdev_attached, e) < 0)
+		gw->attaching--;
+}
+
+static void start_exports(struct gw *gw)
+{
+	if (gw->stop_requested) {
+		finish_start(gw);
+		return;
+	}
+	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
+		struct gw_exp *e = &gw->exps[i];
+		if (start_export(gw, e) < 0)
+			e->failed = true;
+	}
+	if (start_fuse(gw) < 0)
+		log_err("fuse: the mount failed; no export has a FUSE file");
+	/* Kernel devices last: the attach runs off the reactor and answers
+	 * later; READY waits for every answer. */
+	gw->attaching = 1;
+	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
+		struct gw_exp *e = &gw->exps[i];
+		if (!e->failed && e->cfg->has_nbd && e->cfg->nbd.device != GW_NBD_NONE)
+			start_kdev(gw, e);
+	}
+	if (--gw->attaching == 0)
+		finish_start(gw);
 }
 
 static void tgt_ready(struct nvmf_ctrl *c, int err)
