@@ -15,13 +15,15 @@ gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; };
 targets = ( { name = \"t512\"; subnqn = \"$nqn512\";
               paths = ( { transport = \"tcp\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
 exports = ( { name = \"d512\"; target = \"t512\"; nsid = 1;
-              nbd = { listen = \"unix:$gw_sock\"; }; fuse = true; } );
+              nbd = { listen = \"unix:$gw_sock\"; device = \"auto\"; connections = 2; }; fuse = true; } );
 fuse = { mountpoint = \"$gw_mnt\"; };
 EOF
 	$GW check -c $gw_conf &&
 	$GW run -c $gw_conf > /tmp/gw-run.log 2>&1; r=\$?; cat /tmp/gw-run.log; [ \$r = 0 ] &&
 	pgrep -f 'nvmf-gateway run -c $gw_conf' > /tmp/gw-run.pid && test -S $gw_sock &&
-	stat -c %s $gw_mnt/d512 | grep -qx 268435456"
+	stat -c %s $gw_mnt/d512 | grep -qx 268435456 &&
+	dev=\$(grep -o 'attached as /dev/nbd[0-9]*' /tmp/gw-run.log | grep -o '/dev/nbd[0-9]*') &&
+	echo \$dev > /tmp/gw-run.dev && blockdev --getsize64 \$dev | grep -qx 268435456"
 }
 
 # Gateway writes (NBD), the kernel host reads; the kernel host writes, the
@@ -39,6 +41,7 @@ t_cross_kernel() {
 	   cmp -i 0:67108864 -n 16777216 /tmp/b /tmp/c
 	   cmp -n 33554432 /tmp/a /tmp/c
 	   dd if=$gw_mnt/d512 bs=1M skip=64 count=16 status=none | cmp - /tmp/b
+	   dd if=\$(cat /tmp/gw-run.dev) iflag=direct bs=1M skip=64 count=16 status=none | cmp - /tmp/b
 	   echo cross-check OK"
 }
 
@@ -59,7 +62,8 @@ t_run_stop() {
 	   for i in \$(seq 200); do kill -0 \$pid 2>/dev/null || break; sleep 0.1; done
 	   cat /tmp/gw-run.log | tail -5; ! kill -0 \$pid 2>/dev/null &&
 	   ! grep -q ' $gw_mnt ' /proc/mounts && ! test -S $gw_sock &&
-	   grep -q 'gateway: stopped' /tmp/gw-run.log"
+	   grep -q 'gateway: stopped' /tmp/gw-run.log &&
+	   [ \"\$(blockdev --getsize64 \$(cat /tmp/gw-run.dev) 2>/dev/null || echo 0)\" = 0 ]"
 }
 
 case_ run-start t_run_start
