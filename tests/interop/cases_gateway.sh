@@ -52,7 +52,7 @@ t_nbd_tools() {
 	   qemu-img compare -f raw -F raw '$gw_uri' $gw_mnt/d512
 	   fio --name=v --ioengine=nbd --uri='$gw_uri' --rw=randwrite --bs=4k --iodepth=16 \
 	       --numjobs=2 --offset_increment=64M --size=16M --verify=crc32c --do_verify=1 \
-	       --verify_fatal=1 --output=/tmp/fio.txt
+	       --verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt
 	   grep -q 'err= 0' /tmp/fio.txt"
 }
 
