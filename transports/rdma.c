@@ -135,7 +135,7 @@ int rdma_req_resp(struct rdma_req *rr, const struct nvme_cqe *cqe)
 
 #define RDMA_CQ_BATCH 32
 #define RDMA_DEFAULT_SLOT (60u * 1024) /* the core's largest command */
-#define RDMA_ADMIN_SLOT (8u * 1024) /* admin data: identify, log page chunks */
+#define RDMA_ADMIN_SLOT (64u * 1024) /* admin data: identify, log page chunks */
 
 enum rdma_conn_state {
 	RDMA_CONN_IDLE,
@@ -413,7 +413,7 @@ static bool handle_wc(struct rdma_queue *rq, const struct ibv_wc *wc)
 static void cq_drain(struct rdma_queue *rq)
 {
 	struct ibv_wc wc[RDMA_CQ_BATCH];
-	int n;
+	int n = 0;
 
 	while (rq->conn == RDMA_CONN_LIVE && (n = ibv_poll_cq(rq->cq, RDMA_CQ_BATCH, wc)) > 0) {
 		for (int i = 0; i < n; i++)

@@ -52,7 +52,7 @@ if ! vm_exec ". tests/interop/nvmet.sh &&
 	nvmet_port 1 tcp 10.0.2.15 4420 &&
 	nvmet_link $nqn512 1 && nvmet_link $nqn4k 1 && nvmet_link $nqnacl 1 &&
 	if [[ ' $transports ' == *' rdma '* ]]; then
-		nvmet_port 2 rdma 10.0.2.15 4420 && rdma link show &&
+		nvmet_port 2 rdma 10.0.2.15 4420 && ibv_devices | grep rxe0 &&
 		nvmet_link $nqn512 2 && nvmet_link $nqn4k 2 && nvmet_link $nqnacl 2
 	fi" \
 	> "$logdir/target.log" 2>&1; then
@@ -119,6 +119,18 @@ closed="cannot connect to 10.0.2.15:4999: Connection refused"
 [ $tr = rdma ] && closed="10.0.2.15:4999: connection refused: no NVMe/RDMA listener"
 case_ err-closed-port$sfx t_err "$closed" -s 4999 -n $nqn512
 case_ err-host-not-allowed$sfx t_err "is not allowed to connect" -s 4420 -n $nqnacl -q nqn.2014-08.org.nvmf-gateway:host-other
+# (6) the gateway writes, the kernel's own host (same transport) reads
+# every block back and finds the pattern naming it.
+t_cross_write() {
+	g "set -e; . tests/interop/nvmet.sh
+	   $GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqn4k -w write -b 64k -d 8 -T 1 --verify --seed 4242 --size 8M
+	   nvme connect -t $tr -a 10.0.2.15 -s 4420 -n $nqn4k > /dev/null
+	   trap 'nvme disconnect -n $nqn4k > /dev/null' EXIT
+	   dev=\$(nvme_host_dev $nqn4k)
+	   dd if=\$dev iflag=direct bs=1M count=8 status=none > /tmp/x
+	   python3 tests/interop/bench_pattern.py /tmp/x 4096 4242"
+}
+case_ cross-gateway-writes-kernel-reads$sfx t_cross_write
 t_acl_ok() { g "$GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
 case_ host-allowed-connects$sfx t_acl_ok
 done
