@@ -83,11 +83,12 @@ t_bench() {
 	g "$GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqn -w $wl -b $bs -d $qd -T 2 --verify --size 16M $*"
 }
 # Digests exist on TCP only; RDMA adds the deepest queue instead.
-digests=("")
-[ $tr = tcp ] && digests=("" "-g -G")
+# Soft-RoCE in TCG is slow at QD1: a smaller region keeps that case short.
+digests=("") qd1=--size=2M
+[ $tr = tcp ] && digests=("" "-g -G") qd1=
 for dg in "${digests[@]}"; do
 	tag=${dg:+-digest}$sfx
-	case_ "bench-512-0.5k-qd1$tag" t_bench $nqn512 512 1 randrw $dg
+	case_ "bench-512-0.5k-qd1$tag" t_bench $nqn512 512 1 randrw $dg $qd1
 	case_ "bench-512-4k-qd32$tag" t_bench $nqn512 4k 32 randrw $dg
 	case_ "bench-512-128k-qd8$tag" t_bench $nqn512 128k 8 randwrite $dg
 	case_ "bench-512-1m-qd4$tag" t_bench $nqn512 1m 4 randrw $dg
