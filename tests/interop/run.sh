@@ -26,9 +26,11 @@ rc=0
 transports=${INTEROP_TRANSPORTS:-tcp rdma}
 
 # case NAME CMD...: one test case; its output goes to the log folder.
+# INTEROP_CASES=REGEX runs only the cases whose name matches (development).
 case_() {
 	local name=$1
 	shift
+	[[ $name =~ ${INTEROP_CASES:-.} ]] || return 0
 	if "$@" > "$logdir/$name.log" 2>&1; then
 		report PASS "$name"
 	else
@@ -132,6 +134,22 @@ t_cross_write() {
 	   python3 tests/interop/bench_pattern.py /tmp/x 4096 4242"
 }
 case_ cross-gateway-writes-kernel-reads$sfx t_cross_write
+# (7) the target drops the association under load (the subsystem leaves
+# the port): the gateway logs why and bench exits 1, nothing hangs.
+t_target_drop() {
+	local port_id=1 msg="closing the connection"
+	[ $tr = rdma ] && port_id=2 msg="target disconnected; closing the connection"
+	g ". tests/interop/nvmet.sh
+	   NVMF_GATEWAY_LOG=info $GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqn4k -w randrw -d 16 -T 120 > /tmp/drop.txt 2>&1 &
+	   b=\$!
+	   for i in \$(seq 600); do grep -q 'connecting -> live' /tmp/drop.txt && break; sleep 0.1; done
+	   sleep 1; nvmet_unlink $nqn4k $port_id
+	   for i in \$(seq 600); do kill -0 \$b 2> /dev/null || break; sleep 0.1; done
+	   kill -0 \$b 2> /dev/null && { echo 'bench still running 60 s after the drop'; kill \$b; }
+	   wait \$b; r=\$?; nvmet_link $nqn4k $port_id; cat /tmp/drop.txt; echo rc=\$r
+	   [ \$r = 1 ] && grep -q 'connecting -> live' /tmp/drop.txt && grep -q '$msg' /tmp/drop.txt"
+}
+case_ err-target-drops$sfx t_target_drop
 t_acl_ok() { g "$GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
 case_ host-allowed-connects$sfx t_acl_ok
 done
