@@ -155,20 +155,25 @@ int cmd_discover(int argc, char **argv)
 	struct session s;
 	struct disc d = { 0 };
 	int opt, rc;
+	bool port_set = false;
 
 	session_defaults(&s, "8009");
 	snprintf(s.opts.subnqn, sizeof(s.opts.subnqn), "%s", NVME_DISC_SUBSYS_NQN);
 	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS "vh", longopts, NULL)) != -1) {
 		if (opt == 'h') {
 			printf("usage: nvmf-gateway discover -t tcp -a ADDR [-s PORT] [-q HOSTNQN] "
-			       "[-o json]\n\nReads the discovery log page (port 8009 by default; "
-			       "4420 works with the Linux target).\n\n" SESSION_HELP);
+			       "[-o json]\n\nReads the discovery log page (port 8009 by default for tcp, "
+			       "4420 for rdma; 4420 works with the Linux target).\n\n" SESSION_HELP);
 			return 0;
 		}
 		int r = session_parse_opt(&s, opt, optarg);
 		if (r <= 0)
 			return 1;
+		port_set |= opt == 's';
 	}
+	/* As nvme-cli: RDMA discovery controllers listen on 4420. */
+	if (!port_set && s.opts.path.trtype == NVMF_TR_RDMA)
+		snprintf(s.opts.path.trsvcid, sizeof(s.opts.path.trsvcid), "4420");
 	s.opts.discovery = true;
 	s.opts.kato_ms = 0; /* a one-shot discovery keeps no association alive */
 	s.opts.nr_io_queues = 0;

@@ -194,7 +194,9 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 	next = run_timers(r);
 	if (next < timeout_ns)
 		timeout_ns = next;
-	if (!list_empty(&r->deferred))
+	/* Deferred work that stopped the reactor must not leave it waiting
+	 * for a completion that may never come. */
+	if (!list_empty(&r->deferred) || r->stop)
 		timeout_ns = 0;
 
 	struct __kernel_timespec ts = {

@@ -5,7 +5,7 @@ set -eu
 pkgs=(
 	build-essential pkg-config
 	liburing-dev libconfig-dev check
-	libfuse3-dev fuse3 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
+	libfuse3-dev fuse3 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
 	clang libclang-rt-14-dev
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils

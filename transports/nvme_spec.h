@@ -515,4 +515,48 @@ _Static_assert(offsetof(struct nvme_tcp_data, offset) == 12, "datao");
 #define NVME_TCP_ADMIN_CCSZ 8192 /* in-capsule data every admin queue takes */
 #define NVME_TCP_MAX_HLEN 128
 
+/* ---- NVMe/RDMA: RDMA CM private data (RDMA transport binding) ---- */
+
+#define NVME_RDMA_CM_FMT_1_0 0x0
+
+/* Sent with rdma_connect().  hrqsize is 1's based, hsqsize 0's based. */
+struct nvme_rdma_cm_req {
+	uint16_t recfmt;
+	uint16_t qid;
+	uint16_t hrqsize;
+	uint16_t hsqsize;
+	uint16_t cntlid; /* I/O queues: the admin queue's controller ID */
+	uint8_t rsvd[22];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvme_rdma_cm_req) == 32, "rdma cm req");
+_Static_assert(offsetof(struct nvme_rdma_cm_req, hsqsize) == 6, "rdma cm hsqsize");
+_Static_assert(offsetof(struct nvme_rdma_cm_req, cntlid) == 8, "rdma cm cntlid");
+
+/* The target's accept. */
+struct nvme_rdma_cm_rep {
+	uint16_t recfmt;
+	uint16_t crqsize;
+	uint8_t rsvd[28];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvme_rdma_cm_rep) == 32, "rdma cm rep");
+
+/* The target's reject (consumer-defined reject private data). */
+struct nvme_rdma_cm_rej {
+	uint16_t recfmt;
+	uint16_t sts;
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvme_rdma_cm_rej) == 4, "rdma cm rej");
+
+enum nvme_rdma_cm_status {
+	NVME_RDMA_CM_INVALID_LEN = 0x01,
+	NVME_RDMA_CM_INVALID_RECFMT = 0x02,
+	NVME_RDMA_CM_INVALID_QID = 0x03,
+	NVME_RDMA_CM_INVALID_HSQSIZE = 0x04,
+	NVME_RDMA_CM_INVALID_HRQSIZE = 0x05,
+	NVME_RDMA_CM_NO_RSC = 0x06,
+	NVME_RDMA_CM_INVALID_IRD = 0x07,
+	NVME_RDMA_CM_INVALID_ORD = 0x08,
+	NVME_RDMA_CM_INVALID_CNTLID = 0x09,
+};
+
 #endif

@@ -3,12 +3,15 @@
 
 #include "transports/transport.h"
 
+/* transports/rdma.c */
+extern const struct nvmf_transport_ops nvmf_rdma_ops;
+
 static const struct {
 	const char *name;
 	const struct nvmf_transport_ops *ops;
 } transports[] = {
 	[NVMF_TR_TCP] = { "tcp", &nvmf_tcp_ops },
-	[NVMF_TR_RDMA] = { "rdma", NULL },
+	[NVMF_TR_RDMA] = { "rdma", &nvmf_rdma_ops },
 };
 
 const struct nvmf_transport_ops *nvmf_transport_find(enum nvmf_trtype t)

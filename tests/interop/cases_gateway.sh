@@ -2,7 +2,10 @@
 # and $nqn4k on 10.0.2.15:4420).  The daemon, `nvmf-gateway run`, in the
 # guest with two reactors: one export as an NBD socket and a FUSE file, and
 # the kernel's own NVMe/TCP host in the same guest as the reference for the
-# data (issue 2's cross-check: written one way, read the other).
+# data (issue 2's cross-check: written one way, read the other).  gw_tr is
+# the transport of both (default tcp), gw_sfx ends the case names.
+gw_tr=${gw_tr:-tcp}
+gw_sfx=${gw_sfx:-}
 
 gw_conf=/tmp/gw-run.conf
 gw_sock=/tmp/gw-d512.sock
@@ -13,7 +16,7 @@ t_run_start() {
 	g "mkdir -p $gw_mnt && cat > $gw_conf <<EOF
 gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; };
 targets = ( { name = \"t512\"; subnqn = \"$nqn512\";
-              paths = ( { transport = \"tcp\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
+              paths = ( { transport = \"$gw_tr\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
 exports = ( { name = \"d512\"; target = \"t512\"; nsid = 1;
               nbd = { listen = \"unix:$gw_sock\"; device = \"auto\"; connections = 2; }; fuse = true; } );
 fuse = { mountpoint = \"$gw_mnt\"; };
@@ -32,7 +35,7 @@ t_cross_kernel() {
 	g "set -e; . tests/interop/nvmet.sh
 	   head -c 32M /dev/urandom > /tmp/a; head -c 16M /dev/urandom > /tmp/b
 	   nbdcopy /tmp/a '$gw_uri'
-	   nvme connect -t tcp -a 10.0.2.15 -s 4420 -n $nqn512 > /dev/null
+	   nvme connect -t $gw_tr -a 10.0.2.15 -s 4420 -n $nqn512 > /dev/null
 	   dev=\$(nvme_host_dev $nqn512)
 	   trap 'nvme disconnect -n $nqn512 > /dev/null' EXIT
 	   dd if=\$dev iflag=direct bs=1M count=32 status=none | cmp - /tmp/a
@@ -53,7 +56,21 @@ t_nbd_tools() {
 	   fio --name=v --ioengine=nbd --uri='$gw_uri' --rw=randwrite --bs=4k --iodepth=16 \
 	       --numjobs=2 --offset_increment=64M --size=16M --verify=crc32c --do_verify=1 \
 	       --verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt
-	   grep -q 'err= 0' /tmp/fio.txt"
+	   grep -q 'err= 0' /tmp/fio.txt
+	   cd /tmp && fio --name=f --filename=$gw_mnt/d512 --ioengine=io_uring --direct=1 \
+	       --rw=randwrite --bs=4k --iodepth=8 --offset=128M --size=8M --verify=crc32c \
+	       --verify_fatal=1 --verify_state_save=0 --output=/tmp/fio2.txt
+	   grep -q 'err= 0' /tmp/fio2.txt"
+}
+
+# ext4 on the daemon's /dev/nbdN: mkfs, files, fsck, remount, verify.
+t_kdev_fs() {
+	g "set -e; dev=\$(cat /tmp/gw-run.dev); m=/tmp/gw-kmnt; mkdir -p \$m
+	   mkfs.ext4 -q -F -E nodiscard \$dev 64M
+	   mount \$dev \$m; head -c 4M /dev/urandom > \$m/f1; cp /tmp/a \$m/f2
+	   (cd \$m && sha256sum f1 f2 > /tmp/gw-k.sum); umount \$m
+	   fsck.ext4 -fn \$dev
+	   mount \$dev \$m; (cd \$m && sha256sum -c /tmp/gw-k.sum); umount \$m"
 }
 
 # SIGTERM: the exporters close, the controller shuts down, exit 0.
@@ -66,7 +83,8 @@ t_run_stop() {
 	   [ \"\$(blockdev --getsize64 \$(cat /tmp/gw-run.dev) 2>/dev/null || echo 0)\" = 0 ]"
 }
 
-case_ run-start t_run_start
-case_ run-cross-kernel t_cross_kernel
-case_ run-nbd-tools t_nbd_tools
-case_ run-stop t_run_stop
+case_ run-start$gw_sfx t_run_start
+case_ run-cross-kernel$gw_sfx t_cross_kernel
+case_ run-nbd-tools$gw_sfx t_nbd_tools
+case_ run-kdev-ext4$gw_sfx t_kdev_fs
+case_ run-stop$gw_sfx t_run_stop

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# -t rdma on a machine without an RDMA device fails at once: one line that
+# names what is missing, exit 1 (bench and discover alike).
+set -u
+: "${GW:?run by tests/func/run.sh}"
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [ -n "$(ls /sys/class/infiniband 2> /dev/null)" ]; then
+	echo "skip: this host has an RDMA device ($(ls /sys/class/infiniband | head -1))"
+	exit 77
+fi
+for cmd in "bench -n nqn.2014-08.org.nvmf-gateway:x -T 1" "discover"; do
+	out=$(timeout 20 "$GW" $cmd -t rdma -a 127.0.0.1 2>&1); st=$?
+	echo "$out"
+	[ $st -eq 1 ] || fail "$cmd: exit $st, expected 1"
+	[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "$cmd: not one line"
+	case $out in *"no RDMA device found"*) ;; *) fail "$cmd: no 'no RDMA device found'" ;; esac
+done
+echo "both fail at once with the reason"
