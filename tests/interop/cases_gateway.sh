@@ -45,6 +45,11 @@ t_cross_kernel() {
 	   cmp -n 33554432 /tmp/a /tmp/c
 	   dd if=$gw_mnt/d512 bs=1M skip=64 count=16 status=none | cmp - /tmp/b
 	   dd if=\$(cat /tmp/gw-run.dev) iflag=direct bs=1M skip=64 count=16 status=none | cmp - /tmp/b
+	   head -c 5000000 /dev/urandom > /tmp/f
+	   dd if=/tmp/f of=$gw_mnt/d512 bs=64k oflag=seek_bytes seek=100000001 conv=notrunc,fsync status=none
+	   nbdcopy '$gw_uri' /tmp/c
+	   cmp -i 0:100000001 -n 5000000 /tmp/f /tmp/c
+	   dd if=\$dev iflag=direct bs=1M status=none | cmp -i 0:100000001 -n 5000000 /tmp/f -
 	   echo cross-check OK"
 }
 

@@ -161,6 +161,11 @@ for gw_tr in $transports; do
 	. "$top/tests/interop/cases_gateway.sh"
 done
 
+# The gateway on this host through the port forward: FUSE and NBD clients.
+if [[ " $transports " == *" tcp "* ]]; then
+	. "$top/tests/interop/cases_host.sh"
+fi
+
 # /dev/nbdN attached by the gateway: filesystems, LVM, restart.
 . "$top/tests/interop/cases_nbd.sh"
 
