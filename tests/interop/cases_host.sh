@@ -116,7 +116,7 @@ t_host_fsx() {
 # errors, on the NVMe namespace.
 t_host_nbdsh() {
 	PATH=/usr/bin:$PATH nbdsh -u "nbd+unix:///disk?socket=$hsock" -c '
-import os
+import errno, os
 assert h.get_size() == 256 << 20
 assert h.get_structured_replies_negotiated()
 for cap in ("can_flush", "can_fua", "can_trim", "can_zero", "can_multi_conn"):
@@ -133,7 +133,57 @@ for off, ln in ((1, 4096), (4096, 1), ((256 << 20) - 4096, 8192)):
         raise AssertionError("pread(%d, %d) succeeded" % (ln, off))
     except nbd.Error as e:
         assert e.errnum is not None
-print("nbdsh on nvmet: OK")'
+# FAST_ZERO: done when the namespace can zero without writing, else
+# refused at once with ENOTSUP; never a slow success.
+h.pwrite(d, 3 << 20)
+if h.can_fast_zero():
+    h.zero(65536, 3 << 20, nbd.CMD_FLAG_FAST_ZERO)
+    assert h.pread(65536, 3 << 20) == bytes(65536)
+else:
+    try:
+        h.zero(65536, 3 << 20, nbd.CMD_FLAG_FAST_ZERO)
+        raise AssertionError("FAST_ZERO succeeded without can_fast_zero")
+    except nbd.Error as e:
+        assert e.errnum == errno.ENOTSUP, e.errnum
+    assert h.pread(65536, 3 << 20) == d
+print("nbdsh on nvmet: OK, fast zero", h.can_fast_zero())' &&
+	nbdinfo --list "nbd+unix:///?socket=$hsock" | grep -q '^export="disk":'
+}
+
+# fio's nbd engine with crc32c verify at QD 1 and 32, two connections
+# (multi-conn: the connections land on both reactors).
+t_host_fio_nbd() (
+	set -e
+	cd "$hx"
+	for qd in 1 32; do
+		fio --name=n$qd --ioengine=nbd --uri="nbd+unix:///disk?socket=$hsock" \
+			--rw=randwrite --bs=4k --iodepth=$qd --numjobs=2 --offset_increment=8M \
+			--offset=160M --size=2M --verify=crc32c --verify_fatal=1 \
+			--verify_state_save=0 --output="$hx/fio-nbd.txt"
+		grep -q 'err= 0' "$hx/fio-nbd.txt"
+		echo "fio nbd QD $qd x 2 connections: verified"
+	done
+)
+
+# A read-only NBD export of the same namespace refuses writes with EPERM.
+t_host_nbd_ro() {
+	local ro=$hx/ro.sock pid st
+	"$GW" nbd "${hconn[@]}" --name ro --read-only "unix:$ro" > "$hx/ro.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 300); do [ -S "$ro" ] && break; sleep 0.1; done
+	PATH=/usr/bin:$PATH nbdsh -u "nbd+unix:///ro?socket=$ro" -c '
+import errno
+assert h.is_read_only()
+assert len(h.pread(4096, 0)) == 4096
+h.set_strict_mode(0)  # send the write: the server must refuse it
+try:
+    h.pwrite(bytes(4096), 0)
+    raise AssertionError("write to a read-only export succeeded")
+except nbd.Error as e:
+    assert e.errnum == errno.EPERM, e.errnum
+print("read-only: OK")'; st=$?
+	kill -TERM "$pid"; wait "$pid"
+	return $st
 }
 
 t_host_stop() {
@@ -162,6 +212,8 @@ else
 	report SKIP host-fuse-fsx "known data mismatch against nvmet through the forward, under investigation"
 fi
 case_ host-nbdsh t_host_nbdsh
+case_ host-fio-nbd t_host_fio_nbd
+case_ host-nbd-read-only t_host_nbd_ro
 case_ host-stop t_host_stop
 host_cleanup
 rm -rf "$hx"
