@@ -56,6 +56,8 @@ static uint64_t rng_next(void)
 	return x;
 }
 
+uint64_t faults_rng(void) { return rng_next(); }
+
 uint16_t faults_io_status(void)
 {
 	if (!T.f.status)
@@ -113,6 +115,11 @@ int faults_command(char *line, char *reply, size_t len)
 	if (!strcmp(w[0], "delay") && nw == 2 && !parse_num(w[1], 600000, &v)) {
 		T.f.delay_ms = (uint32_t)v;
 		log_notice("fault: I/O completions delayed by %llu ms", v);
+		return 0;
+	}
+	if (!strcmp(w[0], "reorder") && nw == 2 && !parse_num(w[1], 600000, &v)) {
+		T.f.reorder_ms = (uint32_t)v;
+		log_notice("fault: I/O commands executed after a random 0..%llu ms", v);
 		return 0;
 	}
 	if (!strcmp(w[0], "status") && nw == 2 && !strcmp(w[1], "off")) {
@@ -188,6 +195,7 @@ int faults_command(char *line, char *reply, size_t len)
 	if (!strcmp(w[0], "clear") && nw == 1) {
 		T.f.drop_after = -1;
 		T.f.delay_ms = 0;
+		T.f.reorder_ms = 0;
 		T.f.status = 0;
 		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
 		T.f.malformed = BAD_NONE;
@@ -203,7 +211,7 @@ int faults_command(char *line, char *reply, size_t len)
 bad:
 	snprintf(reply, len,
 		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
-		 "refuse SECS | delay MS | status SCT SC [dnr] [FRACTION] | status off | "
+		 "refuse SECS | delay MS | reorder MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] | "
 		 "lose-cache | clear | stats");

@@ -344,7 +344,10 @@ static int run(int sfd)
 			if (cmd->due_ns > now)
 				break;
 			list_del(&cmd->link);
-			cmd_send_completion(cmd);
+			if (cmd->exec_pending)
+				nvme_io_execute_delayed(cmd);
+			else
+				cmd_send_completion(cmd);
 		}
 		nvme_kato_check(now);
 		if (T.f.refuse_until_ns && now >= T.f.refuse_until_ns) {
@@ -372,7 +375,7 @@ static void usage(FILE *out)
 		"usage: nvmf-test-target [-a ADDR] [-s PORT]... [--subsys NQN:SIZE[:BLOCK][:NSCOUNT]]...\n"
 		"                        [--allow-host HOSTNQN] [--control PATH] [--ready-file PATH]\n"
 		"                        [--maxh2cdata N] [--r2t-size N] [--success sqflow|always|never]\n"
-		"                        [--seed N] [-v] [faults...]\n"
+		"                        [--seed N] [--dlfeat N] [-v] [faults...]\n"
 		"       nvmf-test-target --ctl PATH COMMAND...\n\n"
 		"A RAM-backed NVMe/TCP target for tests (not for data you want to keep).\n"
 		"  -a ADDR          listen address (default 127.0.0.1; loopback and test networks only)\n"
@@ -381,6 +384,7 @@ static void usage(FILE *out)
 		"  --allow-host NQN only this host may connect to the last --subsys\n"
 		"  --control PATH   unix socket taking one fault command per line\n"
 		"  --ready-file F   written with the bound ports once listening\n"
+		"  --dlfeat N       Identify Namespace DLFEAT (default 0x09; 0 as nvmet on many bdevs)\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -392,7 +396,7 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
-	       O_ALLOW, O_FAULT };
+	       O_ALLOW, O_FAULT, O_DLFEAT };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -405,6 +409,7 @@ int main(int argc, char **argv)
 		{ "r2t-size", required_argument, 0, O_R2T },
 		{ "success", required_argument, 0, O_SUCCESS },
 		{ "seed", required_argument, 0, O_SEED },
+		{ "dlfeat", required_argument, 0, O_DLFEAT },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -420,6 +425,7 @@ int main(int argc, char **argv)
 
 	log_init();
 	T.maxh2cdata = 131072;
+	T.dlfeat = -1;
 	T.f.drop_after = -1;
 	T.f.rng = 0x2545f4914f6cdd1dull;
 	list_init(&T.conns);
@@ -462,6 +468,9 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			T.subsys[T.nr_subsys - 1].allow_host = optarg;
+			break;
+		case O_DLFEAT:
+			T.dlfeat = (int)(strtoul(optarg, NULL, 0) & 0xff);
 			break;
 		case O_CONTROL:
 			ctl_path = optarg;

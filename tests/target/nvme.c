@@ -261,7 +261,7 @@ static void complete64(struct tgt_cmd *cmd, uint16_t st, uint64_t result)
 	if (c->qid && T.f.delay_ms) {
 		cmd->state = CMD_DELAYED;
 		cmd->due_ns = now_ns() + (uint64_t)T.f.delay_ms * 1000000ull;
-		list_add_tail(&T.delayed, &cmd->link);
+		delayed_insert(cmd);
 		return;
 	}
 	cmd_send_completion(cmd);
@@ -546,7 +546,9 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		id->nlbaf = 0;
 		id->flbas = 0;
 		id->lbaf[0].ds = ns->lba_shift;
-		id->dlfeat = 0x09; /* deallocated blocks read zero; WZ may deallocate */
+		/* deallocated blocks read zero; WZ may deallocate (--dlfeat 0: as
+		 * nvmet on a bdev without unmapping Write Zeroes reports) */
+		id->dlfeat = T.dlfeat < 0 ? 0x09 : (uint8_t)T.dlfeat;
 		id->nmic = 1;
 		id->anagrpid = ns->nsid;
 		memcpy(id->nguid, ns->nguid, 16);
@@ -1043,7 +1045,36 @@ static void execute(struct tgt_cmd *cmd)
 			return;
 		}
 	}
+	if (T.f.reorder_ms) {
+		/* Like a target that runs commands concurrently: a later command
+		 * may take effect before an earlier one. */
+		cmd->ns = ns;
+		cmd->state = CMD_DELAYED;
+		cmd->exec_pending = true;
+		cmd->due_ns = now_ns() + faults_rng() % ((uint64_t)T.f.reorder_ms * 1000000ull + 1);
+		delayed_insert(cmd);
+		return;
+	}
 	io_execute(cmd, ns);
+}
+
+void nvme_io_execute_delayed(struct tgt_cmd *cmd)
+{
+	cmd->exec_pending = false;
+	io_execute(cmd, cmd->ns);
+}
+
+void delayed_insert(struct tgt_cmd *cmd)
+{
+	struct list_node *n = T.delayed.prev;
+
+	while (n != &T.delayed && container_of(n, struct tgt_cmd, link)->due_ns > cmd->due_ns)
+		n = n->prev;
+	/* after n */
+	cmd->link.prev = n;
+	cmd->link.next = n->next;
+	n->next->prev = &cmd->link;
+	n->next = &cmd->link;
 }
 
 void nvme_cmd_data_done(struct tgt_cmd *cmd)
@@ -1062,6 +1093,7 @@ void nvme_cmd_arrived(struct tgt_cmd *cmd, uint32_t inlen)
 	if (c->ctrl)
 		kato_touch(c->ctrl);
 	cmd->prepared = false;
+	cmd->exec_pending = false;
 	cmd->ns = NULL;
 	cmd->h2c = dir == 1;
 	cmd->data_len = dir ? s->dptr.length : 0;

@@ -139,6 +139,7 @@ struct tgt_cmd {
 	/* Where C2H data comes from (buf or the namespace). */
 	const uint8_t *c2h_src;
 	bool prepared; /* I/O checks done before the R2T */
+	bool exec_pending; /* delayed: execute (reorder), not complete */
 	struct tgt_ns *ns;
 	struct nvme_cqe cqe;
 	uint64_t due_ns; /* delayed completion */
@@ -222,6 +223,7 @@ struct tgt_faults {
 	int64_t drop_after; /* commands until every connection drops; -1 off */
 	uint64_t refuse_until_ns;
 	uint32_t delay_ms;
+	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
 	uint16_t status; /* status field to return, 0: off */
 	double status_frac;
 	bool corrupt_hdgst, corrupt_ddgst;
@@ -244,6 +246,7 @@ struct tgt {
 	struct list_node flushq, dead;
 	uint16_t next_cntlid;
 	uint32_t maxh2cdata;
+	int dlfeat; /* Identify Namespace DLFEAT; -1: 0x09 */
 	uint32_t r2t_size; /* largest R2T, 0: whole transfer */
 	int success_mode; /* 0 per SQ flow control (spec), 1 always, -1 never */
 	struct tgt_faults f;
@@ -271,6 +274,9 @@ void conn_free(struct tgt_conn *c);
 int conn_alloc_cmds(struct tgt_conn *c, unsigned n);
 void cmd_send_r2t(struct tgt_cmd *cmd);
 void cmd_send_completion(struct tgt_cmd *cmd);
+void delayed_insert(struct tgt_cmd *cmd); /* by due_ns */
+void nvme_io_execute_delayed(struct tgt_cmd *cmd);
+uint64_t faults_rng(void);
 void conn_send_malformed(struct tgt_conn *c, int kind);
 void cmd_free(struct tgt_cmd *cmd);
 

@@ -35,6 +35,15 @@ def main():
     dfd = os.open(path, os.O_RDWR | os.O_DIRECT)
     model = bytearray(os.pread(fd, size, 0))
     assert len(model) == size
+    # The model starts from the page cache: it must agree with the volume
+    # itself, or a later mismatch would blame the export for stale cache.
+    start = os.pread(dfd, size, 0)
+    if start != model:
+        i = next(i for i in range(size) if start[i] != model[i])
+        print("fsx: seed %d: before any operation, byte %d is %d buffered, %d direct"
+              % (seed, i, model[i], start[i]))
+        sys.exit(1)
+    del start
     log = deque(maxlen=40)
     counts = {}
 
@@ -61,8 +70,12 @@ def main():
     def check(data, off, what):
         want = bytes(model[off:off + len(data)])
         if data != want:
-            i = next(i for i in range(len(data)) if data[i] != want[i])
-            die("%s: byte %d is %d, the model says %d" % (what, off + i, data[i], want[i]))
+            bad = [i for i in range(len(data)) if data[i] != want[i]]
+            i, j = bad[0], bad[-1]
+            zero = all(data[k] == 0 for k in range(i, j + 1))
+            die("%s: byte %d is %d, the model says %d (%d bytes differ in %d..%d%s)" % (
+                what, off + i, data[i], want[i], len(bad), off + i, off + j,
+                ", all read as zero" if zero else ""))
 
     for n in range(nops):
         r = rng.random()
