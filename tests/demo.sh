@@ -75,7 +75,7 @@ losetup -d "$loop"
 echo
 echo "== NBD sees the filesystem written through FUSE (ext4 magic 0xef53 at byte 1080)"
 # nbdsh runs Debian's python3, where python3-libnbd lives.
-magic=$(PATH=/usr/bin:$PATH nbdsh -u "$uri" -c 'print(h.pread(2, 1080)[::-1].hex())')
+magic=$(PATH=/usr/bin:$PATH nbdsh -u "$uri" -c 'print(h.pread(512, 1024)[56:58][::-1].hex())')
 echo "magic: 0x$magic"
 [ "$magic" = ef53 ]
 kill -TERM "$gwpid"
