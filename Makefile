@@ -54,7 +54,7 @@ $(BUILD)/nvmf-gateway: $(BUILD)/gateway/main.o $(BUILD)/libgateway.a
 # The fault-injecting NVMe/TCP test target (tests/target/): a test tool, not
 # part of the gateway; it shares only the wire structures, CRC32C and the logging API.
 TARGET_SRCS := $(sort $(wildcard tests/target/*.c))
-TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o
+TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/log.o
 $(BUILD)/nvmf-test-target: $(TARGET_OBJS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^
 

@@ -4,9 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static enum log_level cur_level = LOG_LVL_NOTICE;
 static int journal_prefix;
+static const char *log_ident = "nvmf-gateway";
+static int log_stamp;
 
 static const char *const level_names[] = {
 	[LOG_LVL_ERR] = "error", [LOG_LVL_WARN] = "warn",
@@ -14,15 +17,20 @@ static const char *const level_names[] = {
 	[LOG_LVL_DEBUG] = "debug",
 };
 
-void log_init(void)
+void log_init_as(const char *ident, const char *env, enum log_level def, int stamp)
 {
-	const char *lvl = getenv("NVMF_GATEWAY_LOG");
+	const char *lvl = getenv(env);
 	enum log_level l;
 
+	log_ident = ident;
+	log_stamp = stamp;
+	cur_level = def;
 	journal_prefix = getenv("JOURNAL_STREAM") != NULL;
 	if (lvl && log_parse_level(lvl, &l) == 0)
 		cur_level = l;
 }
+
+void log_init(void) { log_init_as("nvmf-gateway", "NVMF_GATEWAY_LOG", LOG_LVL_NOTICE, 0); }
 
 void log_set_level(enum log_level lvl) { cur_level = lvl; }
 enum log_level log_get_level(void) { return cur_level; }
@@ -51,11 +59,16 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 		return;
 	/* Build the whole line first so that lines from several reactor
 	 * threads never interleave within a line. */
-	if (journal_prefix)
+	if (journal_prefix) {
 		n = snprintf(line, sizeof(line), "<%d>", lvl);
-	else
-		n = snprintf(line, sizeof(line), "nvmf-gateway: %s: ",
-			     level_names[lvl]);
+	} else if (log_stamp) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = snprintf(line, sizeof(line), "%s: [%ld.%03ld] %s: ", log_ident,
+			     (long)ts.tv_sec, ts.tv_nsec / 1000000, level_names[lvl]);
+	} else {
+		n = snprintf(line, sizeof(line), "%s: %s: ", log_ident, level_names[lvl]);
+	}
 	if (n < 0)
 		return;
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);

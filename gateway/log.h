@@ -15,6 +15,10 @@ enum log_level {
 };
 
 void log_init(void);
+/* The same logger for another program of the project (the test target):
+ * lines start "IDENT:", with a monotonic [s.ms] stamp when stamp is set;
+ * the level comes from the environment variable ENV, else def. */
+void log_init_as(const char *ident, const char *env, enum log_level def, int stamp);
 void log_set_level(enum log_level lvl);
 enum log_level log_get_level(void);
 /* Parses "error|warn|notice|info|debug"; -EINVAL on anything else. */

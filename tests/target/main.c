@@ -423,7 +423,7 @@ int main(int argc, char **argv)
 	unsigned nports = 0;
 	int opt, idx;
 
-	log_init();
+	log_init_as("nvmf-test-target", "NVMF_TEST_TARGET_LOG", LOG_LVL_INFO, 1);
 	T.maxh2cdata = 131072;
 	T.dlfeat = -1;
 	T.f.drop_after = -1;
