@@ -307,7 +307,8 @@ static void write_granted(struct range_lock *l)
 
 /* fallocate: zero range and punch hole */
 
-static void zero_done(struct req *q)
+/* The last phase of fallocate and fsync: nothing to send back but success. */
+static void reply_ok(struct req *q)
 {
 	fuse_reply_err(q->req, 0);
 	req_put(q);
@@ -332,7 +333,7 @@ static void zero_merge(struct req *q)
 	if (q->plan.inner_end > q->plan.inner_start)
 		add_seg(q, q->zero_op, 0, q->plan.inner_start,
 			q->plan.inner_end - q->plan.inner_start, NULL);
-	run_phase(q, zero_done);
+	run_phase(q, reply_ok);
 }
 
 static void zero_locked(struct req *q)
@@ -344,12 +345,6 @@ static void zero_locked(struct req *q)
 static void zero_granted(struct range_lock *l)
 {
 	zero_locked(container_of(l, struct req, lk));
-}
-
-static void fsync_done(struct req *q)
-{
-	fuse_reply_err(q->req, 0);
-	req_put(q);
 }
 
 void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -471,7 +466,7 @@ void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	q->kind = RQ_FSYNC;
 	q->off = q->len = 0;
 	add_seg(q, VOL_FLUSH, 0, 0, 0, NULL);
-	run_phase(q, fsync_done);
+	run_phase(q, reply_ok);
 }
 
 void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
