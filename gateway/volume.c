@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/iov.h"
 #include "gateway/log.h"
 
 const char *vol_op_name(enum vol_op op)
@@ -46,14 +47,6 @@ const char *vol_caps_str(uint32_t caps, char *buf, unsigned len)
 	return buf;
 }
 
-static size_t iov_total(const struct iovec *iov, unsigned cnt)
-{
-	size_t n = 0;
-	for (unsigned i = 0; i < cnt; i++)
-		n += iov[i].iov_len;
-	return n;
-}
-
 int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 {
 	uint64_t mask = v->block_size - 1;
@@ -82,7 +75,7 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 		if (io->offset > v->size || io->length > v->size - io->offset)
 			return -ENOSPC;
 		if ((io->op == VOL_READ || io->op == VOL_WRITE) &&
-		    iov_total(io->iov, io->iovcnt) < io->length)
+		    iov_length(io->iov, io->iovcnt) < io->length)
 			return -EINVAL;
 	}
 	if (io->op == VOL_WRITE_ZEROES && (io->flags & VOL_IO_FAST_ZERO) &&
