@@ -450,15 +450,18 @@ void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
 	fusefs_maybe_finish(fs);
 }
 
-/* A FUSE mount whose daemon died answers ENOTCONN to everything and keeps
- * the mountpoint unusable until someone unmounts it. */
+/* A FUSE mount whose daemon died answers ENOTCONN to everything (or
+ * ECONNABORTED, when the kernel saw the connection aborted) and keeps the
+ * mountpoint unusable until someone unmounts it. */
+static bool stale_errno(int e) { return e == ENOTCONN || e == ECONNABORTED; }
+
 static int clean_stale_mount(const char *mp)
 {
 	struct stat st;
 
 	if (stat(mp, &st) == 0)
 		goto check;
-	if (errno != ENOTCONN) {
+	if (!stale_errno(errno)) {
 		log_err("fuse: mountpoint %s: %s", mp, strerror(errno));
 		return -errno;
 	}
@@ -521,7 +524,7 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->fin_msg.fn = fin;
 	clock_gettime(CLOCK_REALTIME, &fs->mtime);
 	fs->mountpoint = realpath(o->mountpoint, NULL);
-	if (!fs->mountpoint && errno == ENOTCONN) {
+	if (!fs->mountpoint && stale_errno(errno)) {
 		/* realpath fails on a stale mount too: clean it up first */
 		if ((ret = clean_stale_mount(o->mountpoint)) < 0)
 			goto fail;
