@@ -130,8 +130,8 @@ t_cross_write() {
 	   nvme connect -t $tr -a 10.0.2.15 -s 4420 -n $nqn4k > /dev/null
 	   trap 'nvme disconnect -n $nqn4k > /dev/null' EXIT
 	   dev=\$(nvme_host_dev $nqn4k)
-	   dd if=\$dev iflag=direct bs=1M count=8 status=none > /tmp/x
-	   python3 tests/interop/bench_pattern.py /tmp/x 4096 4242"
+	   dd if=\$dev iflag=direct bs=1M count=8 status=none > /tmp/gw-cross-read.bin
+	   python3 tests/interop/bench_pattern.py /tmp/gw-cross-read.bin 4096 4242"
 }
 case_ cross-gateway-writes-kernel-reads$sfx t_cross_write
 # (7) the target drops the association under load (the subsystem leaves
