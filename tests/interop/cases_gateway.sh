@@ -33,23 +33,23 @@ EOF
 # gateway reads (NBD and FUSE).
 t_cross_kernel() {
 	g "set -e; . tests/interop/nvmet.sh
-	   head -c 32M /dev/urandom > /tmp/a; head -c 16M /dev/urandom > /tmp/b
-	   nbdcopy /tmp/a '$gw_uri'
+	   head -c 32M /dev/urandom > /tmp/gw-run-a; head -c 16M /dev/urandom > /tmp/gw-run-b
+	   nbdcopy /tmp/gw-run-a '$gw_uri'
 	   nvme connect -t $gw_tr -a 10.0.2.15 -s 4420 -n $nqn512 > /dev/null
 	   dev=\$(nvme_host_dev $nqn512)
 	   trap 'nvme disconnect -n $nqn512 > /dev/null' EXIT
-	   dd if=\$dev iflag=direct bs=1M count=32 status=none | cmp - /tmp/a
-	   dd if=/tmp/b of=\$dev oflag=direct bs=1M seek=64 status=none
-	   nbdcopy '$gw_uri' /tmp/c
-	   cmp -i 0:67108864 -n 16777216 /tmp/b /tmp/c
-	   cmp -n 33554432 /tmp/a /tmp/c
-	   dd if=$gw_mnt/d512 bs=1M skip=64 count=16 status=none | cmp - /tmp/b
-	   dd if=\$(cat /tmp/gw-run.dev) iflag=direct bs=1M skip=64 count=16 status=none | cmp - /tmp/b
-	   head -c 5000000 /dev/urandom > /tmp/f
-	   dd if=/tmp/f of=$gw_mnt/d512 bs=64k oflag=seek_bytes seek=100000001 conv=notrunc,fsync status=none
-	   nbdcopy '$gw_uri' /tmp/c
-	   cmp -i 0:100000001 -n 5000000 /tmp/f /tmp/c
-	   dd if=\$dev iflag=direct bs=1M status=none | cmp -i 0:100000001 -n 5000000 /tmp/f -
+	   dd if=\$dev iflag=direct bs=1M count=32 status=none | cmp - /tmp/gw-run-a
+	   dd if=/tmp/gw-run-b of=\$dev oflag=direct bs=1M seek=64 status=none
+	   nbdcopy '$gw_uri' /tmp/gw-run-c
+	   cmp -i 0:67108864 -n 16777216 /tmp/gw-run-b /tmp/gw-run-c
+	   cmp -n 33554432 /tmp/gw-run-a /tmp/gw-run-c
+	   dd if=$gw_mnt/d512 bs=1M skip=64 count=16 status=none | cmp - /tmp/gw-run-b
+	   dd if=\$(cat /tmp/gw-run.dev) iflag=direct bs=1M skip=64 count=16 status=none | cmp - /tmp/gw-run-b
+	   head -c 5000000 /dev/urandom > /tmp/gw-run-f
+	   dd if=/tmp/gw-run-f of=$gw_mnt/d512 bs=64k oflag=seek_bytes seek=100000001 conv=notrunc,fsync status=none
+	   nbdcopy '$gw_uri' /tmp/gw-run-c
+	   cmp -i 0:100000001 -n 5000000 /tmp/gw-run-f /tmp/gw-run-c
+	   dd if=\$dev iflag=direct bs=1M status=none | cmp -i 0:100000001 -n 5000000 /tmp/gw-run-f -
 	   echo cross-check OK"
 }
 
@@ -72,7 +72,7 @@ t_nbd_tools() {
 t_kdev_fs() {
 	g "set -e; dev=\$(cat /tmp/gw-run.dev); m=/tmp/gw-kmnt; mkdir -p \$m
 	   mkfs.ext4 -q -F -E nodiscard \$dev 64M
-	   mount \$dev \$m; head -c 4M /dev/urandom > \$m/f1; cp /tmp/a \$m/f2
+	   mount \$dev \$m; head -c 4M /dev/urandom > \$m/f1; cp /tmp/gw-run-a \$m/f2
 	   (cd \$m && sha256sum f1 f2 > /tmp/gw-k.sum); umount \$m
 	   fsck.ext4 -fn \$dev
 	   mount \$dev \$m; (cd \$m && sha256sum -c /tmp/gw-k.sum); umount \$m"
