@@ -25,6 +25,7 @@
 #include "nbd/kdev.h"
 #include "nbd/nbd.h"
 #include "transports/ctrl.h"
+#include "transports/mpath.h"
 
 enum gw_state {
 	GW_STARTING, /* controllers connecting */
@@ -36,7 +37,7 @@ enum gw_state {
 
 struct gw_tgt {
 	struct gw_target *cfg;
-	struct nvmf_ctrl ctrl;
+	struct mp_target *mp;
 	bool connecting, live, shutting_down;
 	struct gw *gw;
 };
@@ -154,10 +155,11 @@ static void all_done(struct gw *gw)
 	}
 }
 
-static void tgt_shutdown_done(struct nvmf_ctrl *c, int err)
+static void tgt_shutdown_done(struct mp_target *mp, int err, void *arg)
 {
-	struct gw_tgt *t = container_of(c, struct gw_tgt, ctrl);
+	struct gw_tgt *t = arg;
 	struct gw *gw = t->gw;
+	(void)mp;
 	(void)err;
 	t->live = false;
 	if (--gw->pending == 0)
@@ -174,10 +176,10 @@ static void shutdown_controllers(struct gw *gw)
 	gw->pending = 1;
 	for (size_t i = 0; i < gw->cfg->nr_targets; i++) {
 		struct gw_tgt *t = &gw->tgts[i];
-		if (!t->live)
+		if (!t->mp)
 			continue;
 		gw->pending++;
-		nvmf_ctrl_shutdown(&t->ctrl, tgt_shutdown_done);
+		mp_target_shutdown(t->mp, tgt_shutdown_done, t);
 	}
 	if (--gw->pending == 0)
 		all_done(gw);
@@ -247,8 +249,7 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 			c->target_name);
 		return -ENOTCONN;
 	}
-	ret = vol_nvmf_create(c->name, &e->tgt->ctrl, c->nsid, c->read_only, gw->nr_reactors,
-			      &e->vol);
+	ret = vol_mp_create(c->name, e->tgt->mp, c->nsid, c->read_only, &e->vol);
 	if (ret < 0)
 		return ret;
 	e->nbd.name = c->name;
@@ -441,11 +442,12 @@ static void start_exports(struct gw *gw)
 		finish_start(gw);
 }
 
-static void tgt_ready(struct nvmf_ctrl *c, int err)
+static void tgt_ready(struct mp_target *mp, int err, void *arg)
 {
-	struct gw_tgt *t = container_of(c, struct gw_tgt, ctrl);
+	struct gw_tgt *t = arg;
 	struct gw *gw = t->gw;
 
+	(void)mp;
 	t->connecting = false;
 	t->live = err == 0;
 	if (err)
@@ -454,37 +456,46 @@ static void tgt_ready(struct nvmf_ctrl *c, int err)
 		start_exports(gw);
 }
 
-static int tgt_opts(struct gw *gw, struct gw_tgt *t, struct nvmf_ctrl_opts *o)
+static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 {
 	struct gw_target *c = t->cfg;
-	struct gw_path *p = &c->paths[0];
 
 	memset(o, 0, sizeof(*o));
-	snprintf(o->name, sizeof(o->name), "%s", c->name);
-	snprintf(o->subnqn, sizeof(o->subnqn), "%s", c->subnqn);
-	memcpy(o->hostnqn, gw->hostnqn, sizeof(o->hostnqn));
-	memcpy(o->hostid, gw->hostid, sizeof(o->hostid));
-	o->path.trtype = p->transport == GW_TRANSPORT_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
-	snprintf(o->path.traddr, sizeof(o->path.traddr), "%s", p->traddr);
-	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", p->trsvcid);
-	if (p->host_traddr)
-		snprintf(o->path.host_traddr, sizeof(o->path.host_traddr), "%s", p->host_traddr);
-	if (p->host_iface)
-		snprintf(o->path.host_iface, sizeof(o->path.host_iface), "%s", p->host_iface);
-	o->path.tos = p->tos;
-	o->path.hdr_digest = c->hdr_digest;
-	o->path.data_digest = c->data_digest;
-	o->nr_io_queues = (unsigned)c->nr_io_queues;
-	if (o->nr_io_queues < gw->nr_reactors)
+	snprintf(o->ctrl.name, sizeof(o->ctrl.name), "%s", c->name);
+	snprintf(o->ctrl.subnqn, sizeof(o->ctrl.subnqn), "%s", c->subnqn);
+	memcpy(o->ctrl.hostnqn, gw->hostnqn, sizeof(o->ctrl.hostnqn));
+	memcpy(o->ctrl.hostid, gw->hostid, sizeof(o->ctrl.hostid));
+	o->ctrl.nr_io_queues = (unsigned)c->nr_io_queues;
+	if (o->ctrl.nr_io_queues < gw->nr_reactors)
 		log_notice("target %s: %u I/O queues for %u reactors; reactors without a queue "
-			   "forward their I/O", c->name, o->nr_io_queues, gw->nr_reactors);
-	o->queue_size = (unsigned)c->queue_size;
-	o->kato_ms = (unsigned)c->keep_alive_tmo * 1000;
-	o->io_timeout_ms = (unsigned)c->io_timeout * 1000;
-	if (c->nr_paths > 1)
-		log_warn("target %s: only the first of %zu paths is used (multipath is not built "
-			 "in yet)", c->name, c->nr_paths);
-	return 0;
+			   "forward their I/O", c->name, o->ctrl.nr_io_queues, gw->nr_reactors);
+	o->ctrl.queue_size = (unsigned)c->queue_size;
+	o->ctrl.kato_ms = (unsigned)c->keep_alive_tmo * 1000;
+	o->ctrl.io_timeout_ms = (unsigned)c->io_timeout * 1000;
+	if (c->nr_paths > MP_MAX_PATHS)
+		log_warn("target %s: only the first %u of %zu paths are used", c->name,
+			 MP_MAX_PATHS, c->nr_paths);
+	for (size_t i = 0; i < c->nr_paths && i < MP_MAX_PATHS; i++) {
+		struct gw_path *p = &c->paths[i];
+		struct nvmf_path_opts *po = &o->paths[o->nr_paths++];
+		po->trtype = p->transport == GW_TRANSPORT_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+		snprintf(po->traddr, sizeof(po->traddr), "%s", p->traddr);
+		snprintf(po->trsvcid, sizeof(po->trsvcid), "%s", p->trsvcid);
+		if (p->host_traddr)
+			snprintf(po->host_traddr, sizeof(po->host_traddr), "%s", p->host_traddr);
+		if (p->host_iface)
+			snprintf(po->host_iface, sizeof(po->host_iface), "%s", p->host_iface);
+		po->tos = p->tos;
+		po->hdr_digest = c->hdr_digest;
+		po->data_digest = c->data_digest;
+	}
+	o->reconnect_delay_ms = (unsigned)c->reconnect_delay * 1000;
+	o->ctrl_loss_tmo_s = c->ctrl_loss_tmo;
+	o->fast_io_fail_tmo_s = c->fast_io_fail_tmo;
+	o->max_retries = (unsigned)c->max_retries;
+	o->policy = c->multipath == GW_MULTIPATH_ROUND_ROBIN	 ? MP_ROUND_ROBIN
+		    : c->multipath == GW_MULTIPATH_QUEUE_DEPTH ? MP_QUEUE_DEPTH
+							       : MP_FAILOVER;
 }
 
 static void connect_targets(struct gw *gw)
@@ -492,23 +503,17 @@ static void connect_targets(struct gw *gw)
 	gw->pending = 1;
 	for (size_t i = 0; i < gw->cfg->nr_targets; i++) {
 		struct gw_tgt *t = &gw->tgts[i];
-		struct nvmf_ctrl_opts o;
-		/* Queue i on reactor i mod R: every reactor owns a queue when
-		 * there are at least as many queues as reactors. */
-		struct reactor **qr = calloc((size_t)t->cfg->nr_io_queues, sizeof(*qr));
-		if (!qr)
-			abort();
-		for (int q = 0; q < t->cfg->nr_io_queues; q++)
-			qr[q] = gw->rp[(unsigned)q % gw->nr_reactors];
+		struct mp_target_opts o;
+
 		tgt_opts(gw, t, &o);
 		t->gw = gw;
+		if (mp_target_create(&o, gw->rp, gw->nr_reactors, &t->mp) < 0) {
+			log_err("target %s: cannot start connecting", t->cfg->name);
+			continue;
+		}
 		t->connecting = true;
 		gw->pending++;
-		if (nvmf_ctrl_connect(&t->ctrl, &o, &gw->reactors[0], qr, tgt_ready) < 0) {
-			t->connecting = false;
-			gw->pending--;
-			log_err("target %s: cannot start connecting", t->cfg->name);
-		}
+		mp_target_connect(t->mp, tgt_ready, t);
 	}
 	if (--gw->pending == 0)
 		start_exports(gw);
@@ -654,10 +659,8 @@ int cmd_run(int argc, char **argv)
 	}
 	if (gw.sfd >= 0)
 		close(gw.sfd);
-	for (size_t i = 0; i < gw.cfg->nr_targets; i++) {
-		free(gw.tgts[i].ctrl.io_reactors);
-		nvmf_ctrl_free(&gw.tgts[i].ctrl);
-	}
+	for (size_t i = 0; i < gw.cfg->nr_targets; i++)
+		mp_target_free(gw.tgts[i].mp);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
 	notify_ready(&gw, false);

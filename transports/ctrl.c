@@ -35,6 +35,8 @@ static const char *const step_names[] = {
 	[INIT_SET_NUM_QUEUES] = "set features number of queues",
 	[INIT_NS_LIST] = "identify active namespace list",
 	[INIT_IDENTIFY_NS] = "identify namespace",
+	[INIT_ANA_LOG] = "get log page ANA",
+	[INIT_AEN_CONFIG] = "set features asynchronous event configuration",
 	[INIT_IO_QUEUES] = "I/O queue connect",
 	[INIT_DONE] = "done",
 };
@@ -48,7 +50,9 @@ static bool ctrl_transition_ok(enum nvmf_ctrl_state from, enum nvmf_ctrl_state t
 {
 	switch (to) {
 	case NVMF_CTRL_CONNECTING:
-		return from == NVMF_CTRL_NEW || from == NVMF_CTRL_RESETTING;
+		/* From DEAD only when the operator asks for it again. */
+		return from == NVMF_CTRL_NEW || from == NVMF_CTRL_RESETTING ||
+		       from == NVMF_CTRL_DEAD;
 	case NVMF_CTRL_LIVE:
 		return from == NVMF_CTRL_CONNECTING;
 	case NVMF_CTRL_RESETTING:
@@ -242,6 +246,190 @@ static void prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void
 	admin_data(req, buf, 4096, false);
 }
 
+static void prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len)
+{
+	uint32_t numd = len / 4 - 1;
+
+	req->sqe.opcode = NVME_ADMIN_GET_LOG_PAGE;
+	req->sqe.nsid = 0xffffffff;
+	req->sqe.cdw10 = lid | ((numd & 0xffff) << 16);
+	req->sqe.cdw11 = numd >> 16;
+	admin_data(req, buf, len, false);
+}
+
+/* ---- ANA ---- */
+
+const char *nvme_ana_state_name(uint8_t state)
+{
+	switch (state) {
+	case NVME_ANA_OPTIMIZED: return "optimized";
+	case NVME_ANA_NON_OPTIMIZED: return "non-optimized";
+	case NVME_ANA_INACCESSIBLE: return "inaccessible";
+	case NVME_ANA_PERSISTENT_LOSS: return "persistent-loss";
+	case NVME_ANA_CHANGE: return "change";
+	default: return "unknown";
+	}
+}
+
+int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
+		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg)
+{
+	const uint8_t *p = buf;
+	struct nvme_ana_log_hdr h;
+	size_t off = sizeof(h);
+
+	if (len < sizeof(h))
+		return -EPROTO;
+	memcpy(&h, p, sizeof(h));
+	if (chgcnt)
+		*chgcnt = h.chgcnt;
+	for (unsigned i = 0; i < h.ngrps; i++) {
+		struct nvme_ana_group_desc d;
+		if (len - off < sizeof(d))
+			return -EPROTO;
+		memcpy(&d, p + off, sizeof(d));
+		off += sizeof(d);
+		/* The namespace list is skipped: Identify Namespace already
+		 * told which group each namespace is in. */
+		if (d.nnsids > (len - off) / 4)
+			return -EPROTO;
+		off += (size_t)d.nnsids * 4;
+		fn(arg, d.grpid, d.state & 0xf);
+	}
+	return 0;
+}
+
+struct ana_apply_ctx {
+	struct nvmf_ctrl *c;
+	bool changed;
+};
+
+static void ana_group(void *arg, uint32_t grpid, uint8_t state)
+{
+	struct ana_apply_ctx *a = arg;
+	struct nvmf_ctrl *c = a->c;
+
+	for (unsigned i = 0; i < c->nr_ns; i++) {
+		struct nvmf_ns *ns = &c->ns[i];
+		if (ns->anagrpid != grpid || ns->ana_state == state)
+			continue;
+		log_notice("ctrl %s: nsid %u (ANA group %u): %s -> %s", c->opts.name, ns->nsid,
+			   grpid, nvme_ana_state_name(ns->ana_state), nvme_ana_state_name(state));
+		ns->ana_state = state;
+		a->changed = true;
+	}
+}
+
+/* 1 when a namespace's state changed, 0 when not, -EPROTO. */
+static int ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
+{
+	struct ana_apply_ctx a = { .c = c };
+	int ret = nvmf_ana_log_parse(buf, len, &c->ana_chgcnt, ana_group, &a);
+
+	if (ret < 0)
+		return ret;
+	return a.changed;
+}
+
+static void ana_refresh_start(struct nvmf_ctrl *c);
+
+static void ana_refresh_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	void *buf = req->ctx2;
+	char sbuf[96];
+	int ret = 0;
+
+	nvmf_req_put(req);
+	c->ana_busy = false;
+	if (!err && st)
+		log_warn("ctrl %s: reading the ANA log failed: %s", c->opts.name,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+	else if (!err && (ret = ana_apply(c, buf, 4096)) < 0)
+		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
+	free(buf);
+	if (err || c->state != NVMF_CTRL_LIVE)
+		return;
+	if (ret > 0 && c->ana_cb)
+		c->ana_cb(c);
+	if (c->ana_again) {
+		c->ana_again = false;
+		ana_refresh_start(c);
+	}
+}
+
+static void ana_refresh_start(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+	void *buf;
+
+	if (c->ana_busy) {
+		c->ana_again = true;
+		return;
+	}
+	/* Its own buffer: admin_buf may be in use by the caller's command. */
+	if (!(buf = aligned_alloc(4096, 4096)))
+		return;
+	if (!(req = nvmf_admin_req(c))) {
+		free(buf);
+		c->ana_again = true; /* the next AEN or ANA status retries */
+		return;
+	}
+	c->ana_busy = true;
+	req->done = ana_refresh_done;
+	req->ctx = c;
+	req->ctx2 = buf;
+	prep_get_log(req, NVME_LOG_ANA, buf, 4096);
+	nvmf_req_submit(req);
+}
+
+void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *c)
+{
+	if (c->ana && c->state == NVMF_CTRL_LIVE)
+		ana_refresh_start(c);
+}
+
+/* One Asynchronous Event Request stays outstanding while LIVE. */
+static void aer_submit(struct nvmf_ctrl *c);
+
+static void aer_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	uint32_t dw0 = req->cqe.result.dw0;
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	c->aer_armed = false;
+	if (err || c->state != NVMF_CTRL_LIVE)
+		return; /* the queue is going down; re-armed after reconnect */
+	if (st) {
+		log_warn("ctrl %s: asynchronous event request failed: %s; no more events",
+			 c->opts.name, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		return;
+	}
+	log_info("ctrl %s: asynchronous event type %u info 0x%02x", c->opts.name,
+		 NVME_AER_TYPE(dw0), NVME_AER_INFO(dw0));
+	if (NVME_AER_TYPE(dw0) == NVME_AER_TYPE_NOTICE &&
+	    NVME_AER_INFO(dw0) == NVME_AER_NOTICE_ANA_CHANGE)
+		ana_refresh_start(c);
+	aer_submit(c);
+}
+
+static void aer_submit(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->aer_armed || !(req = nvmf_admin_req(c)))
+		return;
+	c->aer_armed = true;
+	req->sqe.opcode = NVME_ADMIN_ASYNC_EVENT;
+	req->no_timeout = true;
+	req->done = aer_done;
+	nvmf_req_submit(req);
+}
+
 /* ---- bring-up ---- */
 
 static void init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
@@ -291,7 +479,10 @@ static void init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	log_err("ctrl %s: bring-up failed at %s: %s", c->opts.name, step_names[c->step], msg);
 	c->error = err ? err : -EIO;
 	reactor_timer_cancel(&c->step_timer);
-	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+	/* A reconnect attempt that fails stays CONNECTING: the owner tries
+	 * again or deletes the controller. */
+	if (!c->reconnecting)
+		nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
 	ctrl_teardown(c, init_failed_down);
 }
 
@@ -338,6 +529,7 @@ static int parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns 
 	memcpy(ns->nguid, id->nguid, sizeof(ns->nguid));
 	memcpy(ns->eui64, id->eui64, sizeof(ns->eui64));
 	ns->anagrpid = id->anagrpid;
+	ns->ana_state = NVME_ANA_OPTIMIZED;
 	c->nr_ns++;
 	log_info("ctrl %s: nsid %u: %llu blocks of %u bytes (%.1f GiB)", c->opts.name, nsid,
 		 (unsigned long long)ns->nsze, ns->lba_size,
@@ -357,6 +549,15 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		return;
 	if (err) {
 		init_fail(c, err, "admin queue lost: %s", strerror(-err));
+		return;
+	}
+	if (st && c->step == INIT_AEN_CONFIG) {
+		/* Without ANA change events the gateway still reads the log
+		 * when an I/O reports an ANA state: slower, not wrong. */
+		log_warn("ctrl %s: cannot enable ANA change events: %s", c->opts.name,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		c->step = INIT_IO_QUEUES;
+		init_next(c);
 		return;
 	}
 	if (st) {
@@ -397,6 +598,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		c->step = INIT_IDENTIFY_CTRL;
 		break;
 	case INIT_IDENTIFY_CTRL:
+		c->ana = !c->opts.discovery && (c->id->cmic & NVME_CTRL_CMIC_ANA);
 		c->max_xfer = pick_max_xfer(c);
 		c->in_capsule_max = c->id->ioccsz >= 4 ? c->id->ioccsz * 16u - 64u : 0;
 		log_info("ctrl %s: cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
@@ -432,6 +634,17 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		parse_ns(c, c->ns_list[c->ns_list_idx], c->admin_buf);
 		c->ns_list_idx++;
 		break;
+	case INIT_ANA_LOG:
+		if (ana_apply(c, c->admin_buf, 4096) < 0) {
+			init_fail(c, -EPROTO, "malformed ANA log page");
+			return;
+		}
+		c->step = (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE) ? INIT_AEN_CONFIG
+								    : INIT_IO_QUEUES;
+		break;
+	case INIT_AEN_CONFIG:
+		c->step = INIT_IO_QUEUES;
+		break;
 	default:
 		init_fail(c, -EPROTO, "unexpected completion");
 		return;
@@ -451,7 +664,7 @@ static void init_next(struct nvmf_ctrl *c)
 		if (c->ns_list_idx == 1024)
 			log_warn("ctrl %s: more than 1024 namespaces; only the first 1024 are used",
 				 c->opts.name);
-		c->step = INIT_IO_QUEUES;
+		c->step = c->ana ? INIT_ANA_LOG : INIT_IO_QUEUES;
 	}
 	if (c->step == INIT_IO_QUEUES) {
 		ioq_connect_all(c);
@@ -498,6 +711,14 @@ static void init_next(struct nvmf_ctrl *c)
 	case INIT_IDENTIFY_NS:
 		prep_identify(req, NVME_ID_CNS_NS, c->ns_list[c->ns_list_idx], c->admin_buf);
 		break;
+	case INIT_ANA_LOG:
+		prep_get_log(req, NVME_LOG_ANA, c->admin_buf, 4096);
+		break;
+	case INIT_AEN_CONFIG:
+		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
+		req->sqe.cdw10 = NVME_FEAT_ASYNC_EVENT;
+		req->sqe.cdw11 = NVME_AEN_CFG_ANA_CHANGE;
+		break;
 	default:
 		nvmf_req_put(req);
 		init_fail(c, -EPROTO, "bad step");
@@ -516,6 +737,7 @@ static void kato_done(struct nvmf_req *req, int err)
 
 	nvmf_req_put(req);
 	c->kato_outstanding = false;
+	c->kato_missed = 0;
 	if (!err && st)
 		log_warn("ctrl %s: keep-alive failed: %s", c->opts.name,
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
@@ -531,8 +753,14 @@ static void kato_tick(struct reactor_timer *t)
 	/* Sent every KATO/2: one still unanswered after that long means the
 	 * target will soon (or did) consider us gone. */
 	if (c->kato_outstanding) {
-		nvmf_queue_transport_error(&c->adminq, -ETIMEDOUT, "keep-alive not answered in %u ms",
-					   c->opts.kato_ms / 2);
+		/* Sent every KATO/2; the target gives us KATO, so do we. */
+		if (++c->kato_missed >= 2) {
+			nvmf_queue_transport_error(&c->adminq, -ETIMEDOUT,
+						   "keep-alive not answered in %u ms", c->opts.kato_ms);
+			return;
+		}
+		reactor_timer_arm(c->r, &c->kato_timer,
+				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
 		return;
 	}
 	req = nvmf_admin_req(c);
@@ -665,9 +893,12 @@ static void init_live(struct nvmf_ctrl *c)
 {
 	reactor_timer_cancel(&c->step_timer);
 	nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE);
+	c->reconnecting = false;
 	if (c->opts.kato_ms)
 		reactor_timer_arm(c->r, &c->kato_timer,
 				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+	if (c->ana && (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE))
+		aer_submit(c);
 	nvmf_ctrl_cb cb = c->ready_cb;
 	c->ready_cb = NULL;
 	if (cb)
@@ -683,7 +914,8 @@ static void admin_connected(struct nvmf_queue *q, int err)
 		if (c->state == NVMF_CTRL_CONNECTING) {
 			c->error = err;
 			reactor_timer_cancel(&c->step_timer);
-			nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+			if (!c->reconnecting)
+				nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
 			init_failed_down(c, err);
 		}
 		return;
@@ -697,12 +929,22 @@ static void admin_down(struct nvmf_queue *q, int err)
 	ctrl_failed(q->ctrl, err);
 }
 
+static int ctrl_start(struct nvmf_ctrl *c);
+
 int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 		      struct reactor *r, struct reactor **io_reactors, nvmf_ctrl_cb cb)
 {
 	int ret;
 
+	/* The owner's hooks, set before connecting, survive the reset. */
+	void *owner = c->owner;
+	nvmf_ctrl_cb lost_cb = c->lost_cb;
+	void (*ana_cb)(struct nvmf_ctrl *) = c->ana_cb;
+
 	memset(c, 0, sizeof(*c));
+	c->owner = owner;
+	c->lost_cb = lost_cb;
+	c->ana_cb = ana_cb;
 	c->opts = *opts;
 	if (!c->opts.path.connect_timeout_ms)
 		c->opts.path.connect_timeout_ms = DEFAULT_STEP_TIMEOUT_MS;
@@ -725,35 +967,98 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 		return -ENOMEM;
 	}
 	memset(c->id, 0, sizeof(*c->id));
-	ret = nvmf_queue_init(&c->adminq, c, r, 0, ADMIN_QUEUE_SIZE, &c->opts.path);
+	ret = ctrl_start(c);
+	if (ret < 0)
+		nvmf_ctrl_free(c);
+	return ret;
+}
+
+/* Admin queue up, then the bring-up steps. */
+static int ctrl_start(struct nvmf_ctrl *c)
+{
+	int ret = nvmf_queue_init(&c->adminq, c, c->r, 0, ADMIN_QUEUE_SIZE, &c->opts.path);
+
 	if (ret < 0) {
 		log_err("ctrl %s: %s transport: %s", c->opts.name,
 			nvmf_trtype_name(c->opts.path.trtype), strerror(-ret));
-		nvmf_ctrl_free(c);
 		return ret;
 	}
 	c->adminq.down_cb = admin_down;
-	nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING);
+	if (c->state != NVMF_CTRL_CONNECTING)
+		nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING);
 	c->step = INIT_ADMIN_CONNECT;
 	arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
 	nvmf_queue_connect(&c->adminq, admin_connected);
 	return 0;
 }
 
+static void release_queues(struct nvmf_ctrl *c)
+{
+	for (unsigned i = 0; c->ioq && i < c->nr_ioq; i++)
+		nvmf_queue_free(&c->ioq[i]);
+	free(c->ioq);
+	c->ioq = NULL;
+	c->nr_ioq = 0;
+	nvmf_queue_free(&c->adminq);
+}
+
+int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
+{
+	if (c->teardown_running || c->state == NVMF_CTRL_LIVE ||
+	    c->state == NVMF_CTRL_DELETING || c->state == NVMF_CTRL_NEW)
+		return -EBUSY;
+	release_queues(c);
+	c->error = 0;
+	c->ioq_error = 0;
+	c->nr_ns = 0;
+	c->cntlid = 0;
+	c->kato_outstanding = false;
+	c->kato_missed = 0;
+	c->aer_armed = false;
+	c->ana_busy = c->ana_again = false;
+	c->ready_cb = cb;
+	c->shutdown_cb = NULL;
+	c->reconnecting = true;
+	reactor_timer_init(&c->step_timer, step_timeout);
+	return ctrl_start(c);
+}
+
 /* ---- failure and teardown ---- */
 
-/* A queue of a live controller failed.  Without the resilience layer
- * that is the end of this controller: every queue goes down and in-flight
- * I/O completes with the error. */
+static void lost_done(struct nvmf_ctrl *c, int err)
+{
+	if (c->lost_cb && c->state == NVMF_CTRL_RESETTING)
+		c->lost_cb(c, err);
+}
+
+/* A queue of a live controller failed, or the owner asked for a reset.
+ * With an owner that recovers (lost_cb), the controller is RESETTING while
+ * its queues close, then the owner decides; otherwise that is the end of
+ * it: every queue goes down and in-flight I/O completes with the error. */
 static void ctrl_failed(struct nvmf_ctrl *c, int err)
 {
 	if (c->state != NVMF_CTRL_LIVE)
 		return;
-	log_err("ctrl %s: lost (%s); failing its I/O", c->opts.name, strerror(-err));
 	c->error = err;
 	reactor_timer_cancel(&c->kato_timer);
+	c->resets++;
+	if (c->lost_cb) {
+		log_err("ctrl %s: lost (%s); resetting", c->opts.name, strerror(-err));
+		nvmf_ctrl_set_state(c, NVMF_CTRL_RESETTING);
+		ctrl_teardown(c, lost_done);
+		return;
+	}
+	log_err("ctrl %s: lost (%s); failing its I/O", c->opts.name, strerror(-err));
 	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
 	ctrl_teardown(c, NULL);
+}
+
+void nvmf_ctrl_reset(struct nvmf_ctrl *c, int err, const char *why)
+{
+	if (c->state != NVMF_CTRL_LIVE)
+		return;
+	log_notice("ctrl %s: reset: %s", c->opts.name, why);
+	ctrl_failed(c, err);
 }
 
 /* Closing the I/O queues, each on its own reactor, then running then(c)
@@ -933,6 +1238,18 @@ static void shn_start(struct nvmf_ctrl *c)
 
 void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
+	c->lost_cb = NULL;
+	c->ana_cb = NULL;
+	if (c->state == NVMF_CTRL_RESETTING ||
+	    (c->state == NVMF_CTRL_CONNECTING && c->reconnecting && !c->ready_cb)) {
+		/* Being reset, or between two reconnect attempts: nothing to
+		 * tell the controller; close what is left. */
+		nvmf_ctrl_set_state(c, NVMF_CTRL_DELETING);
+		c->shutdown_cb = cb;
+		if (!c->teardown_running)
+			teardown_admin(c);
+		return;
+	}
 	if (c->state == NVMF_CTRL_DEAD || c->state == NVMF_CTRL_NEW) {
 		/* Already torn down (or never up): just make sure it is quiet.
 		 * A teardown still running (a lost controller's, started with

@@ -4,6 +4,7 @@
 #define TRANSPORTS_CTRL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gateway/reactor.h"
@@ -34,6 +35,7 @@ struct nvmf_ns {
 	uint8_t nguid[16];
 	uint8_t eui64[8];
 	uint32_t anagrpid;
+	uint8_t ana_state; /* enum nvme_ana_state; OPTIMIZED without ANA */
 };
 
 /* The controller states of the Linux host; the resilience issue uses
@@ -59,6 +61,8 @@ enum nvmf_init_step {
 	INIT_SET_NUM_QUEUES,
 	INIT_NS_LIST,
 	INIT_IDENTIFY_NS,
+	INIT_ANA_LOG,
+	INIT_AEN_CONFIG,
 	INIT_IO_QUEUES,
 	INIT_DONE,
 };
@@ -100,6 +104,22 @@ struct nvmf_ctrl {
 	bool teardown_running; /* queues closing; shutdown_cb runs at the end */
 	void (*ioq_close_then)(struct nvmf_ctrl *ctrl);
 	struct nvmf_req *poll_req;
+	/* Recovery (set by the owner before connecting).  With lost_cb set a
+	 * live controller that fails goes to RESETTING, closes every queue
+	 * (their in-flight commands complete with the transport error) and
+	 * then calls lost_cb on c->r; the owner reconnects or deletes it.
+	 * Without it the controller goes DEAD, as the one-shot tools want. */
+	nvmf_ctrl_cb lost_cb;
+	/* The ANA states in ns[] changed (AEN or a refresh); on c->r. */
+	void (*ana_cb)(struct nvmf_ctrl *c);
+	void *owner;
+	bool reconnecting; /* a failed bring-up stays CONNECTING */
+	bool ana; /* CMIC.ANA: the ANA log page is read */
+	bool aer_armed;
+	bool ana_busy, ana_again; /* a refresh running / wanted after it */
+	uint64_t ana_chgcnt;
+	unsigned kato_missed;
+	unsigned resets; /* times this controller was reset */
 };
 
 /* Start connecting; cb(ctrl, 0) when LIVE with all I/O queues, or
@@ -110,6 +130,21 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *ctrl, const struct nvmf_ctrl_opts *opts,
 /* Orderly shutdown (CC.SHN, wait for SHST), then tear down the queues. */
 void nvmf_ctrl_shutdown(struct nvmf_ctrl *ctrl, nvmf_ctrl_cb cb);
 void nvmf_ctrl_free(struct nvmf_ctrl *ctrl);
+/* Reset a live controller (operator request or an error found above the
+ * transport): RESETTING, queues closed, then lost_cb.  Logged with why. */
+void nvmf_ctrl_reset(struct nvmf_ctrl *ctrl, int err, const char *why);
+/* Connect again with the same options after lost_cb (state RESETTING),
+ * after a failed reconnect (CONNECTING) or after DEAD (operator reset).
+ * The old queues are freed; cb as for nvmf_ctrl_connect. */
+int nvmf_ctrl_reconnect(struct nvmf_ctrl *ctrl, nvmf_ctrl_cb cb);
+/* Read the ANA log page again (an I/O saw an ANA status); ana_cb runs if
+ * anything changed. */
+void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *ctrl);
+/* Parses an ANA log page: fn(arg, grpid, state) per group descriptor.
+ * -EPROTO when the page is shorter than it claims. */
+int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
+		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg);
+const char *nvme_ana_state_name(uint8_t state);
 const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s);
 void nvmf_ctrl_set_state(struct nvmf_ctrl *ctrl, enum nvmf_ctrl_state s);
 struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *ctrl, uint32_t nsid);

@@ -43,7 +43,11 @@ static void io_req_done(struct nvmf_req *req, int err)
 
 	if (!err && st) {
 		char sbuf[96];
+		if (!io->status)
+			io->status = st;
 		err = nvme_status_to_errno(st);
+		if (!err)
+			err = -EIO; /* a status the table maps to success is still a failure */
 		log_debug("%s: CID 0x%04x opcode 0x%02x: %s", req->q->name, req->cid,
 			  req->sqe.opcode, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 	}
@@ -166,6 +170,7 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	io->next = 0;
 	io->outstanding = 0;
 	io->err = 0;
+	io->status = 0;
 	io->started = false;
 	io->kicking = false;
 	io->waiting = false;

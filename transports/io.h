@@ -33,6 +33,7 @@ struct nvmf_io {
 	uint64_t next;
 	unsigned outstanding;
 	int err;
+	uint16_t status; /* the first NVMe status that failed a command, 0 if none */
 	bool kicking;
 	bool started;
 	bool waiting; /* on the queue's waiter list */

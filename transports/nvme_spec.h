@@ -148,6 +148,41 @@ enum nvme_log_page {
 	NVME_LOG_DISCOVERY = 0x70,
 };
 
+/* ---- Asymmetric Namespace Access ---- */
+
+enum nvme_ana_state {
+	NVME_ANA_OPTIMIZED = 0x1,
+	NVME_ANA_NON_OPTIMIZED = 0x2,
+	NVME_ANA_INACCESSIBLE = 0x3,
+	NVME_ANA_PERSISTENT_LOSS = 0x4,
+	NVME_ANA_CHANGE = 0xf,
+};
+
+struct nvme_ana_log_hdr {
+	uint64_t chgcnt;
+	uint16_t ngrps;
+	uint8_t rsvd10[6];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvme_ana_log_hdr) == 16, "ana log header");
+
+struct nvme_ana_group_desc {
+	uint32_t grpid;
+	uint32_t nnsids;
+	uint64_t chgcnt;
+	uint8_t state; /* bits 3:0 */
+	uint8_t rsvd17[15];
+	/* nnsids x uint32_t nsid follow */
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvme_ana_group_desc) == 32, "ana group descriptor");
+
+/* Asynchronous Event Request completion dw0 and its configuration. */
+#define NVME_AER_TYPE(dw0) ((dw0) & 0x7)
+#define NVME_AER_INFO(dw0) (((dw0) >> 8) & 0xff)
+#define NVME_AER_TYPE_NOTICE 0x2
+#define NVME_AER_NOTICE_ANA_CHANGE 0x03
+#define NVME_AEN_CFG_ANA_CHANGE (1u << 11)
+#define NVME_CTRL_OAES_ANA_CHANGE (1u << 11)
+
 /* ---- Fabrics commands ---- */
 
 enum nvmf_fctype {
@@ -255,7 +290,13 @@ struct nvme_id_ctrl {
 	uint8_t mdts;
 	uint16_t cntlid;
 	uint32_t ver;
-	uint8_t rsvd84[172];
+	uint32_t rtd3r;
+	uint32_t rtd3e;
+	uint32_t oaes; /* 92: bit 11 = ANA change notices */
+	uint32_t ctratt;
+	uint8_t rsvd100[28];
+	uint16_t crdt[3]; /* 128: command retry delay times, 100 ms units */
+	uint8_t rsvd134[122];
 	uint16_t oacs; /* 256 */
 	uint8_t acl;
 	uint8_t aerl;
@@ -306,6 +347,8 @@ _Static_assert(offsetof(struct nvme_id_ctrl, mdts) == 77, "mdts");
 _Static_assert(offsetof(struct nvme_id_ctrl, oacs) == 256, "oacs");
 _Static_assert(offsetof(struct nvme_id_ctrl, kas) == 320, "kas");
 _Static_assert(offsetof(struct nvme_id_ctrl, anatt) == 343, "anatt");
+_Static_assert(offsetof(struct nvme_id_ctrl, oaes) == 92, "oaes");
+_Static_assert(offsetof(struct nvme_id_ctrl, crdt) == 128, "crdt");
 _Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == 348, "anagrpmax");
 _Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == 352, "nanagrpid");
 _Static_assert(offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes");

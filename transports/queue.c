@@ -73,7 +73,16 @@ static void io_timer_fire(struct reactor_timer *t)
 
 	if (list_empty(&q->in_flight) || q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
 		return;
-	req = container_of(q->in_flight.next, struct nvmf_req, link);
+	req = NULL;
+	for (struct list_node *n = q->in_flight.next; n != &q->in_flight; n = n->next) {
+		struct nvmf_req *r = container_of(n, struct nvmf_req, link);
+		if (!r->no_timeout) {
+			req = r;
+			break;
+		}
+	}
+	if (!req)
+		return; /* re-armed by the next submit */
 	if (now - req->submit_ns >= tmo) {
 		nvmf_queue_transport_error(q, -ETIMEDOUT,
 					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms",
@@ -171,6 +180,7 @@ struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
 	req->host_to_ctrl = false;
 	req->done = NULL;
 	req->ctx = req->ctx2 = NULL;
+	req->no_timeout = false;
 	return req;
 }
 

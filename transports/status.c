@@ -118,3 +118,22 @@ const char *nvme_status_fmt(uint16_t status, char *buf, unsigned len)
 		 NVME_STATUS_DNR(status) ? ", dnr" : "");
 	return buf;
 }
+
+enum nvme_disposition nvme_status_disposition(uint16_t status)
+{
+	if ((status & 0x7ff) == 0)
+		return NVME_DISP_DONE;
+	if (NVME_STATUS_DNR(status))
+		return NVME_DISP_FAIL;
+	/* Path-related status says nothing about the data: another path, or
+	 * this one after its ANA state or connection changed, may succeed. */
+	if (NVME_STATUS_SCT(status) == NVME_SCT_PATH)
+		return NVME_DISP_FAILOVER;
+	return NVME_DISP_RETRY;
+}
+
+bool nvme_status_is_ana(uint16_t status)
+{
+	return NVME_STATUS_SCT(status) == NVME_SCT_PATH && NVME_STATUS_SC(status) >= 0x01 &&
+	       NVME_STATUS_SC(status) <= 0x03;
+}

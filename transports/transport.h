@@ -46,6 +46,7 @@ struct nvmf_req {
 	uint16_t cid; /* index | generation << NVMF_CID_GEN_SHIFT */
 	bool in_flight;
 	bool host_to_ctrl; /* data direction: write-like */
+	bool no_timeout; /* an Asynchronous Event Request waits as long as it likes */
 	uint32_t data_len;
 	unsigned iovcnt;
 	struct iovec iov[NVMF_REQ_MAX_IOV];

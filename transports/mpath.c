@@ -1,0 +1,1170 @@
+/* Multipath target, path recovery and the "nvmf" volume over it.  See
+ * mpath.h for the rules; the comments here say why the code is shaped the
+ * way it is. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/log.h"
+#include "transports/io.h"
+#include "transports/mpath.h"
+#include "transports/status.h"
+
+#define MP_MAX_QS 64 /* queues of one path on one reactor */
+#define MP_MAX_ANA 16 /* ANA groups remembered per path */
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_RELAXED)
+
+/* What one reactor may use of one path. */
+struct snap_path {
+	bool attached;
+	uint32_t max_xfer;
+	unsigned nq;
+	struct nvmf_queue *qs[MP_MAX_QS];
+	unsigned nr_ana;
+	struct {
+		uint32_t grp;
+		uint8_t state;
+	} ana[MP_MAX_ANA];
+};
+
+struct bcast;
+
+/* A reactor's whole view, replaced by message. */
+struct snap {
+	struct reactor_msg m;
+	struct mp_target *t;
+	unsigned reactor;
+	struct bcast *bc;
+	bool failfast;
+	struct snap_path p[MP_MAX_PATHS];
+};
+
+/* Counters of one path on one reactor: one writer, read by reactor 0. */
+struct pstats {
+	uint64_t reads, writes, read_bytes, write_bytes, errors, retries;
+	unsigned in_flight;
+};
+
+struct rview {
+	struct mp_target *t;
+	struct reactor *r;
+	unsigned home; /* reactor carrying this one's I/O */
+	struct snap *cur;
+	struct list_node parked; /* waiting for a usable path */
+	struct list_node delayed; /* waiting for their retry delay */
+	struct reactor_timer delay_timer;
+	unsigned rr;
+	bool kicking;
+	/* Set by the data path when an I/O came back with an ANA status:
+	 * the path is not used here until the next snapshot. */
+	bool ana_stale[MP_MAX_PATHS];
+	struct pstats st[MP_MAX_PATHS];
+	struct ana_req {
+		struct reactor_msg m;
+		struct mp_path *p;
+		int busy; /* atomic */
+	} ana_req[MP_MAX_PATHS];
+};
+
+struct bcast_ack {
+	struct reactor_msg m;
+	struct bcast *bc;
+};
+
+struct bcast {
+	struct mp_target *t;
+	unsigned pending;
+	void (*then)(struct mp_path *p);
+	struct mp_path *p;
+	struct bcast_ack *acks; /* one per reactor */
+};
+
+struct mp_path {
+	struct mp_target *t;
+	unsigned idx;
+	struct nvmf_ctrl ctrl;
+	bool started; /* nvmf_ctrl_connect succeeded once: ctrl is valid */
+	bool attached; /* the reactors may use its queues */
+	bool deleted; /* no more reconnects until an operator reset */
+	bool connecting; /* an attempt is running */
+	bool delete_after; /* ctrl_loss_tmo passed during an attempt */
+	bool reset_now; /* operator reset: reconnect without delay */
+	bool first_done;
+	uint64_t lost_ns;
+	unsigned reconnects;
+	struct reactor_timer reconnect_timer;
+	struct reactor_timer loss_timer;
+};
+
+struct vol_mp;
+
+struct mp_target {
+	struct mp_target_opts o;
+	struct reactor *r;
+	struct reactor **reactors;
+	unsigned nr_reactors;
+	struct mp_path paths[MP_MAX_PATHS];
+	struct rview *views;
+	struct vol_mp **vols;
+	unsigned nr_vols;
+	unsigned first_pending;
+	mp_target_cb connect_cb, shutdown_cb;
+	void *connect_arg, *shutdown_arg;
+	unsigned shutdown_pending;
+	bool shutting_down;
+	bool fast_failed; /* fast_io_fail_tmo passed with no path attached */
+	struct reactor_timer fast_timer;
+};
+
+/* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
+struct vpath {
+	uint64_t writes_acked; /* atomic */
+	uint64_t flushed_upto; /* atomic max */
+	uint64_t loss_hi; /* writes_acked when a reset lost unflushed writes */
+	uint64_t loss_reported;
+};
+
+struct vol_mp {
+	struct volume v;
+	struct mp_target *t;
+	struct nvmf_ns ns; /* geometry copy: the controllers' tables change on reconnect */
+	bool failed; /* atomic: the namespace changed under us */
+	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
+	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
+	struct vpath vp[MP_MAX_PATHS];
+};
+
+/* The backend's part of vol_io.priv. */
+struct mpio {
+	struct nvmf_io nio;
+	struct list_node link;
+	struct rview *view;
+	uint64_t due_ns;
+	uint64_t flush_snap;
+	uint8_t path;
+	uint8_t retries;
+	uint8_t flush_next;
+	bool flushing;
+};
+_Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
+
+static struct mpio *mpio_of(struct vol_io *io) { return (struct mpio *)io->priv; }
+static struct vol_io *io_of(struct mpio *m) { return container_of((void *)m, struct vol_io, priv); }
+
+const char *mp_policy_name(enum mp_policy p)
+{
+	static const char *const n[] = { [MP_FAILOVER] = "failover",
+					 [MP_ROUND_ROBIN] = "round-robin",
+					 [MP_QUEUE_DEPTH] = "queue-depth" };
+	return p <= MP_QUEUE_DEPTH ? n[p] : "?";
+}
+
+const char *mp_target_name(const struct mp_target *t) { return t->o.ctrl.name; }
+
+const char *mp_target_state(const struct mp_target *t)
+{
+	unsigned live = 0, deleted = 0;
+
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		live += t->paths[i].attached;
+		deleted += t->paths[i].deleted;
+	}
+	if (live == t->o.nr_paths)
+		return "live";
+	if (live)
+		return "degraded";
+	return deleted == t->o.nr_paths ? "failed" : "reconnecting";
+}
+
+/* ---- snapshots: reactor 0 tells every reactor what it may use ---- */
+
+static void snap_kick(struct rview *v);
+
+static void bcast_ack(struct reactor_msg *m)
+{
+	struct bcast *bc = container_of(m, struct bcast_ack, m)->bc;
+
+	if (--bc->pending)
+		return;
+	if (bc->then && !bc->t->shutting_down)
+		bc->then(bc->p);
+	free(bc->acks);
+	free(bc);
+}
+
+static void snap_apply(struct reactor_msg *m)
+{
+	struct snap *s = container_of(m, struct snap, m);
+	struct rview *v = &s->t->views[s->reactor];
+	struct bcast *bc = s->bc;
+
+	free(v->cur);
+	v->cur = s;
+	memset(v->ana_stale, 0, sizeof(v->ana_stale));
+	if (bc) {
+		struct bcast_ack *ack = &bc->acks[s->reactor];
+		ack->m.fn = bcast_ack;
+		ack->bc = bc;
+		s->bc = NULL;
+		reactor_send_msg(s->t->r, &ack->m);
+	}
+	snap_kick(v);
+}
+
+static bool all_deleted(const struct mp_target *t)
+{
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (!t->paths[i].deleted)
+			return false;
+	return true;
+}
+
+static bool any_attached(const struct mp_target *t)
+{
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (t->paths[i].attached)
+			return true;
+	return false;
+}
+
+/* Sends every reactor its view of the current path states; then(p) runs
+ * on reactor 0 once every reactor has dropped what it had before (the
+ * queues it referred to may then be freed). */
+static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), struct mp_path *p)
+{
+	struct bcast *bc = NULL;
+	bool failfast = !any_attached(t) && (t->fast_failed || all_deleted(t));
+
+	if (then) {
+		bc = calloc(1, sizeof(*bc));
+		if (!bc || !(bc->acks = calloc(t->nr_reactors, sizeof(*bc->acks))))
+			abort(); /* control path, a few bytes */
+		bc->t = t;
+		bc->then = then;
+		bc->p = p;
+		bc->pending = t->nr_reactors;
+	}
+	for (unsigned k = 0; k < t->nr_reactors; k++) {
+		struct snap *s = calloc(1, sizeof(*s));
+		if (!s)
+			abort();
+		s->m.fn = snap_apply;
+		s->t = t;
+		s->reactor = k;
+		s->bc = bc;
+		s->failfast = failfast;
+		for (unsigned i = 0; i < t->o.nr_paths; i++) {
+			struct mp_path *pp = &t->paths[i];
+			struct snap_path *sp = &s->p[i];
+			if (!pp->attached)
+				continue;
+			sp->attached = true;
+			sp->max_xfer = pp->ctrl.max_xfer;
+			for (unsigned q = 0; q < pp->ctrl.nr_ioq && sp->nq < MP_MAX_QS; q++)
+				if (pp->ctrl.ioq[q].r == t->reactors[k])
+					sp->qs[sp->nq++] = &pp->ctrl.ioq[q];
+			for (unsigned n = 0; n < pp->ctrl.nr_ns && sp->nr_ana < MP_MAX_ANA; n++) {
+				const struct nvmf_ns *ns = &pp->ctrl.ns[n];
+				bool seen = false;
+				for (unsigned a = 0; a < sp->nr_ana; a++)
+					seen |= sp->ana[a].grp == ns->anagrpid;
+				if (seen)
+					continue;
+				sp->ana[sp->nr_ana].grp = ns->anagrpid;
+				sp->ana[sp->nr_ana].state = ns->ana_state;
+				sp->nr_ana++;
+			}
+		}
+		reactor_send_msg(t->reactors[k], &s->m);
+	}
+}
+
+/* ---- the data path (on the home reactor) ---- */
+
+static void mp_start(struct vol_io *io);
+
+static uint8_t ana_of(const struct snap_path *sp, uint32_t grp)
+{
+	for (unsigned a = 0; a < sp->nr_ana; a++)
+		if (sp->ana[a].grp == grp)
+			return sp->ana[a].state;
+	return NVME_ANA_OPTIMIZED; /* no ANA: every path is as good */
+}
+
+static struct nvmf_queue *live_queue(struct rview *v, unsigned i)
+{
+	struct snap_path *sp = &v->cur->p[i];
+
+	for (unsigned k = 0; k < sp->nq; k++) {
+		struct nvmf_queue *q = sp->qs[(v->rr + k) % sp->nq];
+		if (q->state == NVMF_Q_LIVE)
+			return q;
+	}
+	return NULL;
+}
+
+/* The path for the next command of vol n on this reactor, or -1. */
+static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout)
+{
+	struct mp_target *t = v->t;
+	int best = -1, best_rank = 3;
+	unsigned best_load = ~0u;
+	struct nvmf_queue *best_q = NULL;
+
+	if (!v->cur)
+		return -1;
+	for (unsigned k = 0; k < t->o.nr_paths; k++) {
+		/* Round-robin starts the scan at a moving index; the others
+		 * always from path 0, so failover sticks to the first good
+		 * path in configuration order. */
+		unsigned i = t->o.policy == MP_ROUND_ROBIN ? (v->rr + k) % t->o.nr_paths : k;
+		struct snap_path *sp = &v->cur->p[i];
+		if (!sp->attached || v->ana_stale[i] || LOAD(n->bad_path[i]))
+			continue;
+		uint8_t st = ana_of(sp, n->ns.anagrpid);
+		int rank = st == NVME_ANA_OPTIMIZED ? 0 : st == NVME_ANA_NON_OPTIMIZED ? 1 : 3;
+		if (rank > best_rank || rank == 3)
+			continue;
+		struct nvmf_queue *q = live_queue(v, i);
+		if (!q)
+			continue;
+		unsigned load = t->o.policy == MP_QUEUE_DEPTH ? q->nr_in_flight : 0;
+		if (rank < best_rank || load < best_load) {
+			best = (int)i;
+			best_rank = rank;
+			best_load = load;
+			best_q = q;
+		}
+	}
+	v->rr++;
+	*qout = best_q;
+	return best;
+}
+
+static void park(struct rview *v, struct vol_io *io)
+{
+	list_add_tail(&v->parked, &mpio_of(io)->link);
+}
+
+static void finish(struct rview *v, struct vol_io *io, int err)
+{
+	vol_complete(v->r, io, err);
+}
+
+/* Resubmit what waited for a path; those that still find none park again
+ * (at the tail, keeping their order). */
+static void snap_kick(struct rview *v)
+{
+	struct list_node todo;
+	struct list_node *node;
+
+	if (v->kicking)
+		return;
+	v->kicking = true;
+	list_init(&todo);
+	while ((node = list_pop(&v->parked)))
+		list_add_tail(&todo, node);
+	while ((node = list_pop(&todo)))
+		mp_start(io_of(container_of(node, struct mpio, link)));
+	v->kicking = false;
+}
+
+static void delay_fire(struct reactor_timer *tm)
+{
+	struct rview *v = container_of(tm, struct rview, delay_timer);
+	uint64_t now = reactor_now_ns(), next = 0;
+	struct list_node *node, *nx;
+
+	for (node = v->delayed.next; node != &v->delayed; node = nx) {
+		struct mpio *m = container_of(node, struct mpio, link);
+		nx = node->next;
+		if (m->due_ns <= now) {
+			list_del(node);
+			mp_start(io_of(m));
+		} else if (!next || m->due_ns < next) {
+			next = m->due_ns;
+		}
+	}
+	if (next)
+		reactor_timer_arm(v->r, &v->delay_timer, next - now);
+}
+
+static void retry_later(struct rview *v, struct vol_io *io, unsigned delay_ms)
+{
+	struct mpio *m = mpio_of(io);
+
+	if (!delay_ms) {
+		park(v, io);
+		snap_kick(v);
+		return;
+	}
+	m->due_ns = reactor_now_ns() + (uint64_t)delay_ms * NSEC_PER_MSEC;
+	list_add_tail(&v->delayed, &m->link);
+	if (!v->delay_timer.armed)
+		reactor_timer_arm(v->r, &v->delay_timer, (uint64_t)delay_ms * NSEC_PER_MSEC);
+}
+
+static void ana_refresh_msg(struct reactor_msg *msg)
+{
+	struct ana_req *a = container_of(msg, struct ana_req, m);
+	struct mp_path *p = a->p;
+
+	STORE(a->busy, 0);
+	if (p->started && !p->t->shutting_down)
+		nvmf_ctrl_ana_refresh(&p->ctrl);
+}
+
+static void ask_ana_refresh(struct rview *v, unsigned path)
+{
+	struct ana_req *a = &v->ana_req[path];
+
+	v->ana_stale[path] = true;
+	if (__atomic_exchange_n(&a->busy, 1, __ATOMIC_ACQ_REL))
+		return;
+	a->m.fn = ana_refresh_msg;
+	a->p = &v->t->paths[path];
+	reactor_send_msg(v->t->r, &a->m);
+}
+
+static void flush_step(struct rview *v, struct vol_io *io);
+
+static void nio_done(struct nvmf_io *nio, int err)
+{
+	struct vol_io *io = nio->ctx;
+	struct mpio *m = mpio_of(io);
+	struct rview *v = m->view;
+	struct vol_mp *n = io->vol->priv;
+	struct pstats *st = &v->st[m->path];
+	uint16_t status = nio->status;
+
+	STORE(st->in_flight, st->in_flight - 1);
+	if (!err) {
+		if (io->op == VOL_READ) {
+			STORE(st->reads, st->reads + 1);
+			STORE(st->read_bytes, st->read_bytes + io->length);
+		} else if (io->op == VOL_WRITE || io->op == VOL_WRITE_ZEROES ||
+			   io->op == VOL_TRIM) {
+			STORE(st->writes, st->writes + 1);
+			STORE(st->write_bytes, st->write_bytes + io->length);
+			/* Acknowledged into the controller's cache: the next
+			 * flush must reach this path. */
+			if ((io->op == VOL_WRITE || io->op == VOL_WRITE_ZEROES) &&
+			    !(io->flags & VOL_IO_FUA))
+				ADD(n->vp[m->path].writes_acked, 1);
+		}
+		if (m->flushing) {
+			struct vpath *vp = &n->vp[m->path];
+			uint64_t cur = LOAD(vp->flushed_upto);
+			while (cur < m->flush_snap &&
+			       !__atomic_compare_exchange_n(&vp->flushed_upto, &cur, m->flush_snap,
+							    false, __ATOMIC_RELAXED,
+							    __ATOMIC_RELAXED))
+				;
+			m->flush_next = (uint8_t)(m->path + 1);
+			flush_step(v, io);
+			return;
+		}
+		finish(v, io, 0);
+		return;
+	}
+	if (!status) {
+		/* The connection went away under the command: it comes back
+		 * when a path is usable (another one, or this one after its
+		 * reconnect).  Not a retry: nothing was answered. */
+		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s); requeued",
+			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			  (unsigned long long)io->offset, m->path, strerror(-err));
+		park(v, io);
+		snap_kick(v);
+		return;
+	}
+	STORE(st->errors, st->errors + 1);
+	switch (nvme_status_disposition(status)) {
+	case NVME_DISP_FAILOVER:
+		if (nvme_status_is_ana(status))
+			ask_ana_refresh(v, m->path);
+		else
+			v->ana_stale[m->path] = true; /* try the others first */
+		park(v, io);
+		snap_kick(v);
+		return;
+	case NVME_DISP_RETRY:
+		if (m->retries < v->t->o.max_retries) {
+			struct mp_path *p = &v->t->paths[m->path];
+			unsigned crd = NVME_STATUS_CRD(status), delay = 0;
+			m->retries++;
+			STORE(st->retries, st->retries + 1);
+			/* CRDT is from Identify, read on reactor 0 at bring-up and
+			 * not changed while the path is attached. */
+			if (crd && p->ctrl.id)
+				delay = p->ctrl.id->crdt[crd - 1] * 100u;
+			retry_later(v, io, delay);
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	finish(v, io, err);
+}
+
+/* The FLUSH rule: a flush is answered only after every path that
+ * acknowledged a write before it has flushed; if a path was reset while
+ * holding acknowledged, unflushed writes (they may have been lost with its
+ * volatile cache), the next flush says EIO once, never a false success. */
+static void flush_step(struct rview *v, struct vol_io *io)
+{
+	struct mpio *m = mpio_of(io);
+	struct vol_mp *n = io->vol->priv;
+	struct mp_target *t = v->t;
+
+	for (; m->flush_next < t->o.nr_paths; m->flush_next++) {
+		unsigned i = m->flush_next;
+		struct vpath *vp = &n->vp[i];
+		uint64_t acked = LOAD(vp->writes_acked);
+		if (acked <= LOAD(vp->flushed_upto))
+			continue;
+		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
+		if (!sp || !sp->attached)
+			continue; /* detached: its loss, if any, is recorded */
+		struct nvmf_queue *q = live_queue(v, i);
+		if (!q) {
+			park(v, io); /* resetting: wait for the detach or the reconnect */
+			return;
+		}
+		m->path = (uint8_t)i;
+		m->flushing = true;
+		m->flush_snap = acked;
+		memset(&m->nio, 0, sizeof(m->nio));
+		m->nio.op = NVMF_IO_FLUSH;
+		m->nio.cb = nio_done;
+		m->nio.ctx = io;
+		STORE(v->st[i].in_flight, v->st[i].in_flight + 1);
+		int ret = nvmf_io_submit(q, &n->ns, sp->max_xfer, &m->nio);
+		if (ret < 0) {
+			STORE(v->st[i].in_flight, v->st[i].in_flight - 1);
+			finish(v, io, ret);
+		}
+		return;
+	}
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct vpath *vp = &n->vp[i];
+		uint64_t hi = LOAD(vp->loss_hi), rep = LOAD(vp->loss_reported);
+		if (hi > rep && __atomic_compare_exchange_n(&vp->loss_reported, &rep, hi, false,
+							    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+			log_err("%s: flush fails: path %u was reset with acknowledged writes "
+				"not yet flushed; they may be lost",
+				io->vol->name, i);
+			finish(v, io, -EIO);
+			return;
+		}
+	}
+	finish(v, io, 0);
+}
+
+static void mp_start(struct vol_io *io)
+{
+	struct vol_mp *n = io->vol->priv;
+	struct mpio *m = mpio_of(io);
+	struct rview *v = m->view;
+	struct nvmf_queue *q;
+	int i;
+
+	if (LOAD(n->failed)) {
+		finish(v, io, -EIO);
+		return;
+	}
+	if (io->op == VOL_FLUSH) {
+		flush_step(v, io);
+		return;
+	}
+	i = pick_path(v, n, &q);
+	if (i < 0) {
+		if (v->cur && v->cur->failfast)
+			finish(v, io, -EIO);
+		else
+			park(v, io);
+		return;
+	}
+	static const enum nvmf_io_op ops[] = {
+		[VOL_READ] = NVMF_IO_READ,
+		[VOL_WRITE] = NVMF_IO_WRITE,
+		[VOL_FLUSH] = NVMF_IO_FLUSH,
+		[VOL_WRITE_ZEROES] = NVMF_IO_WRITE_ZEROES,
+		[VOL_TRIM] = NVMF_IO_DISCARD,
+	};
+	memset(&m->nio, 0, sizeof(m->nio));
+	m->path = (uint8_t)i;
+	m->nio.op = ops[io->op];
+	m->nio.flags = ((io->flags & VOL_IO_FUA) ? NVMF_IO_FUA : 0) |
+		       ((io->flags & VOL_IO_NO_HOLE) ? NVMF_IO_NO_DEALLOC : 0);
+	m->nio.offset = io->offset;
+	m->nio.len = io->length;
+	m->nio.iov = io->iov;
+	m->nio.iovcnt = io->iovcnt;
+	m->nio.cb = nio_done;
+	m->nio.ctx = io;
+	STORE(v->st[i].in_flight, v->st[i].in_flight + 1);
+	int ret = nvmf_io_submit(q, &n->ns, v->cur->p[i].max_xfer, &m->nio);
+	if (ret < 0) {
+		STORE(v->st[i].in_flight, v->st[i].in_flight - 1);
+		finish(v, io, ret);
+	}
+}
+
+static void forwarded(struct reactor_msg *msg)
+{
+	mp_start(container_of(msg, struct vol_io, msg));
+}
+
+static void mp_submit(struct volume *vol, struct vol_io *io)
+{
+	struct vol_mp *n = vol->priv;
+	struct mp_target *t = n->t;
+	unsigned id = io->origin->id < t->nr_reactors ? io->origin->id : 0;
+	struct rview *v = &t->views[t->views[id].home];
+	struct mpio *m = mpio_of(io);
+
+	m->view = v;
+	m->retries = 0;
+	m->flush_next = 0;
+	m->flushing = false;
+	if (v->r == io->origin) {
+		/* vol_complete defers when the completion is on the
+		 * submitter's own stack, so starting here is safe. */
+		mp_start(io);
+		return;
+	}
+	vol_forward(v->r, io, forwarded);
+}
+
+/* ---- paths: connect, lose, reconnect, delete (on reactor 0) ---- */
+
+static void path_ready(struct nvmf_ctrl *c, int err);
+static void path_lost(struct nvmf_ctrl *c, int err);
+static void path_ana(struct nvmf_ctrl *c);
+
+static void fast_fire(struct reactor_timer *tm)
+{
+	struct mp_target *t = container_of(tm, struct mp_target, fast_timer);
+
+	if (any_attached(t) || t->shutting_down)
+		return;
+	log_err("target %s: no usable path for %d s (fast_io_fail_tmo): failing I/O with EIO "
+		"while reconnecting",
+		t->o.ctrl.name, t->o.fast_io_fail_tmo_s);
+	t->fast_failed = true;
+	broadcast(t, NULL, NULL);
+}
+
+static void path_delete(struct mp_path *p, const char *why)
+{
+	struct mp_target *t = p->t;
+
+	log_err("target %s: path %u (%s %s:%s): %s; deleting its controller", t->o.ctrl.name,
+		p->idx, nvmf_trtype_name(t->o.paths[p->idx].trtype), t->o.paths[p->idx].traddr,
+		t->o.paths[p->idx].trsvcid, why);
+	p->deleted = true;
+	p->delete_after = false;
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	if (p->started && p->ctrl.state != NVMF_CTRL_DEAD) {
+		if (p->ctrl.state == NVMF_CTRL_CONNECTING || p->ctrl.state == NVMF_CTRL_RESETTING)
+			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DELETING);
+		if (p->ctrl.state == NVMF_CTRL_DELETING)
+			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DEAD);
+	}
+	if (all_deleted(t))
+		log_err("target %s: every path is deleted; its exports fail with EIO until an "
+			"operator reset (nvmf-gateway reset %s) or a reload",
+			t->o.ctrl.name, t->o.ctrl.name);
+	broadcast(t, NULL, NULL);
+}
+
+static void reconnect_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, reconnect_timer);
+	struct mp_target *t = p->t;
+	int ret;
+
+	if (t->shutting_down || p->deleted)
+		return;
+	p->connecting = true;
+	p->reconnects++;
+	log_info("target %s: path %u: reconnecting (attempt %u)", t->o.ctrl.name, p->idx,
+		 p->reconnects);
+	if (!p->started) {
+		struct nvmf_ctrl_opts co = t->o.ctrl;
+		co.path = t->o.paths[p->idx];
+		snprintf(co.name, sizeof(co.name), "%.48s/path%u", t->o.ctrl.name, p->idx);
+		struct reactor **qr = calloc(co.nr_io_queues ? co.nr_io_queues : 1, sizeof(*qr));
+		if (!qr)
+			abort();
+		for (unsigned q = 0; q < co.nr_io_queues; q++)
+			qr[q] = t->reactors[q % t->nr_reactors];
+		p->ctrl.owner = p;
+		p->ctrl.lost_cb = path_lost;
+		p->ctrl.ana_cb = path_ana;
+		p->started = true;
+		ret = nvmf_ctrl_connect(&p->ctrl, &co, t->r, qr, path_ready);
+		if (ret < 0) {
+			/* nvmf_ctrl_connect freed what it had allocated. */
+			free(qr);
+			p->started = false;
+			p->connecting = false;
+			path_delete(p, "cannot create its controller");
+		}
+		return;
+	}
+	ret = nvmf_ctrl_reconnect(&p->ctrl, path_ready);
+	if (ret < 0) {
+		p->connecting = false;
+		path_delete(p, "cannot reconnect its controller");
+	}
+}
+
+static void loss_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, loss_timer);
+
+	if (p->attached || p->deleted || p->t->shutting_down)
+		return;
+	if (p->connecting) {
+		p->delete_after = true; /* let the attempt finish first */
+		return;
+	}
+	path_delete(p, "ctrl_loss_tmo expired");
+}
+
+static void schedule_reconnect(struct mp_path *p, bool now)
+{
+	struct mp_target *t = p->t;
+	uint64_t delay = now ? 0 : (uint64_t)t->o.reconnect_delay_ms * NSEC_PER_MSEC;
+
+	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
+}
+
+/* Every namespace the volumes use must be the same one behind this path
+ * as behind the path the volume was built from. */
+static void check_identity(struct mp_path *p)
+{
+	struct mp_target *t = p->t;
+
+	for (unsigned i = 0; i < t->nr_vols; i++) {
+		struct vol_mp *n = t->vols[i];
+		const struct nvmf_ns *ns = nvmf_ctrl_find_ns(&p->ctrl, n->ns.nsid);
+		const char *why = NULL;
+		bool other = false;
+		if (!ns) {
+			why = "the namespace is gone";
+		} else if (memcmp(ns->nguid, n->ns.nguid, 16) ||
+			   memcmp(ns->eui64, n->ns.eui64, 8)) {
+			why = "it is another namespace (NGUID/EUI-64 differ)";
+			other = true;
+		} else if (ns->nsze != n->ns.nsze) {
+			why = "the namespace size changed";
+		} else if (ns->lba_size != n->ns.lba_size) {
+			why = "the LBA format changed";
+		}
+		n->excluded[p->idx] = why != NULL;
+		STORE(n->bad_path[p->idx], why != NULL);
+		if (!why)
+			continue;
+		if (other) {
+			/* Another namespace behind this path: refuse the path
+			 * for this volume, the others still serve it. */
+			log_err("%s: path %u of target %s: nsid %u: %s; this path is not used for "
+				"it",
+				n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+			continue;
+		}
+		/* The same namespace with another geometry: offsets no
+		 * longer mean what the exporters think they mean. */
+		log_err("%s: path %u of target %s: nsid %u: %s; failing the export rather than "
+			"risking its data",
+			n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+		STORE(n->failed, true);
+	}
+}
+
+static void first_result(struct mp_target *t)
+{
+	if (!t->first_pending || --t->first_pending)
+		return;
+	mp_target_cb cb = t->connect_cb;
+	t->connect_cb = NULL;
+	if (cb)
+		cb(t, any_attached(t) ? 0 : -ENOTCONN, t->connect_arg);
+}
+
+static void path_ready(struct nvmf_ctrl *c, int err)
+{
+	struct mp_path *p = c->owner;
+	struct mp_target *t = p->t;
+
+	p->connecting = false;
+	if (t->shutting_down)
+		return;
+	bool first = !p->first_done;
+	p->first_done = true;
+	if (err) {
+		if (err == -EACCES || err == -EPERM) {
+			/* Refused credentials or host: trying again changes
+			 * nothing until the configuration does. */
+			path_delete(p, "the target refused this host");
+		} else if (p->delete_after) {
+			path_delete(p, "ctrl_loss_tmo expired");
+		} else {
+			if (!p->lost_ns) {
+				p->lost_ns = reactor_now_ns();
+				if (t->o.ctrl_loss_tmo_s >= 0)
+					reactor_timer_arm(t->r, &p->loss_timer,
+							  (uint64_t)t->o.ctrl_loss_tmo_s *
+								  NSEC_PER_SEC);
+			}
+			schedule_reconnect(p, false);
+		}
+		if (first)
+			first_result(t);
+		return;
+	}
+	check_identity(p);
+	reactor_timer_cancel(&p->loss_timer);
+	if (p->lost_ns)
+		log_notice("target %s: path %u live again after %.1f s", t->o.ctrl.name, p->idx,
+			   (double)(reactor_now_ns() - p->lost_ns) / 1e9);
+	p->lost_ns = 0;
+	p->attached = true;
+	t->fast_failed = false;
+	reactor_timer_cancel(&t->fast_timer);
+	broadcast(t, NULL, NULL);
+	if (first)
+		first_result(t);
+}
+
+/* Every reactor has dropped the lost path's queues: they may be freed by
+ * the reconnect. */
+static void path_detached(struct mp_path *p)
+{
+	if (p->deleted)
+		return;
+	schedule_reconnect(p, p->reset_now);
+	p->reset_now = false;
+}
+
+static void path_lost(struct nvmf_ctrl *c, int err)
+{
+	struct mp_path *p = c->owner;
+	struct mp_target *t = p->t;
+
+	(void)err;
+	p->attached = false;
+	p->lost_ns = reactor_now_ns();
+	/* Writes acknowledged on this controller and not flushed may have
+	 * died with its volatile cache. */
+	if (c->id && (c->id->vwc & 1))
+		for (unsigned i = 0; i < t->nr_vols; i++) {
+			struct vpath *vp = &t->vols[i]->vp[p->idx];
+			uint64_t acked = LOAD(vp->writes_acked);
+			if (acked > LOAD(vp->flushed_upto)) {
+				log_warn("%s: path %u was reset with %llu acknowledged writes not "
+					 "flushed; the next flush reports EIO",
+					 t->vols[i]->v.name, p->idx,
+					 (unsigned long long)(acked - LOAD(vp->flushed_upto)));
+				STORE(vp->loss_hi, acked);
+				STORE(vp->flushed_upto, acked);
+			}
+		}
+	if (t->o.ctrl_loss_tmo_s >= 0 && !p->reset_now)
+		reactor_timer_arm(t->r, &p->loss_timer,
+				  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
+	if (!any_attached(t) && t->o.fast_io_fail_tmo_s >= 0 && !t->fast_timer.armed)
+		reactor_timer_arm(t->r, &t->fast_timer,
+				  (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC);
+	broadcast(t, path_detached, p);
+}
+
+static void path_ana(struct nvmf_ctrl *c)
+{
+	struct mp_path *p = c->owner;
+
+	if (p->attached)
+		broadcast(p->t, NULL, NULL);
+}
+
+void mp_target_reset(struct mp_target *t)
+{
+	t->fast_failed = false;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		if (p->attached) {
+			p->reset_now = true;
+			nvmf_ctrl_reset(&p->ctrl, -ECONNRESET, "requested by the operator");
+		} else if (p->deleted) {
+			log_notice("target %s: path %u: reconnecting as the operator asked",
+				   t->o.ctrl.name, i);
+			p->deleted = false;
+			p->lost_ns = reactor_now_ns();
+			if (t->o.ctrl_loss_tmo_s >= 0)
+				reactor_timer_arm(t->r, &p->loss_timer,
+						  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
+			schedule_reconnect(p, true);
+		} else if (!p->connecting) {
+			schedule_reconnect(p, true);
+		}
+	}
+	broadcast(t, NULL, NULL);
+}
+
+/* ---- target lifecycle ---- */
+
+int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
+		     unsigned nr_reactors, struct mp_target **out)
+{
+	struct mp_target *t;
+
+	if (!o->nr_paths || o->nr_paths > MP_MAX_PATHS || !nr_reactors)
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->o = *o;
+	t->r = reactors[0];
+	t->nr_reactors = nr_reactors;
+	t->reactors = calloc(nr_reactors, sizeof(*t->reactors));
+	t->views = calloc(nr_reactors, sizeof(*t->views));
+	if (!t->reactors || !t->views) {
+		free(t->reactors);
+		free(t->views);
+		free(t);
+		return -ENOMEM;
+	}
+	memcpy(t->reactors, reactors, nr_reactors * sizeof(*reactors));
+	reactor_timer_init(&t->fast_timer, fast_fire);
+	unsigned nq = o->ctrl.nr_io_queues ? o->ctrl.nr_io_queues : 1;
+	for (unsigned k = 0; k < nr_reactors; k++) {
+		struct rview *v = &t->views[k];
+		v->t = t;
+		v->r = reactors[k];
+		/* A reactor without a queue of its own hands its I/O to the
+		 * reactor that owns queue k mod nq. */
+		v->home = k < nq ? k : k % nq;
+		list_init(&v->parked);
+		list_init(&v->delayed);
+		reactor_timer_init(&v->delay_timer, delay_fire);
+	}
+	for (unsigned i = 0; i < o->nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		p->t = t;
+		p->idx = i;
+		reactor_timer_init(&p->reconnect_timer, reconnect_fire);
+		reactor_timer_init(&p->loss_timer, loss_fire);
+	}
+	*out = t;
+	return 0;
+}
+
+void mp_target_connect(struct mp_target *t, mp_target_cb cb, void *arg)
+{
+	t->connect_cb = cb;
+	t->connect_arg = arg;
+	t->first_pending = t->o.nr_paths;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		p->reconnects = 0;
+		reconnect_fire(&p->reconnect_timer);
+		p->reconnects = 0;
+		if (p->deleted && !p->first_done) {
+			p->first_done = true;
+			first_result(t);
+		}
+	}
+}
+
+static void path_shut(struct nvmf_ctrl *c, int err)
+{
+	struct mp_path *p = c->owner;
+	struct mp_target *t = p->t;
+
+	(void)err;
+	p->attached = false;
+	if (--t->shutdown_pending == 0 && t->shutdown_cb)
+		t->shutdown_cb(t, 0, t->shutdown_arg);
+}
+
+void mp_target_shutdown(struct mp_target *t, mp_target_cb cb, void *arg)
+{
+	t->shutting_down = true;
+	t->shutdown_cb = cb;
+	t->shutdown_arg = arg;
+	t->connect_cb = NULL;
+	reactor_timer_cancel(&t->fast_timer);
+	t->shutdown_pending = 1;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		reactor_timer_cancel(&p->reconnect_timer);
+		reactor_timer_cancel(&p->loss_timer);
+		if (!p->started)
+			continue;
+		t->shutdown_pending++;
+		nvmf_ctrl_shutdown(&p->ctrl, path_shut);
+	}
+	if (--t->shutdown_pending == 0 && cb)
+		cb(t, 0, arg);
+}
+
+void mp_target_free(struct mp_target *t)
+{
+	if (!t)
+		return;
+	reactor_timer_cancel(&t->fast_timer);
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		reactor_timer_cancel(&p->reconnect_timer);
+		reactor_timer_cancel(&p->loss_timer);
+		if (p->started) {
+			free(p->ctrl.io_reactors);
+			nvmf_ctrl_free(&p->ctrl);
+		}
+	}
+	for (unsigned k = 0; k < t->nr_reactors; k++) {
+		reactor_timer_cancel(&t->views[k].delay_timer);
+		free(t->views[k].cur);
+	}
+	free(t->views);
+	free(t->reactors);
+	free(t->vols);
+	free(t);
+}
+
+unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned max)
+{
+	unsigned n = t->o.nr_paths < max ? t->o.nr_paths : max;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct mp_path *p = &t->paths[i];
+		struct mp_path_info *pi = &out[i];
+		memset(pi, 0, sizeof(*pi));
+		pi->opts = &t->o.paths[i];
+		pi->state = p->started ? p->ctrl.state : NVMF_CTRL_NEW;
+		if (p->deleted && pi->state != NVMF_CTRL_LIVE)
+			pi->state = NVMF_CTRL_DEAD;
+		pi->cntlid = p->attached ? p->ctrl.cntlid : 0;
+		pi->reconnects = p->reconnects;
+		pi->ana_state = 0;
+		if (p->attached && p->ctrl.nr_ns) {
+			uint32_t nsid = t->nr_vols ? t->vols[0]->ns.nsid : p->ctrl.ns[0].nsid;
+			const struct nvmf_ns *ns = nvmf_ctrl_find_ns(&p->ctrl, nsid);
+			pi->ana_state = ns ? ns->ana_state : 0;
+		}
+		for (unsigned k = 0; k < t->nr_reactors; k++) {
+			struct pstats *st = &t->views[k].st[i];
+			pi->reads += LOAD(st->reads);
+			pi->writes += LOAD(st->writes);
+			pi->read_bytes += LOAD(st->read_bytes);
+			pi->write_bytes += LOAD(st->write_bytes);
+			pi->errors += LOAD(st->errors);
+			pi->retries += LOAD(st->retries);
+			pi->in_flight += LOAD(st->in_flight);
+		}
+	}
+	return n;
+}
+
+/* ---- the volume ---- */
+
+static void mp_vol_destroy(struct volume *vol)
+{
+	struct vol_mp *n = vol->priv;
+	struct mp_target *t = n->t;
+
+	for (unsigned i = 0; i < t->nr_vols; i++)
+		if (t->vols[i] == n) {
+			t->vols[i] = t->vols[--t->nr_vols];
+			break;
+		}
+	free(vol->stats);
+	free(n);
+}
+
+static const struct vol_ops mp_vol_ops = {
+	.name = "nvmf",
+	.submit = mp_submit,
+	.destroy = mp_vol_destroy,
+};
+
+int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool read_only,
+		  struct volume **out)
+{
+	const struct nvmf_ns *ns = NULL;
+	struct mp_path *from = NULL;
+	struct vol_mp *n;
+	char caps[128];
+
+	for (unsigned i = 0; i < t->o.nr_paths && !from; i++) {
+		struct mp_path *p = &t->paths[i];
+		if (p->attached && (ns = nvmf_ctrl_find_ns(&p->ctrl, nsid)))
+			from = p;
+	}
+	if (!from) {
+		log_err("%s: target %s has no live path with an active namespace %u", name,
+			t->o.ctrl.name, nsid);
+		return -ENOENT;
+	}
+	struct vol_mp **vols = realloc(t->vols, (t->nr_vols + 1) * sizeof(*vols));
+	if (!vols)
+		return -ENOMEM;
+	t->vols = vols;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->v.stats = calloc(t->nr_reactors, sizeof(*n->v.stats));
+	if (!n->v.stats) {
+		free(n);
+		return -ENOMEM;
+	}
+	n->t = t;
+	n->ns = *ns;
+	n->v.nr_stats = t->nr_reactors;
+	snprintf(n->v.name, sizeof(n->v.name), "%s", name);
+	n->v.ops = &mp_vol_ops;
+	n->v.priv = n;
+	n->v.size = ns->nsze << ns->lba_shift;
+	n->v.block_size = ns->lba_size;
+	n->v.pref_io = ns->optimal_io > ns->lba_size ? ns->optimal_io : ns->lba_size;
+	if (n->v.pref_io < 4096 && 4096 % ns->lba_size == 0)
+		n->v.pref_io = 4096;
+	/* Exporters may send up to 32 MiB; the I/O layer splits it at each
+	 * path's transfer limit. */
+	n->v.max_io = 32u << 20;
+	n->v.caps = VOL_CAP_FUA;
+	if (read_only)
+		n->v.caps |= VOL_CAP_READ_ONLY;
+	const struct nvme_id_ctrl *id = from->ctrl.id;
+	if (id->vwc & 1)
+		n->v.caps |= VOL_CAP_FLUSH;
+	if (id->oncs & NVME_CTRL_ONCS_DSM)
+		n->v.caps |= VOL_CAP_TRIM;
+	if (id->oncs & NVME_CTRL_ONCS_WRITE_ZEROES) {
+		n->v.caps |= VOL_CAP_WRITE_ZEROES;
+		/* DLFEAT: bit 3 = Write Zeroes may deallocate, bits 2:0 = 1 =
+		 * deallocated blocks read as zeroes. */
+		if ((ns->dlfeat & 0x8) && (ns->dlfeat & 0x7) == 1)
+			n->v.caps |= VOL_CAP_FAST_ZERO;
+	}
+	t->vols[t->nr_vols++] = n;
+	/* The other live paths must show the same namespace. */
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (t->paths[i].attached && &t->paths[i] != from)
+			check_identity(&t->paths[i]);
+	log_info("%s: namespace %u of %s: %llu bytes, %u-byte blocks, %s, %u paths (%s)", name,
+		 nsid, t->o.ctrl.name, (unsigned long long)n->v.size, n->v.block_size,
+		 vol_caps_str(n->v.caps, caps, sizeof(caps)), t->o.nr_paths,
+		 mp_policy_name(t->o.policy));
+	*out = &n->v;
+	return 0;
+}
