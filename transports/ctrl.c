@@ -727,6 +727,69 @@ static void init_next(struct nvmf_ctrl *c)
 	nvmf_req_submit(req);
 }
 
+/* ---- Abort (an I/O command timed out) ---- */
+
+struct abort_msg {
+	struct reactor_msg m;
+	struct nvmf_ctrl *c;
+	unsigned resets; /* the incarnation the command belonged to */
+	uint16_t sqid, cid;
+};
+
+static void abort_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	bool not_aborted = req->cqe.result.dw0 & 1;
+	uint32_t what = req->sqe.cdw10;
+	char why[160], sbuf[96];
+
+	nvmf_req_put(req);
+	if (err || c->state != NVMF_CTRL_LIVE)
+		return;
+	if (!st && !not_aborted) {
+		log_notice("ctrl %s: q%u CID 0x%04x aborted", c->opts.name, what & 0xffff, what >> 16);
+		return;
+	}
+	snprintf(why, sizeof(why), "q%u CID 0x%04x timed out and could not be aborted (%s)",
+		 what & 0xffff, what >> 16,
+		 st ? nvme_status_fmt(st, sbuf, sizeof(sbuf)) : "not aborted");
+	nvmf_ctrl_reset(c, -ETIMEDOUT, why);
+}
+
+static void abort_start(struct reactor_msg *m)
+{
+	struct abort_msg *a = container_of(m, struct abort_msg, m);
+	struct nvmf_ctrl *c = a->c;
+	struct nvmf_req *req;
+
+	if (c->state == NVMF_CTRL_LIVE && c->resets == a->resets) {
+		if ((req = nvmf_admin_req(c))) {
+			req->sqe.opcode = NVME_ADMIN_ABORT;
+			req->sqe.cdw10 = a->sqid | ((uint32_t)a->cid << 16);
+			req->done = abort_done;
+			nvmf_req_submit(req);
+		} else {
+			nvmf_ctrl_reset(c, -ETIMEDOUT, "an I/O command timed out (no admin slot to abort it)");
+		}
+	}
+	free(a);
+}
+
+void nvmf_ctrl_abort(struct nvmf_ctrl *c, uint16_t sqid, uint16_t cid)
+{
+	struct abort_msg *a = malloc(sizeof(*a));
+
+	if (!a)
+		return; /* the grace timer resets the connection instead */
+	a->m.fn = abort_start;
+	a->c = c;
+	a->resets = c->resets;
+	a->sqid = sqid;
+	a->cid = cid;
+	reactor_send_msg(c->r, &a->m);
+}
+
 /* ---- keep-alive ---- */
 
 static void kato_done(struct nvmf_req *req, int err)

@@ -137,6 +137,10 @@ void nvmf_ctrl_reset(struct nvmf_ctrl *ctrl, int err, const char *why);
  * after a failed reconnect (CONNECTING) or after DEAD (operator reset).
  * The old queues are freed; cb as for nvmf_ctrl_connect. */
 int nvmf_ctrl_reconnect(struct nvmf_ctrl *ctrl, nvmf_ctrl_cb cb);
+/* Ask the controller to abort command cid of I/O queue sqid (from the
+ * queue's reactor; runs on ctrl->r).  If it cannot, the controller is
+ * reset. */
+void nvmf_ctrl_abort(struct nvmf_ctrl *ctrl, uint16_t sqid, uint16_t cid);
 /* Read the ANA log page again (an I/O saw an ANA status); ana_cb runs if
  * anything changed. */
 void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *ctrl);

@@ -83,6 +83,21 @@ static void io_timer_fire(struct reactor_timer *t)
 	}
 	if (!req)
 		return; /* re-armed by the next submit */
+	/* An I/O command that times out is aborted first (the Linux host
+	 * resets at once; an Abort keeps the other commands going when the
+	 * controller can do it); if it is still there a grace period later,
+	 * the connection is closed and the controller reset. */
+	uint64_t grace = tmo < 5 * NSEC_PER_SEC ? tmo : 5 * NSEC_PER_SEC;
+	if (now - req->submit_ns >= tmo && q->qid && q->ctrl && !req->abort_sent) {
+		req->abort_sent = true;
+		log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms; aborting it", q->name,
+			 req->cid, req->sqe.opcode, q->io_timeout_ms);
+		nvmf_ctrl_abort(q->ctrl, q->qid, req->cid);
+		reactor_timer_arm(q->r, &q->io_timer, grace);
+		return;
+	}
+	if (req->abort_sent)
+		tmo += grace;
 	if (now - req->submit_ns >= tmo) {
 		nvmf_queue_transport_error(q, -ETIMEDOUT,
 					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms",
@@ -181,6 +196,7 @@ struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
 	req->done = NULL;
 	req->ctx = req->ctx2 = NULL;
 	req->no_timeout = false;
+	req->abort_sent = false;
 	return req;
 }
 

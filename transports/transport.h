@@ -47,6 +47,7 @@ struct nvmf_req {
 	bool in_flight;
 	bool host_to_ctrl; /* data direction: write-like */
 	bool no_timeout; /* an Asynchronous Event Request waits as long as it likes */
+	bool abort_sent; /* timed out once: an Abort was asked for */
 	uint32_t data_len;
 	unsigned iovcnt;
 	struct iovec iov[NVMF_REQ_MAX_IOV];
