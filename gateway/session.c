@@ -24,6 +24,9 @@ void session_defaults(struct session *s, const char *default_port)
 	s->opts.io_timeout_ms = 30000;
 	s->nsid = 1;
 	s->sfd = -1;
+	s->reconnect_delay_s = 10;
+	s->ctrl_loss_tmo_s = 600;
+	s->fast_io_fail_tmo_s = -1;
 }
 
 static int parse_uint(const char *arg, unsigned long max, unsigned long *out)
@@ -91,11 +94,24 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		s->opts.max_xfer = (uint32_t)sz;
 		return 1;
 	}
+	if (opt == 'l' || opt == 1005) {
+		/* -1 = never / off, as nvme-cli takes it */
+		char *end;
+		long l = strtol(arg, &end, 10);
+		if (*arg == 0 || *end || l < -1 || l > 86400 * 365) {
+			fprintf(stderr, "nvmf-gateway: --%s '%s': seconds, or -1\n",
+				opt == 'l' ? "ctrl-loss-tmo" : "fast-io-fail-tmo", arg);
+			return -1;
+		}
+		*(opt == 'l' ? &s->ctrl_loss_tmo_s : &s->fast_io_fail_tmo_s) = (int)l;
+		return 1;
+	}
 	struct {
 		int opt;
 		const char *name;
 		unsigned long min, max;
 	} nums[] = {
+		{ 'c', "reconnect-delay", 0, 3600 },
 		{ 'i', "nr-io-queues", 1, 128 }, { 'Q', "queue-size", 2, 4096 },
 		{ 'k', "keep-alive-tmo", 0, 3600 }, { 1000, "nsid", 1, 0xfffffffe },
 		{ 1002, "connect-timeout", 100, 600000 }, { 1003, "io-timeout", 100, 3600000 },
@@ -112,6 +128,7 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		case 'i': s->opts.nr_io_queues = (unsigned)v; break;
 		case 'Q': s->opts.queue_size = (unsigned)v; break;
 		case 'k': s->opts.kato_ms = (unsigned)v * 1000; break;
+		case 'c': s->reconnect_delay_s = (int)v; break;
 		case 1000: s->nsid = (uint32_t)v; break;
 		case 1002: s->opts.path.connect_timeout_ms = (unsigned)v; break;
 		case 1003: s->opts.io_timeout_ms = (unsigned)v; break;
@@ -148,6 +165,14 @@ static void shutdown_done(struct nvmf_ctrl *c, int err)
 	reactor_stop(&s->r);
 }
 
+static void mp_shutdown_done(struct mp_target *t, int err, void *arg)
+{
+	struct session *s = arg;
+	(void)t;
+	(void)err;
+	reactor_stop(&s->r);
+}
+
 void session_finish(struct session *s, int rc)
 {
 	if (s->stopping)
@@ -156,6 +181,8 @@ void session_finish(struct session *s, int rc)
 	s->rc = rc;
 	if (s->mem_size)
 		reactor_stop(&s->r);
+	else if (s->mp)
+		mp_target_shutdown(s->mp, mp_shutdown_done, s);
 	else
 		nvmf_ctrl_shutdown(&s->ctrl, shutdown_done);
 }
@@ -170,12 +197,30 @@ static void ready(struct nvmf_ctrl *c, int err)
 		reactor_stop(&s->r);
 		return;
 	}
-	if (s->want_volume && !s->vol &&
-	    vol_nvmf_create(s->opts.subnqn, &s->ctrl, s->nsid, s->read_only, 1, &s->vol) < 0) {
+	s->job(s);
+}
+
+static void mp_ready(struct mp_target *t, int err, void *arg)
+{
+	struct session *s = arg;
+
+	if (err) {
+		/* Every path failed its first attempt (logged): no export. */
+		session_finish(s, 1);
+		return;
+	}
+	if (vol_mp_create(s->opts.subnqn, t, s->nsid, s->read_only, &s->vol) < 0) {
 		session_finish(s, 1);
 		return;
 	}
 	s->job(s);
+}
+
+static bool session_live(struct session *s)
+{
+	if (s->mem_size)
+		return true;
+	return s->mp ? s->vol != NULL : s->ctrl.state == NVMF_CTRL_LIVE;
 }
 
 static void sig_arm(struct session *s);
@@ -187,7 +232,7 @@ static void sig_done(struct reactor_op *op, int res, uint32_t flags)
 	if (res <= 0)
 		return;
 	log_notice("signal received: stopping");
-	if (s->on_signal && (s->mem_size || s->ctrl.state == NVMF_CTRL_LIVE) && !s->stopping)
+	if (s->on_signal && session_live(s) && !s->stopping)
 		s->on_signal(s);
 	else
 		session_finish(s, 130);
@@ -270,7 +315,21 @@ int session_run(struct session *s, session_job_fn job)
 		return 1;
 	signals_open(s);
 	s->job = job;
-	ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, NULL, ready);
+	if (s->want_volume) {
+		struct mp_target_opts o = { .ctrl = s->opts, .nr_paths = 1 };
+		struct reactor *rp = &s->r;
+		o.paths[0] = s->opts.path;
+		o.reconnect_delay_ms = (unsigned)s->reconnect_delay_s * 1000;
+		o.ctrl_loss_tmo_s = s->ctrl_loss_tmo_s;
+		o.fast_io_fail_tmo_s = s->fast_io_fail_tmo_s;
+		o.max_retries = 5;
+		o.policy = MP_FAILOVER;
+		ret = mp_target_create(&o, &rp, 1, &s->mp);
+		if (ret == 0)
+			mp_target_connect(s->mp, mp_ready, s);
+	} else {
+		ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, NULL, ready);
+	}
 	if (ret < 0) {
 		s->rc = 1;
 	} else {
@@ -278,7 +337,10 @@ int session_run(struct session *s, session_job_fn job)
 	}
 	vol_destroy(s->vol);
 	s->vol = NULL;
-	nvmf_ctrl_free(&s->ctrl);
+	if (s->mp)
+		mp_target_free(s->mp);
+	else
+		nvmf_ctrl_free(&s->ctrl);
 	signals_close(s);
 	reactor_fini(&s->r);
 	return s->rc;

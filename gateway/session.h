@@ -10,6 +10,7 @@
 #include "gateway/reactor.h"
 #include "gateway/volume.h"
 #include "transports/ctrl.h"
+#include "transports/mpath.h"
 
 struct session;
 typedef void (*session_job_fn)(struct session *s);
@@ -38,10 +39,14 @@ struct session {
 	uint64_t mem_size;
 	uint32_t mem_block;
 	struct volume *vol;
+	/* With want_volume the controller is a one-path multipath target,
+	 * so that the export survives the path's failures like the daemon's. */
+	struct mp_target *mp;
+	int reconnect_delay_s, ctrl_loss_tmo_s, fast_io_fail_tmo_s;
 };
 
 /* The connection options shared by every tool; see session_parse_opt. */
-#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:gGo:"
+#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:"
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -52,6 +57,9 @@ struct session {
 		{ "nr-io-queues", required_argument, 0, 'i' },             \
 		{ "queue-size", required_argument, 0, 'Q' },               \
 		{ "keep-alive-tmo", required_argument, 0, 'k' },           \
+		{ "reconnect-delay", required_argument, 0, 'c' },          \
+		{ "ctrl-loss-tmo", required_argument, 0, 'l' },            \
+		{ "fast-io-fail-tmo", required_argument, 0, 1005 },        \
 		{ "hdr-digest", no_argument, 0, 'g' },                     \
 		{ "data-digest", no_argument, 0, 'G' },                    \
 		{ "output-format", required_argument, 0, 'o' },            \
@@ -71,6 +79,9 @@ struct session {
 	"  -i, --nr-io-queues N         I/O queues (default 1)\n"                       \
 	"  -Q, --queue-size N           entries per I/O queue (default 128)\n"          \
 	"  -k, --keep-alive-tmo SEC     keep-alive timeout (default 5)\n"               \
+	"  -c, --reconnect-delay SEC    nbd, mount: between reconnects (default 10)\n"  \
+	"  -l, --ctrl-loss-tmo SEC      nbd, mount: give up after (default 600, -1 never)\n" \
+	"      --fast-io-fail-tmo SEC   nbd, mount: fail I/O while reconnecting after (off)\n" \
 	"  -g, --hdr-digest             NVMe/TCP header digest\n"                       \
 	"  -G, --data-digest            NVMe/TCP data digest\n"                         \
 	"  -o, --output-format normal|json\n"                                           \

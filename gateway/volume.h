@@ -114,12 +114,7 @@ int vol_mem_create(const char *name, uint64_t size, uint32_t block_size, uint32_
 /* The RAM volume's bytes, for tests. */
 uint8_t *vol_mem_data(struct volume *v);
 
-/* A namespace of a LIVE controller.  The controller's I/O queue i runs on
- * io_reactors[i] (as given to nvmf_ctrl_connect), or all on ctrl->r.  I/O
- * submitted on a reactor that owns no queue is forwarded to one that does,
- * and its callback comes back to the submitter. */
-int vol_nvmf_create(const char *name, struct nvmf_ctrl *ctrl, uint32_t nsid,
-		    bool read_only, unsigned nr_reactors, struct volume **out);
+/* A namespace of an NVMe-oF target: vol_mp_create in transports/mpath.h. */
 
 /* Used by the backends, from the reactor `here`: runs io->cb on
  * io->origin (after recording stats), deferred when that is the caller's
