@@ -161,6 +161,11 @@ for gw_tr in $transports; do
 	. "$top/tests/interop/cases_gateway.sh"
 done
 
+# One target over an RDMA and a TCP path at once.
+if [[ " $transports " == *" tcp "* && " $transports " == *" rdma "* ]]; then
+	. "$top/tests/interop/cases_mixed.sh"
+fi
+
 # The gateway on this host through the port forward: FUSE and NBD clients.
 if [[ " $transports " == *" tcp "* ]]; then
 	. "$top/tests/interop/cases_host.sh"
