@@ -299,7 +299,7 @@ static void srv_finish(struct reactor_msg *m)
 	void (*done)(void *) = s->done;
 	void *arg = s->done_arg;
 
-	log_info("metrics %s: stopped", s->spec);
+	log_notice("metrics %s: stopped", s->spec);
 	free(s->spec);
 	free(s);
 	if (done)
