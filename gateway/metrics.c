@@ -194,8 +194,14 @@ static void put_double(struct metrics_buf *mb, double v)
 		puts_(mb, "+Inf");
 	else if (v < -1.7976931348623157e308)
 		puts_(mb, "-Inf");
-	else
-		putf(mb, "%.17g", v);
+	else {
+		/* The shortest of 15 or 17 digits that reads back the same. */
+		char b[32];
+		snprintf(b, sizeof(b), "%.15g", v);
+		if (strtod(b, NULL) != v)
+			snprintf(b, sizeof(b), "%.17g", v);
+		puts_(mb, b);
+	}
 }
 
 void metrics_counter(struct metrics_buf *mb, const char *name, const char *help,
