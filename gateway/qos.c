@@ -19,9 +19,11 @@
 #include "gateway/qos.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/config.h"
 #include "gateway/log.h"
 
 #define STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -251,4 +253,32 @@ void qos_free(struct volume *v)
 					v->name);
 	free(q);
 	v->qos = NULL;
+}
+
+int qos_parse_opt(const char *cmd, int opt, const char *arg, struct vol_qos_limits *l)
+{
+	uint64_t v;
+	char *end;
+
+	switch (opt) {
+	case QOS_OPT_IOPS:
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (!*arg || *end || *arg == '-' || errno) {
+			fprintf(stderr, "nvmf-gateway %s: --qos-iops '%s': a number of operations "
+					"per second (0 = unlimited)\n", cmd, arg);
+			return -1;
+		}
+		l->iops = v;
+		return 1;
+	case QOS_OPT_BANDWIDTH:
+		if (config_parse_size(arg, &v) < 0) {
+			fprintf(stderr, "nvmf-gateway %s: --qos-bandwidth '%s': bytes per second "
+					"with an optional K, M, G or T (0 = unlimited)\n", cmd, arg);
+			return -1;
+		}
+		l->bandwidth = v;
+		return 1;
+	}
+	return 0;
 }

@@ -33,6 +33,25 @@ int vol_set_qos(struct volume *v, const struct vol_qos_limits *l);
 /* The limits in force (all zero without vol_set_qos). */
 void vol_get_qos(const struct volume *v, struct vol_qos_limits *out);
 
+/* The quick commands' options (nbd, mount): put QOS_LONGOPTS in the
+ * getopt table and QOS_HELP in the usage text, and hand other option
+ * codes to qos_parse_opt: 1 = taken, 0 = not a QoS option, -1 = a bad
+ * value (printed to stderr with cmd). */
+#define QOS_OPT_IOPS 3900
+#define QOS_OPT_BANDWIDTH 3901
+#define QOS_LONGOPTS                                                    \
+	{ "qos-iops", required_argument, 0, QOS_OPT_IOPS },             \
+	{ "qos-bandwidth", required_argument, 0, QOS_OPT_BANDWIDTH }
+#define QOS_HELP                                                              \
+	"      --qos-iops N             at most N reads+writes per second\n"     \
+	"      --qos-bandwidth SIZE     at most SIZE bytes/s (K/M/G/T, 1024-based)\n"
+int qos_parse_opt(const char *cmd, int opt, const char *arg, struct vol_qos_limits *l);
+static inline bool qos_limited(const struct vol_qos_limits *l)
+{
+	return l->iops | l->bandwidth | l->read_iops | l->read_bandwidth | l->write_iops |
+	       l->write_bandwidth;
+}
+
 /* Used by volume.c.  From vol_submit on reactor r: true when io may go to
  * the backend now, false when it was queued (qos.c dispatches it later). */
 bool qos_admit(struct volume *v, struct reactor *r, struct vol_io *io);
