@@ -261,10 +261,12 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 			      &e->vol);
 	if (ret < 0)
 		return ret;
-	vol_set_qos(e->vol, &(struct vol_qos_limits){
+	ret = vol_set_qos(e->vol, &(struct vol_qos_limits){
 		.iops = c->qos_iops, .bandwidth = c->qos_bandwidth,
 		.read_iops = c->qos_read_iops, .read_bandwidth = c->qos_read_bandwidth,
 		.write_iops = c->qos_write_iops, .write_bandwidth = c->qos_write_bandwidth });
+	if (ret < 0)
+		return ret;
 	e->nbd.name = c->name;
 	e->nbd.description = c->target->subnqn;
 	e->nbd.vol = e->vol;
@@ -369,6 +371,8 @@ static int start_fuse(struct gw *gw)
 
 /* ---- metrics ---- */
 
+/* On reactor 0, where volumes are also destroyed (and the endpoint is
+ * stopped before they are): every vol pointer here is live. */
 static void gw_fill_metrics(void *arg, struct metrics_buf *mb)
 {
 	struct gw *gw = arg;
