@@ -12,6 +12,7 @@
 
 #include "fuse/fusefs.h"
 #include "gateway/log.h"
+#include "gateway/qos.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 
@@ -26,6 +27,7 @@ struct mount_cmd {
 	struct fusefs *fs;
 	bool stopping;
 	int rc;
+	struct vol_qos_limits qos;
 };
 
 static void mount_stopped(void *arg)
@@ -99,6 +101,10 @@ static void mount_job(struct session *s)
 	 * volume yet. */
 	if (s->mem_size && s->opts.max_xfer && s->opts.max_xfer < s->vol->max_io)
 		s->vol->max_io = s->opts.max_xfer & ~(s->vol->block_size - 1) ?: s->vol->block_size;
+	if (qos_limited(&m->qos) && vol_set_qos(s->vol, &m->qos) < 0) {
+		session_finish(s, 1);
+		return;
+	}
 	log_notice("mount: %s: %llu bytes, block %u, preferred I/O %u, max I/O %u, caps %s",
 		   m->name, (unsigned long long)s->vol->size, s->vol->block_size, s->vol->pref_io,
 		   s->vol->max_io, vol_caps_str(s->vol->caps, caps, sizeof(caps)));
@@ -154,6 +160,7 @@ int cmd_mount(int argc, char **argv)
 		{ "mem", required_argument, 0, 2004 },
 		{ "daemon", no_argument, 0, 'd' },
 		{ "fuse-debug", no_argument, 0, 2005 },
+		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -180,7 +187,7 @@ int cmd_mount(int argc, char **argv)
 			       "      --uid N, --gid N       the file's owner (default ours)\n"
 			       "  -d, --daemon               detach once mounted; prints the pid\n"
 			       "      --fuse-debug           trace every FUSE request on stderr\n"
-			       SESSION_MEM_HELP SESSION_HELP);
+			       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 			return 0;
 		case 2000:
 			if (!*optarg || strchr(optarg, '/') || strlen(optarg) >= sizeof(m.name) ||
@@ -220,6 +227,11 @@ int cmd_mount(int argc, char **argv)
 			m.debug = true;
 			break;
 		default:
+			rc = qos_parse_opt("mount", opt, optarg, &m.qos);
+			if (rc < 0)
+				return 1;
+			if (rc)
+				break;
 			rc = session_parse_opt(&s, opt, optarg);
 			if (rc < 0)
 				return 1;

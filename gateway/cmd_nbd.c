@@ -8,6 +8,7 @@
 
 #include "gateway/config.h"
 #include "gateway/log.h"
+#include "gateway/qos.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "nbd/kdev.h"
@@ -29,6 +30,7 @@ struct nbd_cli {
 	struct reactor *reactors[NBD_CLI_MAX_REACTORS];
 	struct reactor extra[NBD_CLI_MAX_REACTORS - 1];
 	unsigned nr_started;
+	struct vol_qos_limits qos;
 };
 
 struct stop_msg {
@@ -163,6 +165,10 @@ static void nbd_job(struct session *s)
 	};
 
 	n->export.vol = v;
+	if (qos_limited(&n->qos) && vol_set_qos(v, &n->qos) < 0) {
+		session_finish(s, 1);
+		return;
+	}
 	if (s->mem_size)
 		snprintf(n->desc, sizeof(n->desc), "RAM volume (nvmf-gateway --mem)");
 	else
@@ -211,7 +217,7 @@ static void usage(void)
 	       "      --name EXPORT            export name (default \"\"; \"\" always reaches it)\n"
 	       "      --read-only              refuse writes\n"
 	       "      --reactors N             threads serving connections (default 1)\n"
-	       SESSION_MEM_HELP SESSION_HELP);
+	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 
 int cmd_nbd(int argc, char **argv)
@@ -222,6 +228,7 @@ int cmd_nbd(int argc, char **argv)
 		{ "read-only", no_argument, 0, 3001 },
 		{ "mem", required_argument, 0, 3002 },
 		{ "reactors", required_argument, 0, 3003 },
+		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -262,7 +269,8 @@ int cmd_nbd(int argc, char **argv)
 			break;
 		}
 		default:
-			if (session_parse_opt(&s, opt, optarg) <= 0)
+			rc = qos_parse_opt("nbd", opt, optarg, &n.qos);
+			if (rc < 0 || (!rc && session_parse_opt(&s, opt, optarg) <= 0))
 				return 1;
 		}
 	}

@@ -615,6 +615,10 @@ static const struct field nbd_fields[] = {
 static const struct field qos_fields[] = {
 	F_U64(E, "iops", qos_iops, 0, LLONG_MAX),
 	F_FN(E, "bandwidth", qos_bandwidth, uint64_t, parse_bandwidth, NULL),
+	F_U64(E, "read_iops", qos_read_iops, 0, LLONG_MAX),
+	F_U64(E, "write_iops", qos_write_iops, 0, LLONG_MAX),
+	F_FN(E, "read_bandwidth", qos_read_bandwidth, uint64_t, parse_bandwidth, NULL),
+	F_FN(E, "write_bandwidth", qos_write_bandwidth, uint64_t, parse_bandwidth, NULL),
 	F_END,
 };
 
@@ -656,6 +660,7 @@ static const struct field gateway_fields[] = {
 	F_FN(C, "log_level", log_level, enum log_level, parse_log_level, NULL),
 	F_STR(C, "hostnqn", hostnqn, chk_nqn, false),
 	F_STR(C, "hostid", hostid, chk_uuid, false),
+	F_FN(C, "metrics", metrics, struct gw_listen, parse_listen, release_listen),
 	F_END,
 };
 

@@ -88,6 +88,8 @@ struct gw_export {
 	bool read_only;
 	uint64_t qos_iops;	/* 0 = unlimited */
 	uint64_t qos_bandwidth;	/* bytes/s, 0 = unlimited */
+	uint64_t qos_read_iops, qos_write_iops;		/* 0 = unlimited */
+	uint64_t qos_read_bandwidth, qos_write_bandwidth;	/* bytes/s */
 };
 
 struct gw_fuse {
@@ -105,6 +107,8 @@ struct gw_config {
 	enum log_level log_level;
 	char *hostnqn;		/* optional (NULL) */
 	char *hostid;		/* optional (NULL) */
+	/* Prometheus endpoint: kind GW_LISTEN_NONE (the default) = off. */
+	struct gw_listen metrics;
 	struct gw_target *targets;
 	size_t nr_targets;
 	struct gw_export *exports;

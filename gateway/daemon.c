@@ -17,7 +17,10 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
+#include "gateway/daemon_metrics.h"
 #include "gateway/log.h"
+#include "gateway/metrics.h"
+#include "gateway/qos.h"
 #include "gateway/notify.h"
 #include "gateway/tools.h"
 #include "gateway/volume.h"
@@ -79,6 +82,8 @@ struct gw {
 	int rc;
 	char hostnqn[NVMF_NQN_SIZE];
 	uint8_t hostid[16];
+	struct metrics_srv *metrics;
+	uint64_t start_ns;
 };
 
 static const char *gw_state_name(enum gw_state s)
@@ -205,6 +210,11 @@ static void gw_stop(struct gw *gw)
 	gw_set_state(gw, GW_STOPPING);
 	notify_send("STOPPING=1");
 	gw->pending = 1;
+	if (gw->metrics) {
+		gw->pending++;
+		metrics_stop(gw->metrics, exporter_closed, gw);
+		gw->metrics = NULL;
+	}
 	if (gw->fs) {
 		gw->pending++;
 		fusefs_stop(gw->fs, exporter_closed, gw);
@@ -250,6 +260,12 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 		return -ENOTCONN;
 	}
 	ret = vol_mp_create(c->name, e->tgt->mp, c->nsid, c->read_only, &e->vol);
+	if (ret < 0)
+		return ret;
+	ret = vol_set_qos(e->vol, &(struct vol_qos_limits){
+		.iops = c->qos_iops, .bandwidth = c->qos_bandwidth,
+		.read_iops = c->qos_read_iops, .read_bandwidth = c->qos_read_bandwidth,
+		.write_iops = c->qos_write_iops, .write_bandwidth = c->qos_write_bandwidth });
 	if (ret < 0)
 		return ret;
 	e->nbd.name = c->name;
@@ -354,6 +370,41 @@ static int start_fuse(struct gw *gw)
 	return ret;
 }
 
+/* ---- metrics ---- */
+
+/* On reactor 0, where volumes are also destroyed (and the endpoint is
+ * stopped before they are): every vol pointer here is live. */
+static void gw_fill_metrics(void *arg, struct metrics_buf *mb)
+{
+	struct gw *gw = arg;
+	size_t n = gw->cfg->nr_exports;
+	struct dm_export *ex = calloc(n ? n : 1, sizeof(*ex));
+
+	if (!ex) {
+		mb->nomem = true;
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		ex[i] = (struct dm_export){ .name = gw->exps[i].cfg->name,
+					    .target = gw->exps[i].cfg->target_name,
+					    .vol = gw->exps[i].failed ? NULL : gw->exps[i].vol };
+	daemon_metrics_gateway(mb, NVMF_GATEWAY_VERSION,
+			       (double)(reactor_now_ns() - gw->start_ns) / 1e9);
+	daemon_metrics_exports(mb, ex, n);
+	/* Paths: daemon_metrics_paths(mb, paths, n) once the multipath layer
+	 * reports them (struct dm_path). */
+	free(ex);
+}
+
+static void start_metrics(struct gw *gw)
+{
+	if (gw->cfg->metrics.kind == GW_LISTEN_NONE)
+		return;
+	/* A metrics endpoint that cannot listen is no reason to take the
+	 * disks away: logged (by metrics_start), and the exports run. */
+	metrics_start(&gw->reactors[0], &gw->cfg->metrics, gw_fill_metrics, gw, &gw->metrics);
+}
+
 static void finish_start(struct gw *gw)
 {
 	unsigned ok = 0;
@@ -373,6 +424,7 @@ static void finish_start(struct gw *gw)
 			log_err("export %s: none of its exporters is running", e->cfg->name);
 	}
 	gw_set_state(gw, GW_RUNNING);
+	start_metrics(gw);
 	log_notice("gateway: %u of %zu exports running", ok, gw->cfg->nr_exports);
 	notify_sendf("READY=1\nSTATUS=%u of %zu exports running", ok, gw->cfg->nr_exports);
 	if (!ok && gw->cfg->nr_exports) {
@@ -572,7 +624,7 @@ int cmd_run(int argc, char **argv)
 	};
 	const char *path = GW_CONFIG_DEFAULT_PATH;
 	bool foreground = false;
-	struct gw gw = { .sfd = -1, .ready_fd = -1 };
+	struct gw gw = { .sfd = -1, .ready_fd = -1, .start_ns = reactor_now_ns() };
 	sigset_t set;
 	int opt, ret;
 

@@ -28,6 +28,20 @@ void hist_init(struct hist *h);
 void hist_record(struct hist *h, uint64_t ns);
 void hist_merge(struct hist *dst, const struct hist *src);
 uint64_t hist_count(const struct hist *h);
+
+/* For a histogram written by one thread and read by others (per-reactor
+ * statistics): the writer records with relaxed atomic stores (the same
+ * instructions as hist_record on x86 and arm64), and a reader merges a
+ * consistent-enough copy: its count is the sum of the buckets it read, and
+ * min/max cover them, so percentiles of the result are always well formed.
+ * The histogram may start zeroed (calloc) instead of hist_init. */
+void hist_record_relaxed(struct hist *h, uint64_t ns);
+void hist_merge_relaxed(struct hist *dst, const struct hist *src);
+/* How many samples lie in buckets wholly at or below ns (a cumulative
+ * "le" bucket of an exported histogram, exact to the bucket width). */
+uint64_t hist_count_le(const struct hist *h, uint64_t ns);
+/* The sum of the samples, as a double. */
+double hist_sum(const struct hist *h);
 /* The nearest-rank pct percentile (pct clamped to 0..100) to within 1/256
  * of its value: the middle of its bucket, kept inside [hist_min, hist_max].
  * pct 0 gives hist_min, 100 gives hist_max, an empty histogram 0. */

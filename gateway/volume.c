@@ -1,11 +1,18 @@
 #include "gateway/volume.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gateway/iov.h"
 #include "gateway/log.h"
+#include "gateway/qos.h"
+
+/* The owner's add: plain read (it is the only writer), relaxed store (so a
+ * snapshot on another thread is not a data race). */
+#define STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+#define STAT_LD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
 
 const char *vol_op_name(enum vol_op op)
 {
@@ -84,10 +91,20 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 	io->vol = v;
 	io->origin = r;
 	io->err = 0;
-	io->in_submit = true;
-	v->ops->submit(v, io);
-	io->in_submit = false;
+	io->start_ns = reactor_now_ns();
+	if (r->id < v->nr_stats)
+		STAT_ADD(v->stats[r->id].in_flight, 1);
+	if (!qos_admit(v, r, io))
+		return 0; /* queued: qos.c dispatches it when its turn comes */
+	vol_dispatch(io);
 	return 0;
+}
+
+void vol_dispatch(struct vol_io *io)
+{
+	io->in_submit = true;
+	io->vol->ops->submit(io->vol, io);
+	io->in_submit = false;
 }
 
 static void run_cb(struct reactor_msg *m)
@@ -97,16 +114,19 @@ static void run_cb(struct reactor_msg *m)
 
 	if (io->origin->id < v->nr_stats) {
 		struct vol_stats *st = &v->stats[io->origin->id];
+		STAT_ADD(st->in_flight, -1);
 		if (io->err) {
-			st->errors++;
+			STAT_ADD(st->errors, 1);
 		} else if (io->op == VOL_READ) {
-			st->reads++;
-			st->read_bytes += io->length;
+			STAT_ADD(st->reads, 1);
+			STAT_ADD(st->read_bytes, io->length);
+			hist_record_relaxed(&st->read_lat, reactor_now_ns() - io->start_ns);
 		} else if (io->op == VOL_WRITE) {
-			st->writes++;
-			st->write_bytes += io->length;
+			STAT_ADD(st->writes, 1);
+			STAT_ADD(st->write_bytes, io->length);
+			hist_record_relaxed(&st->write_lat, reactor_now_ns() - io->start_ns);
 		} else if (io->op == VOL_FLUSH) {
-			st->flushes++;
+			STAT_ADD(st->flushes, 1);
 		}
 	}
 	io->cb(io, io->err);
@@ -130,8 +150,56 @@ void vol_forward(struct reactor *dst, struct vol_io *io, reactor_msg_fn fn)
 	reactor_send_msg(dst, &io->msg);
 }
 
+void vol_count_retry(struct reactor *here, struct vol_io *io)
+{
+	struct volume *v = io->vol;
+
+	if (here->id < v->nr_stats)
+		STAT_ADD(v->stats[here->id].retries, 1);
+}
+
+static void to_us(const struct hist *h, struct vol_latency_us *o)
+{
+	o->p50 = hist_percentile(h, 50) / 1000;
+	o->p95 = hist_percentile(h, 95) / 1000;
+	o->p99 = hist_percentile(h, 99) / 1000;
+	o->p999 = hist_percentile(h, 99.9) / 1000;
+}
+
+int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out)
+{
+	if (!v || !out)
+		return -EINVAL;
+	memset(out, 0, offsetof(struct vol_stats_snap, read_lat));
+	hist_init(&out->read_lat);
+	hist_init(&out->write_lat);
+	for (unsigned i = 0; i < v->nr_stats; i++) {
+		const struct vol_stats *st = &v->stats[i];
+
+		out->reads += STAT_LD(st->reads);
+		out->writes += STAT_LD(st->writes);
+		out->read_bytes += STAT_LD(st->read_bytes);
+		out->write_bytes += STAT_LD(st->write_bytes);
+		out->flushes += STAT_LD(st->flushes);
+		out->errors += STAT_LD(st->errors);
+		out->retries += STAT_LD(st->retries);
+		out->in_flight += STAT_LD(st->in_flight);
+		out->qos_delayed += STAT_LD(st->qos_delayed);
+		out->qos_queued += STAT_LD(st->qos_queued);
+		hist_merge_relaxed(&out->read_lat, &st->read_lat);
+		hist_merge_relaxed(&out->write_lat, &st->write_lat);
+	}
+	/* in_flight cannot underflow: an I/O's submit and callback both
+	 * count on its origin reactor, so each reactor's gauge is exact. */
+	to_us(&out->read_lat, &out->read_us);
+	to_us(&out->write_lat, &out->write_us);
+	return 0;
+}
+
 void vol_destroy(struct volume *v)
 {
-	if (v)
+	if (v) {
+		qos_free(v);
 		v->ops->destroy(v);
+	}
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "gateway/histogram.h"
 #include "gateway/reactor.h"
 
 struct nvmf_ctrl;
@@ -66,10 +67,26 @@ struct vol_io {
 	struct reactor_msg msg;
 	int err;
 	bool in_submit;
+	uint64_t start_ns; /* vol_submit's clock: latency includes QoS wait */
+	uint64_t qos_ready_ns; /* when QoS lets it go */
+	struct list_node qos_link; /* on its reactor's QoS queue */
 	_Alignas(16) unsigned char priv[VOL_IO_PRIV_SIZE];
 };
 
 struct volume;
+struct vol_qos;
+
+/* Per-reactor statistics.  Only the owning reactor writes them (relaxed
+ * atomic stores, so vol_stats_snapshot may read them from any thread
+ * without a lock and the writer pays nothing more than a plain add). */
+struct vol_stats {
+	uint64_t reads, writes, read_bytes, write_bytes, flushes, errors;
+	uint64_t retries; /* bumped by the backends (vol_count_retry) */
+	uint64_t in_flight; /* submitted on this reactor, callback not yet run */
+	uint64_t qos_delayed; /* I/Os that waited for QoS tokens */
+	uint64_t qos_queued; /* waiting for QoS tokens now */
+	struct hist read_lat, write_lat; /* ns, vol_submit to callback, successes */
+};
 
 struct vol_ops {
 	const char *name;
@@ -89,12 +106,28 @@ struct volume {
 	uint32_t max_io; /* largest single vol_io the exporters should send */
 	uint32_t caps; /* VOL_CAP_* */
 	void *priv;
-	/* Statistics: per reactor (index reactor->id), touched only there. */
+	/* Statistics: per reactor (index reactor->id), touched only there;
+	 * the backend callocs nr_stats of them. */
 	unsigned nr_stats;
-	struct vol_stats {
-		uint64_t reads, writes, read_bytes, write_bytes, flushes, errors;
-	} *stats;
+	struct vol_stats *stats;
+	/* NULL until vol_set_qos (gateway/qos.h); freed by vol_destroy. */
+	struct vol_qos *qos;
 };
+
+/* A volume's statistics summed over its reactors at one moment (each
+ * counter exact, the set not atomic as a whole).  Large (two histograms):
+ * allocate it. */
+struct vol_stats_snap {
+	uint64_t reads, writes, read_bytes, write_bytes, flushes, errors, retries;
+	uint64_t in_flight, qos_delayed, qos_queued;
+	struct hist read_lat, write_lat; /* nanoseconds */
+	struct vol_latency_us {
+		uint64_t p50, p95, p99, p999;
+	} read_us, write_us;
+};
+
+/* From any thread, while the volume exists.  0 or -EINVAL. */
+int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out);
 
 /* Checks the request against the volume (alignment, range, read-only,
  * op supported) and sends it on.  0: cb will run exactly once on r.
@@ -121,6 +154,11 @@ uint8_t *vol_mem_data(struct volume *v);
  * own stack (a completion inside submit) or sent over when it is another
  * reactor. */
 void vol_complete(struct reactor *here, struct vol_io *io, int err);
+/* Used by the backends when they resend a command (path failure, retryable
+ * status), from the reactor `here` that does it. */
+void vol_count_retry(struct reactor *here, struct vol_io *io);
+/* Used by qos.c: sends a validated, admitted I/O to the backend. */
+void vol_dispatch(struct vol_io *io);
 /* Used by the backends to hand an I/O to reactor dst and run fn there. */
 void vol_forward(struct reactor *dst, struct vol_io *io, reactor_msg_fn fn);
 

@@ -498,6 +498,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 			unsigned crd = NVME_STATUS_CRD(status), delay = 0;
 			m->retries++;
 			STORE(st->retries, st->retries + 1);
+			vol_count_retry(v->r, io);
 			/* CRDT is from Identify, read on reactor 0 at bring-up and
 			 * not changed while the path is attached. */
 			if (crd && p->ctrl.id)

@@ -96,7 +96,8 @@ static const char full_conf[] =
 	"gateway = { reactors = 3; control = \"/tmp/gw.sock\";\n"
 	"  state_dir = \"/tmp/gw-state\"; log_level = \"debug\";\n"
 	"  hostnqn = \"nqn.2014-08.org.nvmexpress:uuid:0f8fa3d6-0b2e-4c2d-9d3b-111111111111\";\n"
-	"  hostid = \"0f8fa3d6-0b2e-4c2d-9d3b-111111111111\"; };\n"
+	"  hostid = \"0f8fa3d6-0b2e-4c2d-9d3b-111111111111\";\n"
+	"  metrics = \"tcp:127.0.0.1:9465\"; };\n"
 	"targets = ( {\n"
 	"  name = \"array1\"; subnqn = \"nqn.2026-01.com.example:pool1\";\n"
 	"  paths = ( { transport = \"rdma\"; traddr = \"192.0.2.10\"; trsvcid = \"4421\";\n"
@@ -119,7 +120,8 @@ static const char full_conf[] =
 	"}, {\n"
 	"  name = \"e2\"; target = \"lab.box_2\"; nsid = 2;\n"
 	"  nbd = { device = \"auto\"; listen = \"tcp:[::1]:10809\"; };\n"
-	"  qos = { bandwidth = 1048576; };\n"
+	"  qos = { bandwidth = 1048576; read_iops = 7; write_iops = 8;\n"
+	"          read_bandwidth = \"1M\"; write_bandwidth = 2048; };\n"
 	"}, {\n"
 	"  name = \"e3\"; target = \"lab.box_2\"; nbd = { listen = \"tcp:10810\"; };\n"
 	"}, {\n"
@@ -143,6 +145,9 @@ START_TEST(full_file)
 	ck_assert_str_eq(c->hostnqn,
 			 "nqn.2014-08.org.nvmexpress:uuid:0f8fa3d6-0b2e-4c2d-9d3b-111111111111");
 	ck_assert_str_eq(c->hostid, "0f8fa3d6-0b2e-4c2d-9d3b-111111111111");
+	ck_assert_int_eq(c->metrics.kind, GW_LISTEN_TCP);
+	ck_assert_str_eq(c->metrics.host, "127.0.0.1");
+	ck_assert_uint_eq(c->metrics.port, 9465);
 
 	ck_assert_uint_eq(c->nr_targets, 2);
 	const struct gw_target *t = &c->targets[0];
@@ -196,6 +201,10 @@ START_TEST(full_file)
 	ck_assert_str_eq(e->nbd.listen.host, "::1");
 	ck_assert_uint_eq(e->nbd.listen.port, 10809);
 	ck_assert_uint_eq(e->qos_bandwidth, 1048576);
+	ck_assert_uint_eq(e->qos_read_iops, 7);
+	ck_assert_uint_eq(e->qos_write_iops, 8);
+	ck_assert_uint_eq(e->qos_read_bandwidth, 1 << 20);
+	ck_assert_uint_eq(e->qos_write_bandwidth, 2048);
 	ck_assert(!e->fuse && !e->read_only);
 
 	e = &c->exports[2];
@@ -229,6 +238,7 @@ START_TEST(defaults)
 	ck_assert_int_eq(c->log_level, LOG_LVL_NOTICE);
 	ck_assert_ptr_null(c->hostnqn);
 	ck_assert_ptr_null(c->hostid);
+	ck_assert_int_eq(c->metrics.kind, GW_LISTEN_NONE);
 
 	const struct gw_target *t = &c->targets[0];
 	ck_assert_str_eq(t->paths[0].trsvcid, "4420");
@@ -370,6 +380,14 @@ static const struct bad_case bad_cases[] = {
 	{ "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
 	  "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; trsvcid = true; } ); } ); #!\n",
 	  "expected a string or an integer, got a boolean" },
+	{ "gateway = { metrics = \"http://x\"; }; #!\n",
+	  "gateway.metrics: invalid value \"http://x\"" },
+	{ "gateway = { metrics = 9465; }; #!\n",
+	  "gateway.metrics: expected a string, got an integer" },
+	{ TARGETS("") EXPORTS("  qos = { write_bandwidth = \"9Q\"; }; #!\n"),
+	  "exports[0].qos.write_bandwidth: invalid value \"9Q\"" },
+	{ TARGETS("") EXPORTS("  qos = { read_iops = -1; }; #!\n"),
+	  "exports[0].qos.read_iops = -1 is out of range" },
 	{ TARGETS("") EXPORTS("  qos = { bandwidth = 1.5; }; #!\n"),
 	  "exports[0].qos.bandwidth: expected a string or an integer, got a float" },
 	/* ranges */

@@ -240,6 +240,44 @@ START_TEST(ends_are_min_max)
 }
 END_TEST
 
+/* The per-reactor form: recorded into a zeroed (calloc'd) histogram with
+ * relaxed stores and merged by a reader, it gives what hist_record and
+ * hist_merge give. */
+START_TEST(relaxed_matches_plain)
+{
+	struct hist *plain = malloc(sizeof(*plain)), *shared = calloc(1, sizeof(*shared));
+	struct hist *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	uint64_t x = 88172645463325252ull;
+
+	hist_init(plain);
+	hist_init(a);
+	hist_init(b);
+	for (int i = 0; i < 100000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		uint64_t v = 1000 + x % 5000000;
+		hist_record(plain, v);
+		hist_record_relaxed(shared, v);
+	}
+	hist_merge(a, plain);
+	hist_merge_relaxed(b, shared);
+	hist_merge_relaxed(b, &(struct hist){ 0 }); /* an empty one changes nothing */
+	ck_assert_uint_eq(hist_count(b), hist_count(a));
+	ck_assert_uint_le(hist_min(b), hist_min(a));
+	ck_assert_uint_ge(hist_max(b), hist_max(a));
+	for (double p = 1; p < 100; p += 7.5)
+		ck_assert_uint_eq(hist_percentile(b, p), hist_percentile(a, p));
+	ck_assert(hist_sum(b) == hist_sum(a));
+	/* Cumulative counts: monotonic, all at the top, none below min. */
+	ck_assert_uint_eq(hist_count_le(b, 999), 0);
+	ck_assert_uint_eq(hist_count_le(b, UINT64_MAX), 100000);
+	ck_assert_uint_le(hist_count_le(b, 1000000), hist_count_le(b, 2000000));
+	free(plain);
+	free(shared);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(percentiles_monotonic)
 {
 	struct hist *h = hist_new();
@@ -276,6 +314,7 @@ int main(void)
 	tcase_add_test(tc, huge_values);
 	tcase_add_test(tc, ends_are_min_max);
 	tcase_add_test(tc, percentiles_monotonic);
+	tcase_add_test(tc, relaxed_matches_plain);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

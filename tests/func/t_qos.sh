@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# QoS between two exports of one target (two namespaces of one test-target
+# subsystem): e1 capped at 300 IOPS, e2 not; fio drives both at once for 5 s
+# (after a 1 s ramp that absorbs e1's burst).  e1 must run within 10% of
+# its limit and e2 well above it, and the metrics must show that only e1's
+# I/O waited.  Ratios against the configured limit, no absolute times.
+set -u
+T="$BUILD/nvmf-test-target"
+[ -x "$T" ] || { echo "no $T"; exit 1; }
+LIMIT=300
+tmp=$(mktemp -d /tmp/gw-qos.XXXXXX)
+tpid='' gpid=''
+fail() { echo "FAIL: $*"; [ -e "$tmp/gw.log" ] && tail -20 "$tmp/gw.log"; exit 1; }
+cleanup() {
+	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
+	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:qos:64M:512:2 \
+	--ready-file "$tmp/ready" > "$tmp/target.log" 2>&1 &
+tpid=$!
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
+port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
+[ -n "$port" ] || fail "the test target did not start"
+
+cat > "$tmp/gw.conf" << CONF
+gateway = { reactors = 2; state_dir = "$tmp/state"; metrics = "unix:$tmp/metrics.sock"; };
+targets = ( { name = "t1"; subnqn = "nqn.2014-08.org.nvmf-gateway:qos";
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); } );
+exports = (
+  { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; };
+    qos = { iops = $LIMIT; }; },
+  { name = "e2"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
+CONF
+"$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
+gpid=$!
+for _ in $(seq 200); do
+	[ -S "$tmp/e1.sock" ] && [ -S "$tmp/e2.sock" ] && [ -S "$tmp/metrics.sock" ] && break
+	kill -0 "$gpid" 2> /dev/null || fail "the gateway exited"
+	sleep 0.1
+done
+[ -S "$tmp/e2.sock" ] || fail "the gateway did not come up"
+
+# e1 keeps 32 I/Os queued (~100 ms at its limit): on a busy machine the
+# client itself may stall, and the limiter can only give what is asked.
+common=(--ioengine=nbd --rw=randread --bs=4k --iodepth=8 --time_based --runtime=5
+	--ramp_time=1 --size=32M --group_reporting=0)
+fio --output-format=json --output="$tmp/fio.json" \
+	--name=e1 "${common[@]}" --iodepth=32 --uri="nbd+unix:///e1?socket=$tmp/e1.sock" \
+	--name=e2 "${common[@]}" --uri="nbd+unix:///e2?socket=$tmp/e2.sock" ||
+	{ cat "$tmp/fio.json"; fail "fio"; }
+read -r capped free < <(python3 -c '
+import json, sys
+jobs = {j["jobname"]: j for j in json.load(open(sys.argv[1]))["jobs"]}
+for n in ("e1", "e2"):
+    assert jobs[n]["error"] == 0, n
+print(jobs["e1"]["read"]["iops"], jobs["e2"]["read"]["iops"])' "$tmp/fio.json") ||
+	fail "fio output"
+echo "capped e1: $capped IOPS (limit $LIMIT); uncapped e2: $free IOPS"
+python3 -c '
+import sys
+capped, free, limit = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+ok = True
+if abs(capped / limit - 1) > 0.10:
+    print(f"e1 at {capped / limit:.3f} of its limit, not within 10%"); ok = False
+if free < 3 * limit:
+    print(f"e2 only {free / limit:.2f}x the limit: it was held back"); ok = False
+sys.exit(0 if ok else 1)' "$capped" "$free" "$LIMIT" || fail "QoS figures"
+
+m=$(curl -fsS --unix-socket "$tmp/metrics.sock" http://x/metrics) || fail "scrape"
+d1=$(echo "$m" | sed -n 's/^nvmf_gateway_export_qos_delayed_total{export="e1"} //p')
+d2=$(echo "$m" | sed -n 's/^nvmf_gateway_export_qos_delayed_total{export="e2"} //p')
+echo "qos_delayed: e1 $d1, e2 $d2"
+[ -n "$d1" ] && [ "$d1" -gt 0 ] || fail "e1's I/O never waited"
+[ "$d2" = 0 ] || fail "e2's I/O waited for QoS"
+kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
+[ "$st" = 0 ] || fail "exit $st"
+
+# The quick command takes the same limit: nbd --mem --qos-iops.
+"$GW" nbd --mem 16M --qos-iops 200 "unix:$tmp/q.sock" > "$tmp/q.log" 2>&1 &
+gpid=$!
+for _ in $(seq 100); do [ -S "$tmp/q.sock" ] && break; sleep 0.1; done
+fio --output-format=json --output="$tmp/q.json" --name=q "${common[@]}" --runtime=3 \
+	--uri="nbd+unix:///?socket=$tmp/q.sock" || fail "fio on nbd --mem"
+q=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["read"]["iops"])' \
+	"$tmp/q.json") || fail "fio output"
+echo "nbd --qos-iops 200: $q IOPS"
+python3 -c 'import sys; sys.exit(abs(float(sys.argv[1]) / 200 - 1) > 0.10)' "$q" ||
+	fail "nbd --qos-iops 200 ran at $q IOPS"
+kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
+[ "$st" = 0 ] || fail "nbd exit $st"
+echo "qos: OK"
