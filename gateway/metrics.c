@@ -1,3 +1,4 @@
+#include "gateway/listen.h"
 #include "gateway/metrics.h"
 
 #include <arpa/inet.h>
@@ -583,70 +584,6 @@ static void arm_accept(struct metrics_srv *s)
 	s->accepting = true;
 }
 
-static int listen_unix(struct metrics_srv *s, const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(a.sun_path, path, strlen(path));
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		/* Replace a stale socket file, never a live server's. */
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
-		if (probe >= 0)
-			close(probe);
-		if (live) {
-			close(fd);
-			return -EADDRINUSE;
-		}
-		unlink(path);
-	}
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 16) < 0) {
-		int ret = -errno;
-		close(fd);
-		return ret;
-	}
-	s->unix_path = strdup(path);
-	return fd;
-}
-
-static int listen_tcp(const struct gw_listen *l)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-	struct addrinfo *res = NULL;
-	char port[8];
-	int fd, ret, one = 1;
-
-	snprintf(port, sizeof(port), "%u", l->port);
-	/* Loopback unless an address is named: the endpoint has no
-	 * authentication. */
-	ret = getaddrinfo(l->host ? l->host : "127.0.0.1", port, &hints, &res);
-	if (ret)
-		return -EADDRNOTAVAIL;
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		ret = -errno;
-		freeaddrinfo(res);
-		return ret;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 16) < 0) {
-		ret = -errno;
-		close(fd);
-		freeaddrinfo(res);
-		return ret;
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
 int metrics_start(struct reactor *r, const struct gw_listen *l, metrics_fill_fn *fill, void *arg,
 		  struct metrics_srv **out)
 {
@@ -660,7 +597,11 @@ int metrics_start(struct reactor *r, const struct gw_listen *l, metrics_fill_fn 
 		free(s);
 		return -ENOMEM;
 	}
-	fd = l->kind == GW_LISTEN_UNIX ? listen_unix(s, l->path) : listen_tcp(l);
+	fd = gw_listen_open(l, 0, 16);
+	if (fd >= 0 && l->kind == GW_LISTEN_UNIX && !(s->unix_path = strdup(l->path))) {
+		close(fd);
+		fd = -ENOMEM;
+	}
 	if (fd < 0) {
 		log_err("metrics %s: cannot listen: %s", s->spec, strerror(-fd));
 		free(s->spec);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gateway/log.h"
+#include "gateway/listen.h"
 #include "nbd/internal.h"
 
 struct srv_reactor {
@@ -206,76 +207,6 @@ static void accept_arm(struct nbd_server *s)
 	s->accepting = true;
 }
 
-static int listen_unix(struct nbd_server *s, const char *path)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	struct stat st;
-	int fd;
-
-	if (strlen(path) >= sizeof(a.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(a.sun_path, path, strlen(path));
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		/* Replace a stale socket file, never a live server's. */
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
-		if (probe >= 0)
-			close(probe);
-		if (live) {
-			log_err("nbd server unix:%s: another server is listening there", path);
-			close(fd);
-			return -EADDRINUSE;
-		}
-		unlink(path);
-	}
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0) {
-		int ret = -errno;
-		log_err("nbd server unix:%s: %s", path, strerror(-ret));
-		close(fd);
-		return ret;
-	}
-	s->unix_path = strdup(path);
-	return fd;
-}
-
-static int listen_tcp(const struct gw_listen *l)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-	struct addrinfo *res = NULL;
-	char port[8];
-	/* Loopback unless an address is named: an NBD export has no
-	 * authentication, so reaching it from the network is opt-in. */
-	const char *host = l->host ? l->host : "127.0.0.1";
-	int fd, ret, one = 1;
-
-	snprintf(port, sizeof(port), "%u", l->port ? l->port : NBD_DEFAULT_PORT);
-	ret = getaddrinfo(host, port, &hints, &res);
-	if (ret) {
-		log_err("nbd server %s: address: %s", l->spec, gai_strerror(ret));
-		return -EINVAL;
-	}
-	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		ret = -errno;
-		freeaddrinfo(res);
-		return ret;
-	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-		ret = -errno;
-		log_err("nbd server %s: %s", l->spec, strerror(-ret));
-		close(fd);
-		freeaddrinfo(res);
-		return ret;
-	}
-	freeaddrinfo(res);
-	return fd;
-}
-
 int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out)
 {
 	struct nbd_server *s;
@@ -314,16 +245,13 @@ int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out
 		list_init(&s->per[i].conns);
 	}
 	/* Mind opts->listen, not s->opts.listen: not kept past start. */
-	switch (opts->listen->kind) {
-	case GW_LISTEN_UNIX:
-		fd = listen_unix(s, opts->listen->path);
-		break;
-	case GW_LISTEN_TCP:
-		fd = listen_tcp(opts->listen);
-		break;
-	default:
-		fd = -EINVAL;
-	}
+	fd = gw_listen_open(opts->listen, NBD_DEFAULT_PORT, 128);
+	if (fd == -EADDRINUSE)
+		log_err("nbd server %s: another server is listening there", opts->listen->spec);
+	else if (fd < 0)
+		log_err("nbd server %s: %s", opts->listen->spec, strerror(-fd));
+	else if (opts->listen->kind == GW_LISTEN_UNIX)
+		s->unix_path = strdup(opts->listen->path);
 	if (fd < 0) {
 		free(s->unix_path);
 		free(s->per);
