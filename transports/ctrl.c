@@ -1343,11 +1343,7 @@ void nvmf_ctrl_free(struct nvmf_ctrl *c)
 {
 	reactor_timer_cancel(&c->step_timer);
 	reactor_timer_cancel(&c->kato_timer);
-	for (unsigned i = 0; c->ioq && i < c->nr_ioq; i++)
-		nvmf_queue_free(&c->ioq[i]);
-	free(c->ioq);
-	c->ioq = NULL;
-	nvmf_queue_free(&c->adminq);
+	release_queues(c);
 	free(c->id);
 	free(c->admin_buf);
 	free(c->ns_list);

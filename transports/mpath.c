@@ -16,7 +16,6 @@
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
-#define ADD(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_RELAXED)
 
 /* What one reactor may use of one path. */
 struct snap_path {
@@ -122,7 +121,6 @@ struct mp_target {
 
 /* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
 struct vpath {
-	uint64_t writes_acked; /* atomic */
 	uint64_t flushed_upto; /* atomic max */
 	uint64_t loss_hi; /* writes_acked when a reset lost unflushed writes */
 	uint64_t loss_reported;
@@ -136,6 +134,12 @@ struct vol_mp {
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
 	struct vpath vp[MP_MAX_PATHS];
+	/* Writes acknowledged per reactor and path: one cache line per
+	 * reactor, written only there, so counting costs the data path no
+	 * shared write; the flush rule sums them (acked_sum). */
+	struct acked {
+		_Alignas(64) uint64_t n[MP_MAX_PATHS];
+	} *acked;
 };
 
 /* The backend's part of vol_io.priv. */
@@ -151,6 +155,18 @@ struct mpio {
 	bool flushing;
 };
 _Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
+
+/* Writes acknowledged on path i by every reactor, from any reactor: each
+ * count only grows, so the sum is at least what was acknowledged before
+ * the caller asked. */
+static uint64_t acked_sum(struct vol_mp *n, unsigned i)
+{
+	uint64_t sum = 0;
+
+	for (unsigned k = 0; k < n->t->nr_reactors; k++)
+		sum += LOAD(n->acked[k].n[i]);
+	return sum;
+}
 
 static struct mpio *mpio_of(struct vol_io *io) { return (struct mpio *)io->priv; }
 static struct vol_io *io_of(struct mpio *m) { return container_of((void *)m, struct vol_io, priv); }
@@ -454,7 +470,8 @@ static void nio_done(struct nvmf_io *nio, int err)
 			 * flush must reach this path. */
 			if ((io->op == VOL_WRITE || io->op == VOL_WRITE_ZEROES) &&
 			    !(io->flags & VOL_IO_FUA))
-				ADD(n->vp[m->path].writes_acked, 1);
+				STORE(n->acked[v - v->t->views].n[m->path],
+				      n->acked[v - v->t->views].n[m->path] + 1);
 		}
 		if (m->flushing) {
 			struct vpath *vp = &n->vp[m->path];
@@ -526,7 +543,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 	for (; m->flush_next < t->o.nr_paths; m->flush_next++) {
 		unsigned i = m->flush_next;
 		struct vpath *vp = &n->vp[i];
-		uint64_t acked = LOAD(vp->writes_acked);
+		uint64_t acked = acked_sum(n, i);
 		if (acked <= LOAD(vp->flushed_upto))
 			continue;
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
@@ -870,7 +887,7 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	if (c->id && (c->id->vwc & 1))
 		for (unsigned i = 0; i < t->nr_vols; i++) {
 			struct vpath *vp = &t->vols[i]->vp[p->idx];
-			uint64_t acked = LOAD(vp->writes_acked);
+			uint64_t acked = acked_sum(t->vols[i], p->idx);
 			if (acked > LOAD(vp->flushed_upto)) {
 				log_warn("%s: path %u was reset with %llu acknowledged writes not "
 					 "flushed; the next flush reports EIO",
@@ -1089,6 +1106,7 @@ static void mp_vol_destroy(struct volume *vol)
 			break;
 		}
 	free(vol->stats);
+	free(n->acked);
 	free(n);
 }
 
@@ -1124,10 +1142,14 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	if (!n)
 		return -ENOMEM;
 	n->v.stats = calloc(t->nr_reactors, sizeof(*n->v.stats));
-	if (!n->v.stats) {
+	n->acked = aligned_alloc(64, t->nr_reactors * sizeof(*n->acked));
+	if (!n->v.stats || !n->acked) {
+		free(n->v.stats);
+		free(n->acked);
 		free(n);
 		return -ENOMEM;
 	}
+	memset(n->acked, 0, t->nr_reactors * sizeof(*n->acked));
 	n->t = t;
 	n->ns = *ns;
 	n->v.nr_stats = t->nr_reactors;
