@@ -16,7 +16,7 @@ targets = ( { name = \"mx\"; subnqn = \"$nqn512\"; multipath = \"round-robin\"; 
                         { transport = \"tcp\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
 exports = ( { name = \"mx\"; target = \"mx\"; nsid = 1; nbd = { listen = \"unix:$mx_sock\"; }; } );
 EOF
-$GW run -f -c $mx_conf > /tmp/gw-mixed.log 2>&1 & gp=\$!
+NVMF_GATEWAY_LOG=info $GW run -f -c $mx_conf > /tmp/gw-mixed.log 2>&1 & gp=\$!
 for i in \$(seq 100); do test -S $mx_sock && break; sleep 0.2; done
 grep -q 'mx/path0: connecting -> live' /tmp/gw-mixed.log && grep -q 'mx/path1: connecting -> live' /tmp/gw-mixed.log || { cat /tmp/gw-mixed.log; kill \$gp; exit 1; }
 fio --name=mx --ioengine=nbd --uri='nbd+unix:///mx?socket=$mx_sock' --rw=randwrite --bs=16k --iodepth=8 \

@@ -162,7 +162,7 @@ for gw_tr in $transports; do
 done
 
 # One target over an RDMA and a TCP path at once.
-if [[ " $transports " == *" tcp "* && " $transports " == *" rdma "* && -n "${INTEROP_MIXED:-}" ]]; then
+if [[ " $transports " == *" tcp "* && " $transports " == *" rdma "* ]]; then
 	. "$top/tests/interop/cases_mixed.sh"
 fi
 
