@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# systemd/nvmf-gateway.service: `systemd-analyze verify` accepts it (with
+# ExecStart= pointing at the built binary and its man pages on MANPATH, so
+# Documentation= is checked too), together with the VM ordering drop-in
+# on a stand-in pve-guests.service; `systemd-analyze security --offline=yes`
+# rates it at an exposure of 4.0 or lower, and the NBD-only drop-in lower
+# still.
+set -u
+: "${GW:?run by tests/func/run.sh}" "${TOP:?}"
+fail() { echo "FAIL: $*"; exit 1; }
+command -v systemd-analyze > /dev/null || { echo "skip: no systemd-analyze (package systemd)"; exit 77; }
+systemd-analyze --version > /dev/null 2>&1 || { echo "skip: systemd-analyze does not run here"; exit 77; }
+[ -x "$GW" ] || fail "no $GW"
+tmp=$(mktemp -d /tmp/gw-unit.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+sed "s|/usr/local/bin/nvmf-gateway|$GW|g" "$TOP/systemd/nvmf-gateway.service" > "$tmp/nvmf-gateway.service"
+grep -q "ExecStart=$GW run" "$tmp/nvmf-gateway.service" || fail "ExecStart= not substituted"
+# The drop-in appended as a second [Service] section means what it means
+# in nvmf-gateway.service.d/ (empty assignments reset the lists alike).
+{ cat "$tmp/nvmf-gateway.service"; cat "$TOP/systemd/nvmf-gateway-nbd-only.conf"; } > "$tmp/nvmf-gateway-nbd.service"
+printf '[Unit]\nDescription=stand-in\n[Service]\nType=oneshot\nExecStart=/bin/true\n' > "$tmp/pve-guests.service"
+mkdir "$tmp/pve-guests.service.d"
+cp "$TOP/systemd/vm-host-ordering.conf" "$tmp/pve-guests.service.d/nvmf-gateway.conf"
+
+# man(1) wants section directories.
+mkdir -p "$tmp/man/man8" "$tmp/man/man5"
+ln -s "$TOP/man/nvmf-gateway.8" "$tmp/man/man8/"
+ln -s "$TOP/man/nvmf-gateway.conf.5" "$tmp/man/man5/"
+export MANPATH="$tmp/man"
+for u in nvmf-gateway.service nvmf-gateway-nbd.service pve-guests.service; do
+	out=$(cd "$tmp" && systemd-analyze verify "$tmp/$u" 2>&1); st=$?
+	echo "verify $u: exit $st"
+	[ -n "$out" ] && echo "$out"
+	[ $st = 0 ] || fail "systemd-analyze verify $u: exit $st"
+	[ -z "$out" ] || fail "systemd-analyze verify $u printed warnings"
+done
+
+exposure() {	# exposure UNITFILE -> the number of "Overall exposure level"
+	systemd-analyze security --offline=yes "$1" > "$tmp/sec.txt" 2>&1
+	sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9.]*\).*/\1/p' "$tmp/sec.txt"
+}
+base=$(exposure "$tmp/nvmf-gateway.service")
+grep '✗' "$tmp/sec.txt"
+[ -n "$base" ] || { cat "$tmp/sec.txt"; fail "no exposure level in the output"; }
+nbd=$(exposure "$tmp/nvmf-gateway-nbd.service")
+[ -n "$nbd" ] || { cat "$tmp/sec.txt"; fail "no exposure level for the NBD-only unit"; }
+echo "exposure: unit $base, NBD-only $nbd"
+awk -v e="$base" 'BEGIN { exit !(e + 0 <= 4.0) }' || fail "exposure $base > 4.0"
+awk -v a="$nbd" -v b="$base" 'BEGIN { exit !(a + 0 < b + 0) }' || fail "NBD-only ($nbd) is not tighter than $base"
+echo "systemd unit: OK"
