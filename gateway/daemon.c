@@ -24,6 +24,7 @@
 #include "gateway/notify.h"
 #include "gateway/tools.h"
 #include "gateway/volume.h"
+#include "gateway/watchdog.h"
 #include "fuse/fusefs.h"
 #include "nbd/kdev.h"
 #include "nbd/nbd.h"
@@ -83,6 +84,7 @@ struct gw {
 	char hostnqn[NVMF_NQN_SIZE];
 	uint8_t hostid[16];
 	struct metrics_srv *metrics;
+	struct watchdog *wd;
 	uint64_t start_ns;
 };
 
@@ -688,6 +690,12 @@ int cmd_run(int argc, char **argv)
 		}
 		gw.rp[i] = &gw.reactors[i];
 	}
+	uint64_t wd_usec;
+	if (watchdog_period_from_env(&wd_usec) < 0)
+		log_warn("gateway: WATCHDOG_USEC=%s is not a period; no watchdog pings",
+			 getenv("WATCHDOG_USEC"));
+	else if (watchdog_start(gw.reactors, gw.nr_reactors, wd_usec, &gw.wd) < 0)
+		log_err("gateway: cannot start the watchdog: out of memory");
 	gw.sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	gw.sig_op.fn = sig_done;
 	if (gw.sfd >= 0)
@@ -713,6 +721,7 @@ int cmd_run(int argc, char **argv)
 		close(gw.sfd);
 	for (size_t i = 0; i < gw.cfg->nr_targets; i++)
 		mp_target_free(gw.tgts[i].mp);
+	watchdog_free(gw.wd);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
 	notify_ready(&gw, false);
