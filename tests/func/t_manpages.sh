@@ -17,7 +17,7 @@ cd "$TOP" || exit 1
 plain8=$(sed 's/\\-/-/g' "$m8")
 plain5=$(sed 's/\\-/-/g' "$m5")
 
-cmds=$(grep -ohE '\{ *"[a-z]+", *cmd_[a-z_]+ *\}' gateway/main.c | sed -E 's/\{ *"([a-z]+)".*/\1/' | sort -u)
+cmds=$(grep -ohE '\{ *"[a-z][a-z-]*", *cmd_[a-z_]+ *\}' gateway/main.c | sed -E 's/\{ *"([^"]+)".*/\1/' | sort -u)
 longs=$(grep -ohE '\{ *"[a-z][a-z0-9-]*", *(required|no|optional)_argument' gateway/*.c gateway/*.h |
 	sed -E 's/\{ *"([^"]+)".*/\1/' | sort -u)
 shorts=$(grep -ohE '(required|no|optional)_argument, *0, *'"'"'[A-Za-z0-9]'"'" gateway/*.c gateway/*.h |
