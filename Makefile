@@ -3,6 +3,8 @@ PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/nvmf-gateway
 DESTDIR ?=
 
 BUILD ?= build
@@ -36,7 +38,7 @@ FUZZ_TIME ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 .PHONY: all asan unit-bins check unit func interop test deps demo \
-	install clean asan-unit fuzz fuzz-bins
+	install uninstall clean asan-unit fuzz fuzz-bins
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
@@ -118,14 +120,29 @@ test:
 	-$(MAKE) fuzz
 	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results
 
+# The example configuration is installed only where none exists (mode
+# 0600: it is where DH-HMAC-CHAP secrets go); the drop-ins are examples
+# for the admin to copy, not active.
 install: all
 	install -D -m 0755 $(BUILD)/nvmf-gateway $(DESTDIR)$(BINDIR)/nvmf-gateway
-	install -d $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway $(DESTDIR)$(UNITDIR)
+	install -d $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(DOCDIR)
 	sed 's|/usr/local/bin/|$(BINDIR)/|g; s|/etc/nvmf-gateway/|$(SYSCONFDIR)/nvmf-gateway/|g' \
 		systemd/nvmf-gateway.service > $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
+	install -m 0644 man/nvmf-gateway.8 $(DESTDIR)$(MANDIR)/man8/nvmf-gateway.8
+	install -m 0644 man/nvmf-gateway.conf.5 $(DESTDIR)$(MANDIR)/man5/nvmf-gateway.conf.5
+	install -m 0644 systemd/nvmf-gateway-nbd-only.conf systemd/vm-host-ordering.conf \
+		$(DESTDIR)$(DOCDIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf ] || \
-		install -m 0644 etc/nvmf-gateway.conf $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf
+		install -m 0600 etc/nvmf-gateway.conf $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf
+
+# Leaves the configuration: it is the admin's.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/nvmf-gateway $(DESTDIR)$(UNITDIR)/nvmf-gateway.service \
+		$(DESTDIR)$(MANDIR)/man8/nvmf-gateway.8 $(DESTDIR)$(MANDIR)/man5/nvmf-gateway.conf.5 \
+		$(DESTDIR)$(DOCDIR)/nvmf-gateway-nbd-only.conf $(DESTDIR)$(DOCDIR)/vm-host-ordering.conf
+	-rmdir $(DESTDIR)$(DOCDIR)
 
 clean:
 	rm -rf build build-asan build-fuzz
