@@ -132,8 +132,8 @@ install: all
 	chmod 0644 $(DESTDIR)$(UNITDIR)/nvmf-gateway.service
 	install -m 0644 man/nvmf-gateway.8 $(DESTDIR)$(MANDIR)/man8/nvmf-gateway.8
 	install -m 0644 man/nvmf-gateway.conf.5 $(DESTDIR)$(MANDIR)/man5/nvmf-gateway.conf.5
-	install -m 0644 systemd/nvmf-gateway-nbd-only.conf systemd/vm-host-ordering.conf \
-		$(DESTDIR)$(DOCDIR)/
+	install -m 0644 systemd/nvmf-gateway-nbd-only.conf systemd/nvmf-gateway-fuse-host.conf \
+		systemd/vm-host-ordering.conf $(DESTDIR)$(DOCDIR)/
 	[ -e $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf ] || \
 		install -m 0600 etc/nvmf-gateway.conf $(DESTDIR)$(SYSCONFDIR)/nvmf-gateway/nvmf-gateway.conf
 
@@ -141,7 +141,8 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/nvmf-gateway $(DESTDIR)$(UNITDIR)/nvmf-gateway.service \
 		$(DESTDIR)$(MANDIR)/man8/nvmf-gateway.8 $(DESTDIR)$(MANDIR)/man5/nvmf-gateway.conf.5 \
-		$(DESTDIR)$(DOCDIR)/nvmf-gateway-nbd-only.conf $(DESTDIR)$(DOCDIR)/vm-host-ordering.conf
+		$(DESTDIR)$(DOCDIR)/nvmf-gateway-nbd-only.conf \
+		$(DESTDIR)$(DOCDIR)/nvmf-gateway-fuse-host.conf $(DESTDIR)$(DOCDIR)/vm-host-ordering.conf
 	-rmdir $(DESTDIR)$(DOCDIR)
 
 clean:

@@ -19,6 +19,7 @@ cat > "$tmp/want" << 'EOF'
 ./etc/nvmf-gateway/nvmf-gateway.conf
 ./usr/bin/nvmf-gateway
 ./usr/lib/systemd/system/nvmf-gateway.service
+./usr/share/doc/nvmf-gateway/nvmf-gateway-fuse-host.conf
 ./usr/share/doc/nvmf-gateway/nvmf-gateway-nbd-only.conf
 ./usr/share/doc/nvmf-gateway/vm-host-ordering.conf
 ./usr/share/man/man5/nvmf-gateway.conf.5
