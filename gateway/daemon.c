@@ -84,7 +84,6 @@ struct gw {
 	char hostnqn[NVMF_NQN_SIZE];
 	uint8_t hostid[16];
 	struct metrics_srv *metrics;
-	struct watchdog *wd;
 	uint64_t start_ns;
 };
 
@@ -690,11 +689,13 @@ int cmd_run(int argc, char **argv)
 		}
 		gw.rp[i] = &gw.reactors[i];
 	}
+	/* Its timers go on every reactor's list before their threads start. */
+	struct watchdog *wd = NULL;
 	uint64_t wd_usec;
 	if (watchdog_period_from_env(&wd_usec) < 0)
 		log_warn("gateway: WATCHDOG_USEC=%s is not a period; no watchdog pings",
 			 getenv("WATCHDOG_USEC"));
-	else if (watchdog_start(gw.reactors, gw.nr_reactors, wd_usec, &gw.wd) < 0)
+	else if (watchdog_start(gw.reactors, gw.nr_reactors, wd_usec, &wd) < 0)
 		log_err("gateway: cannot start the watchdog: out of memory");
 	gw.sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	gw.sig_op.fn = sig_done;
@@ -712,6 +713,7 @@ int cmd_run(int argc, char **argv)
 
 	for (unsigned i = 1; i < gw.nr_reactors; i++)
 		reactor_join(&gw.reactors[i]);
+	watchdog_free(wd);
 	if (gw.sig_armed) {
 		struct io_uring_sqe *sqe = reactor_sqe(&gw.reactors[0], NULL);
 		io_uring_prep_cancel(sqe, &gw.sig_op, 0);
@@ -721,7 +723,6 @@ int cmd_run(int argc, char **argv)
 		close(gw.sfd);
 	for (size_t i = 0; i < gw.cfg->nr_targets; i++)
 		mp_target_free(gw.tgts[i].mp);
-	watchdog_free(gw.wd);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
 	notify_ready(&gw, false);
