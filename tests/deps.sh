@@ -4,6 +4,7 @@
 set -eu
 pkgs=(
 	build-essential pkg-config
+	systemd man-db groff-base
 	liburing-dev libconfig-dev check
 	libfuse3-dev fuse3 libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
@@ -11,7 +12,6 @@ pkgs=(
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
 	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2
 	libnbd-bin nbdkit python3-libnbd
-	systemd man-db groff-base
 )
 missing=()
 for p in "${pkgs[@]}"; do
