@@ -181,8 +181,16 @@ void json_double(struct json_buf *j, double v)
 {
 	if (!isfinite(v))
 		return json_null(j);
-	if (before_value(j))
-		putf(j, "%.17g", v);
+	if (!before_value(j))
+		return;
+	/* The shortest text that reads back as v: 0.049, not 0.049000000000000002. */
+	char buf[32];
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	put(j, buf, strlen(buf));
 }
 
 void json_bool(struct json_buf *j, bool v)

@@ -105,6 +105,17 @@ START_TEST(writer_misuse)
 	json_obj_end(&j);
 	ck_assert_str_eq(j.p, "{\"nan\":null}");
 	json_buf_free(&j);
+
+	/* shortest round-trip text */
+	json_buf_init(&j);
+	json_arr_begin(&j);
+	json_double(&j, 0.049);
+	json_double(&j, 1e300);
+	json_double(&j, -2.5);
+	json_double(&j, 0.1 + 0.2);
+	json_arr_end(&j);
+	ck_assert_str_eq(j.p, "[0.049,1e+300,-2.5,0.30000000000000004]");
+	json_buf_free(&j);
 }
 END_TEST
 
