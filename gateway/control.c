@@ -27,7 +27,7 @@ struct control_conn {
 	bool busy; /* recv or send in the ring */
 	bool eof; /* closing: nothing more is read or answered */
 	bool peer_done; /* the peer shut its side: answer what came, then close */
-	bool close_after_send;
+	bool skipping; /* the rest of an over-long line is dropped */
 	struct control_call call;
 	char *in;
 	size_t in_len;
@@ -122,7 +122,7 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 	free(c->out);
 	c->out = NULL;
 	c->out_len = c->out_off = 0;
-	if (c->close_after_send || c->s->stopping)
+	if (c->s->stopping)
 		c->eof = true;
 	conn_next(c);
 }
@@ -257,13 +257,21 @@ static void conn_next(struct control_conn *c)
 {
 	while (!c->busy && !c->call.outstanding && !c->eof && !c->s->stopping) {
 		char *nl = memchr(c->in, '\n', c->in_len);
+		if (c->skipping) {
+			size_t drop = nl ? (size_t)(nl - c->in) + 1 : c->in_len;
+			memmove(c->in, c->in + drop, c->in_len - drop);
+			c->in_len -= drop;
+			c->skipping = !nl;
+			if (nl)
+				continue;
+		}
 		if (!nl) {
 			if (c->peer_done) {
 				c->eof = true;
 				break;
 			}
 			if (c->in_len >= CONTROL_LINE_MAX) {
-				c->close_after_send = true;
+				c->skipping = true;
 				c->in_len = 0;
 				refuse(c, "request line over %u bytes", CONTROL_LINE_MAX);
 				continue;

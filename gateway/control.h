@@ -5,7 +5,8 @@
  * knows no commands: it parses the line and hands the tree to the owner's
  * handler.  A line that is not JSON, not an object, has no "cmd" or is
  * longer than CONTROL_LINE_MAX gets {"error":"..."} on that connection
- * only (the over-long one is then closed, its framing being lost). */
+ * only (the rest of an over-long line is skipped up to its newline), and
+ * the connection goes on. */
 #ifndef GW_CONTROL_H
 #define GW_CONTROL_H
 
