@@ -82,8 +82,8 @@ grep -Eq '^a +attached +[1-9][0-9]* +[1-9][0-9]* +64\.0MiB +8\.0MiB +0 ' "$tmp/s
 # reset TARGET: the controller reconnects, I/O works again
 cntlid=$(jq -r '.targets[0].paths[0].cntlid' "$tmp/status.json")
 "$GW" reset ta -s "$ctl" | grep -qx ok || fail "reset ta"
-wait_for 20 test "$(st '.targets[0].paths[0].reconnects')" -ge 1 || fail "no reconnect after reset"
-wait_for 20 test "$(st '.targets[0].paths[0].state')" = live || fail "not live after reset"
+wait_for 20 'test "$(st .targets[0].paths[0].reconnects)" -ge 1' || fail "no reconnect after reset"
+wait_for 20 'test "$(st .targets[0].paths[0].state)" = live' || fail "not live after reset"
 echo "reset: cntlid $cntlid -> $(st '.targets[0].paths[0].cntlid'), reconnects $(st '.targets[0].paths[0].reconnects')"
 [ "$(st '.targets[1].paths[0].reconnects')" = 0 ] || fail "reset of ta touched tb"
 nbdcopy "nbd+unix:///a?socket=$tmp/a.sock" "$tmp/out2" || fail "I/O after reset"

@@ -89,7 +89,7 @@ conf "$EA, $EA2, $EB" "$TA, $TB"
 kill -HUP "$gpid"
 wait_for 20 test -S "$tmp/b.sock" || fail "SIGHUP did not bring b back"
 wait_for 20 test ! -S "$tmp/c.sock" || fail "SIGHUP did not remove c"
-wait_for 20 test "$(st .reloads)" = 2 || fail "reload count after SIGHUP"
+wait_for 20 'test "$(st .reloads)" = 2' || fail "reload count after SIGHUP"
 st '.exports | map(.name) | join(",")' | grep -qx 'a,a2,b' || fail "exports after SIGHUP"
 [ -e "$tmp/fuse/b" ] || fail "FUSE file b after SIGHUP"
 

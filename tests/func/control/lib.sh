@@ -80,10 +80,11 @@ for line in sys.argv[2:]:
 PY
 }
 
-# wait_for SECONDS COMMAND...: polls until COMMAND succeeds.
+# wait_for SECONDS 'SHELL TEXT': polls until the text, evaluated anew
+# each time (quote it: '"$(st .state)" = live'), succeeds.
 wait_for() {
 	local n=$(($1 * 10))
 	shift
-	for _ in $(seq "$n"); do "$@" && return 0; sleep 0.1; done
+	for _ in $(seq "$n"); do eval "$*" && return 0; sleep 0.1; done
 	return 1
 }
