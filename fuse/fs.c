@@ -88,14 +88,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	for (unsigned i = 0; i < fs->nr_nodes; i++) {
-		if (strcmp(fs->nodes[i].name, name))
+		if (fs->nodes[i]->gone || strcmp(fs->nodes[i]->name, name))
 			continue;
 		memset(&e, 0, sizeof(e));
-		e.ino = fs->nodes[i].ino;
+		e.ino = fs->nodes[i]->ino;
 		e.generation = 1;
 		e.attr_timeout = ATTR_TIMEOUT;
 		e.entry_timeout = ATTR_TIMEOUT;
-		fill_attr(fs, &fs->nodes[i], &e.attr);
+		fill_attr(fs, fs->nodes[i], &e.attr);
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -220,7 +220,9 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			st.st_ino = ROOT_INO;
 			st.st_mode = S_IFDIR;
 		} else {
-			struct fnode *n = &fs->nodes[k - 2];
+			struct fnode *n = fs->nodes[k - 2];
+			if (n->gone)
+				continue;
 			name = n->name;
 			st.st_ino = n->ino;
 			st.st_mode = S_IFREG;
@@ -250,8 +252,11 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
 	for (unsigned i = 0; i < fs->nr_nodes; i++)
-		sv.f_blocks += (fs->nodes[i].vol->size + 4095) / 4096;
-	sv.f_files = fs->nr_nodes + 1;
+		if (!fs->nodes[i]->gone) {
+			sv.f_blocks += (fs->nodes[i]->vol->size + 4095) / 4096;
+			sv.f_files++;
+		}
+	sv.f_files++;
 	sv.f_namemax = NAME_MAX;
 	fuse_reply_statfs(req, &sv);
 }
@@ -398,6 +403,8 @@ static void fs_free(struct fusefs *fs)
 	fusefs_free_reqs(fs);
 	for (unsigned i = 0; i < NR_READS; i++)
 		free(fs->reads[i].buf);
+	for (unsigned i = 0; i < fs->nr_nodes; i++)
+		free(fs->nodes[i]);
 	free(fs->nodes);
 	free(fs->mountpoint);
 	free(fs);
@@ -491,6 +498,118 @@ static bool name_ok(const char *name)
 	       strcmp(name, ".") && strcmp(name, "..");
 }
 
+static int node_add(struct fusefs *fs, const struct fusefs_file *f)
+{
+	struct fnode *n;
+
+	if (fs->nr_nodes == fs->cap_nodes) {
+		unsigned cap = fs->cap_nodes ? fs->cap_nodes * 2 : 8;
+		struct fnode **p = realloc(fs->nodes, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		fs->nodes = p;
+		fs->cap_nodes = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->ino = fs->next_ino++;
+	snprintf(n->name, sizeof(n->name), "%s", f->name);
+	n->vol = f->vol;
+	n->read_only = f->read_only || (n->vol->caps & VOL_CAP_READ_ONLY);
+	range_locks_init(&n->locks);
+	fs->nodes[fs->nr_nodes++] = n;
+	return 0;
+}
+
+static struct fnode *node_named(struct fusefs *fs, const char *name)
+{
+	for (unsigned i = 0; i < fs->nr_nodes; i++)
+		if (!fs->nodes[i]->gone && !strcmp(fs->nodes[i]->name, name))
+			return fs->nodes[i];
+	return NULL;
+}
+
+int fusefs_add_file(struct fusefs *fs, const struct fusefs_file *f)
+{
+	int ret;
+
+	if (fs->state != FS_MOUNTED)
+		return -ESHUTDOWN;
+	if (!name_ok(f->name) || !f->vol)
+		return -EINVAL;
+	if (node_named(fs, f->name))
+		return -EEXIST;
+	if ((ret = node_add(fs, f)) < 0)
+		return ret;
+	/* A new directory mtime, so that cached listings are read again. */
+	clock_gettime(CLOCK_REALTIME, &fs->mtime);
+	log_notice("fuse %s: file %s added", fs->mountpoint, f->name);
+	return 0;
+}
+
+static void node_finish(struct reactor_msg *m)
+{
+	struct fnode_done {
+		struct reactor_msg m;
+		void (*fn)(void *);
+		void *arg;
+	} *d = container_of(m, struct fnode_done, m);
+
+	d->fn(d->arg);
+	free(d);
+}
+
+void fusefs_node_released(struct fusefs *fs, struct fnode *n)
+{
+	void (*fn)(void *) = n->removed;
+	void *arg = n->removed_arg;
+
+	for (unsigned i = 0; i < fs->nr_nodes; i++)
+		if (fs->nodes[i] == n) {
+			memmove(&fs->nodes[i], &fs->nodes[i + 1],
+				(fs->nr_nodes - i - 1) * sizeof(*fs->nodes));
+			fs->nr_nodes--;
+			break;
+		}
+	log_notice("fuse %s: file %s removed", fs->mountpoint, n->name);
+	free(n);
+	if (!fn)
+		return;
+	/* Not from inside the request's reply path: the caller may destroy
+	 * the volume that request just used. */
+	struct fnode_done {
+		struct reactor_msg m;
+		void (*fn)(void *);
+		void *arg;
+	} *d = malloc(sizeof(*d));
+	if (!d) {
+		fn(arg);
+		return;
+	}
+	d->m.fn = node_finish;
+	d->fn = fn;
+	d->arg = arg;
+	reactor_defer(fs->r, &d->m);
+}
+
+int fusefs_remove_file(struct fusefs *fs, const char *name, void (*done)(void *arg), void *arg)
+{
+	struct fnode *n = node_named(fs, name);
+
+	if (!n)
+		return -ENOENT;
+	n->gone = true;
+	n->removed = done;
+	n->removed_arg = arg;
+	clock_gettime(CLOCK_REALTIME, &fs->mtime);
+	log_info("fuse %s: removing file %s (%u requests in flight)", fs->mountpoint, name,
+		 n->inflight);
+	if (!n->inflight)
+		fusefs_node_released(fs, n);
+	return 0;
+}
+
 int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs **out)
 {
 	struct fusefs *fs;
@@ -538,21 +657,13 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	if ((ret = clean_stale_mount(fs->mountpoint)) < 0)
 		goto fail;
 	ret = -ENOMEM;
-	fs->nodes = calloc(o->nr_files, sizeof(*fs->nodes));
-	if (!fs->nodes)
-		goto fail;
 	for (unsigned i = 0; i < NR_READS; i++)
 		if (posix_memalign((void **)&fs->reads[i].buf, 4096, READ_BUF_SIZE))
 			goto fail;
-	fs->nr_nodes = o->nr_files;
-	for (unsigned i = 0; i < o->nr_files; i++) {
-		struct fnode *n = &fs->nodes[i];
-		n->ino = ROOT_INO + 1 + i;
-		snprintf(n->name, sizeof(n->name), "%s", o->files[i].name);
-		n->vol = o->files[i].vol;
-		n->read_only = o->files[i].read_only || (n->vol->caps & VOL_CAP_READ_ONLY);
-		range_locks_init(&n->locks);
-	}
+	fs->next_ino = ROOT_INO + 1;
+	for (unsigned i = 0; i < o->nr_files; i++)
+		if ((ret = node_add(fs, &o->files[i])) < 0)
+			goto fail;
 
 	snprintf(mopts, sizeof(mopts),
 		 "fsname=nvmf-gateway,subtype=nvmf-gateway,default_permissions,max_read=%u%s",

@@ -38,6 +38,12 @@ struct fnode {
 	struct volume *vol;
 	bool read_only;
 	struct range_locks locks;
+	/* Removed: no longer looked up or listed; freed (and removed() run)
+	 * once the requests that hold it are answered. */
+	bool gone;
+	unsigned inflight;
+	void (*removed)(void *arg);
+	void *removed_arg;
 };
 
 struct fusefs;
@@ -55,8 +61,9 @@ struct fusefs {
 	char *mountpoint;
 	struct fusefs_opts o;
 	enum fusefs_state state;
-	struct fnode *nodes;
-	unsigned nr_nodes;
+	struct fnode **nodes; /* each allocated alone: range locks point into it */
+	unsigned nr_nodes, cap_nodes;
+	uint64_t next_ino;
 	struct timespec mtime;
 	struct fuse_read reads[NR_READS];
 	unsigned reading; /* reads armed */
@@ -72,12 +79,17 @@ struct fusefs {
 	struct reactor_msg fin_msg;
 };
 
+/* A handful of files: a scan is cheaper than keeping an index. */
 static inline struct fnode *node_of(struct fusefs *fs, fuse_ino_t ino)
 {
-	if (ino < ROOT_INO + 1 || ino - ROOT_INO - 1 >= fs->nr_nodes)
-		return NULL;
-	return &fs->nodes[ino - ROOT_INO - 1];
+	for (unsigned i = 0; i < fs->nr_nodes; i++)
+		if (fs->nodes[i]->ino == ino && !fs->nodes[i]->gone)
+			return fs->nodes[i];
+	return NULL;
 }
+
+/* fs.c: a removed node's last request is answered. */
+void fusefs_node_released(struct fusefs *fs, struct fnode *n);
 
 /* fs.c: frees fs once it is draining and nothing is in flight. */
 void fusefs_maybe_finish(struct fusefs *fs);

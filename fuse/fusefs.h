@@ -52,6 +52,16 @@ struct fusefs_opts {
  * the mountpoint (lazy unmount, logged), mounts and starts serving. */
 int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs **out);
 
+/* From the reactor's thread, while mounted: one more file (a new inode
+ * number; names must be unique).  0, -EEXIST, -EINVAL or -ENOMEM. */
+int fusefs_add_file(struct fusefs *fs, const struct fusefs_file *f);
+/* The file disappears from lookups and listings at once (the kernel may
+ * show a cached entry for up to a second; I/O through it then fails with
+ * ENOENT); done(arg) runs on the reactor once the requests that use it
+ * are answered, after which its volume is no longer touched.  0 or
+ * -ENOENT (done is not called). */
+int fusefs_remove_file(struct fusefs *fs, const char *name, void (*done)(void *arg), void *arg);
+
 /* Stops reading requests, lets the volume I/O in flight complete and
  * reply, unmounts (lazily), frees fs, then runs done(arg) on the reactor.
  * Requests the kernel still queues afterwards fail with ENOTCONN. */

@@ -102,6 +102,7 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 	q->err = 0;
 	q->phase_done = NULL;
 	fs->inflight++;
+	n->inflight++;
 	return q;
 }
 
@@ -109,11 +110,14 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 static void req_put(struct req *q)
 {
 	struct fusefs *fs = q->fs;
+	struct fnode *n = q->n;
 
 	if (q->locked) {
 		q->locked = false;
 		range_unlock(&q->n->locks, &q->lk);
 	}
+	if (--n->inflight == 0 && n->gone)
+		fusefs_node_released(fs, n);
 	if (fs->nr_free < FREE_REQS_MAX && q->cap <= 2 * FUSEFS_MAX_IO) {
 		list_add_head(&fs->free_reqs, &q->link);
 		fs->nr_free++;

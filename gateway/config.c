@@ -694,7 +694,9 @@ static void config_init_defaults(struct ctx *c, struct gw_config *cfg)
 							   : (int)cpus;
 	cfg->log_level = LOG_LVL_NOTICE;
 	dup_str(c, &cfg->path, c->path);
-	dup_str(c, &cfg->control, "/run/nvmf-gateway/control.sock");
+	char control[PATH_MAX];
+	config_default_control(control, sizeof(control));
+	dup_str(c, &cfg->control, control);
 	dup_str(c, &cfg->state_dir, "/var/lib/nvmf-gateway");
 	dup_str(c, &cfg->fuse.mountpoint, "/run/nvmf-gateway/fuse");
 }
@@ -961,6 +963,19 @@ static void check_unique_names(struct ctx *c, const config_setting_t *list,
 		}
 	}
 #undef NAME
+}
+
+void config_default_control(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+
+	/* An unprivileged daemon cannot create /run/nvmf-gateway; its own
+	 * runtime directory is where systemd --user and logind expect it. */
+	if (geteuid() != 0 && xdg && xdg[0] == '/' &&
+	    strlen(xdg) + sizeof("/nvmf-gateway/gateway.control") <= UNIX_PATH_MAX)
+		snprintf(buf, len, "%s/nvmf-gateway/gateway.control", xdg);
+	else
+		snprintf(buf, len, "%s", GW_CONTROL_DEFAULT_PATH);
 }
 
 struct gw_target *config_find_target(const struct gw_config *cfg,

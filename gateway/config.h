@@ -13,6 +13,7 @@
 #include "gateway/log.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
+#define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"
 
 enum gw_transport {
 	GW_TRANSPORT_TCP,
@@ -125,6 +126,10 @@ int config_load(const char *path, struct gw_config **out, FILE *errs);
 void config_free(struct gw_config *cfg);
 /* "FILE: OK: 2 targets (3 paths), 4 exports (3 nbd, 2 fuse)" */
 void config_summary(const struct gw_config *cfg, FILE *f);
+/* The control socket when the file names none: GW_CONTROL_DEFAULT_PATH
+ * as root, $XDG_RUNTIME_DIR/nvmf-gateway/gateway.control otherwise (when
+ * that variable is set). */
+void config_default_control(char *buf, size_t len);
 struct gw_target *config_find_target(const struct gw_config *cfg,
 				     const char *name);
 

@@ -18,6 +18,7 @@
 
 #include "gateway/config.h"
 #include "gateway/daemon_metrics.h"
+#include "gateway/daemon_priv.h"
 #include "gateway/log.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
@@ -31,63 +32,7 @@
 #include "transports/ctrl.h"
 #include "transports/mpath.h"
 
-enum gw_state {
-	GW_STARTING, /* controllers connecting */
-	GW_RUNNING,
-	GW_STOPPING, /* exporters closing */
-	GW_SHUTDOWN, /* controllers shutting down */
-	GW_DONE,
-};
-
-struct gw_tgt {
-	struct gw_target *cfg;
-	struct mp_target *mp;
-	bool connecting, live, shutting_down;
-	struct gw *gw;
-};
-
-struct gw_exp {
-	struct gw_export *cfg;
-	struct gw_tgt *tgt;
-	struct volume *vol;
-	struct nbd_export nbd;
-	struct nbd_server *srv;
-	struct nbd_kdev *kdev;
-	char backend_id[96];
-	bool in_fuse; /* has a file in the FUSE mount */
-	bool failed;
-	struct gw *gw;
-};
-
-struct gw {
-	struct gw_config *cfg;
-	enum gw_state state;
-	unsigned nr_reactors;
-	struct reactor *reactors;
-	struct reactor **rp;
-	struct gw_tgt *tgts;
-	struct gw_exp *exps;
-	struct fusefs *fs;
-	unsigned pending; /* targets connecting, or closers outstanding */
-	unsigned attaching; /* kernel device attaches not yet answered */
-	bool stop_requested; /* a signal while starting: stop once started */
-	int sfd;
-	struct reactor_op sig_op;
-	unsigned char siginfo[sizeof(struct signalfd_siginfo)];
-	bool sig_armed;
-	int ready_fd; /* the parent's pipe while daemonizing, else -1 */
-	struct stop_msg {
-		struct reactor_msg m;
-		struct reactor *r;
-	} *stop_msgs; /* one per reactor */
-	int rc;
-	char hostnqn[NVMF_NQN_SIZE];
-	uint8_t hostid[16];
-	struct metrics_srv *metrics;
-	uint64_t start_ns;
-};
-
-static const char *gw_state_name(enum gw_state s)
+const char *gw_state_name(enum gw_state s)
 {
 	static const char *names[] = {
 		[GW_STARTING] = "starting", [GW_RUNNING] = "running", [GW_STOPPING] = "stopping",
@@ -109,6 +54,149 @@ static void gw_set_state(struct gw *gw, enum gw_state s)
 
 static void gw_stop(struct gw *gw);
 
+/* ---- objects ---- */
+
+struct gw_cfgref *gw_cfgref_new(struct gw *gw, struct gw_config *cfg)
+{
+	struct gw_cfgref *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->cfg = cfg;
+	list_add_tail(&gw->cfgs, &r->link);
+	return r;
+}
+
+void gw_cfgref_get(struct gw_cfgref *r)
+{
+	r->refs++;
+}
+
+void gw_cfgref_put(struct gw *gw, struct gw_cfgref *r)
+{
+	if (r->refs && --r->refs)
+		return;
+	/* The first file also holds the gateway-wide keys; the latest is
+	 * what export-add and the next reload start from. */
+	if (r->cfg == gw->cfg || r == gw->cur)
+		return;
+	list_del(&r->link);
+	config_free(r->cfg);
+	free(r);
+}
+
+struct gw_tgt *gw_tgt_new(struct gw *gw, struct gw_cfgref *ref, struct gw_target *cfg)
+{
+	struct gw_tgt *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->gw = gw;
+	t->ref = ref;
+	t->cfg = cfg;
+	gw_cfgref_get(ref);
+	list_add_tail(&gw->tgts, &t->link);
+	return t;
+}
+
+struct gw_tgt *gw_find_tgt(struct gw *gw, const char *name)
+{
+	struct list_node *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		if (!strcmp(t->cfg->name, name))
+			return t;
+	}
+	return NULL;
+}
+
+struct gw_exp *gw_find_exp(struct gw *gw, const char *name)
+{
+	struct list_node *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (!strcmp(e->name, name))
+			return e;
+	}
+	return NULL;
+}
+
+struct gw_exp *gw_exp_new(struct gw *gw, struct gw_cfgref *ref, struct gw_export *cfg)
+{
+	struct gw_exp *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->gw = gw;
+	e->ref = ref;
+	e->cfg = cfg;
+	e->name = strdup(cfg->name);
+	e->desc = strdup(cfg->target->subnqn);
+	e->tgt = gw_find_tgt(gw, cfg->target_name);
+	if (!e->name || !e->desc || !e->tgt) {
+		free(e->name);
+		free(e->desc);
+		free(e);
+		return NULL;
+	}
+	gw_cfgref_get(ref);
+	list_add_tail(&gw->exps, &e->link);
+	return e;
+}
+
+void gw_tgt_repoint(struct gw *gw, struct gw_tgt *t, struct gw_cfgref *ref, struct gw_target *c)
+{
+	struct gw_cfgref *old = t->ref;
+
+	gw_cfgref_get(ref);
+	t->ref = ref;
+	t->cfg = c;
+	gw_cfgref_put(gw, old);
+}
+
+void gw_exp_repoint(struct gw *gw, struct gw_exp *e, struct gw_cfgref *ref, struct gw_export *c)
+{
+	struct gw_cfgref *old = e->ref;
+
+	gw_cfgref_get(ref);
+	e->ref = ref;
+	e->cfg = c;
+	gw_cfgref_put(gw, old);
+}
+
+static void exp_free(struct gw_exp *e)
+{
+	struct gw *gw = e->gw;
+
+	list_del(&e->link);
+	gw_cfgref_put(gw, e->ref);
+	free(e->name);
+	free(e->desc);
+	free(e);
+}
+
+bool gw_exp_running(const struct gw_exp *e)
+{
+	return !e->failed && !e->removing && (e->srv || e->kdev || e->in_fuse);
+}
+
+unsigned gw_exports_running(struct gw *gw, unsigned *total)
+{
+	struct list_node *pos, *tmp;
+	unsigned ok = 0, n = 0;
+
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		n++;
+		ok += gw_exp_running(e);
+	}
+	if (total)
+		*total = n;
+	return ok;
+}
+
 /* ---- signals ---- */
 
 static void sig_arm(struct gw *gw);
@@ -123,8 +211,14 @@ static void sig_done(struct reactor_op *op, int res, uint32_t flags)
 	if (res > 0) {
 		struct signalfd_siginfo *si = (void *)gw->siginfo;
 		if (si->ssi_signo == SIGHUP) {
-			log_notice("gateway: SIGHUP: live reload is not supported yet; "
-				   "restart the service to apply a changed configuration");
+			if (gw->state == GW_RUNNING && !gw->busy) {
+				log_notice("gateway: SIGHUP: reloading %s", gw->path);
+				gw_reload(gw, NULL);
+			} else if (gw->state <= GW_RUNNING) {
+				log_notice("gateway: SIGHUP: reloading once the %s is done",
+					   gw->busy ? "current change" : "start");
+				gw->reload_queued = true;
+			}
 		} else {
 			log_notice("gateway: signal %u: stopping", si->ssi_signo);
 			gw_stop(gw);
@@ -139,6 +233,23 @@ static void sig_arm(struct gw *gw)
 	struct io_uring_sqe *sqe = reactor_sqe(&gw->reactors[0], &gw->sig_op);
 	io_uring_prep_read(sqe, gw->sfd, gw->siginfo, sizeof(gw->siginfo), 0);
 	gw->sig_armed = true;
+}
+
+void gw_op_finished(struct gw *gw)
+{
+	unsigned total, ok = gw_exports_running(gw, &total);
+
+	notify_sendf("STATUS=%u of %u exports running", ok, total);
+	if (gw->stop_requested) {
+		gw->reload_queued = false;
+		gw_stop(gw);
+		return;
+	}
+	if (gw->reload_queued && gw->state == GW_RUNNING && !gw->busy) {
+		gw->reload_queued = false;
+		log_notice("gateway: reloading %s (SIGHUP while busy)", gw->path);
+		gw_reload(gw, NULL);
+	}
 }
 
 /* ---- teardown ---- */
@@ -174,14 +285,17 @@ static void tgt_shutdown_done(struct mp_target *mp, int err, void *arg)
 
 static void shutdown_controllers(struct gw *gw)
 {
+	struct list_node *pos, *tmp;
+
 	gw_set_state(gw, GW_SHUTDOWN);
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		vol_destroy(gw->exps[i].vol);
-		gw->exps[i].vol = NULL;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		vol_destroy(e->vol);
+		e->vol = NULL;
 	}
 	gw->pending = 1;
-	for (size_t i = 0; i < gw->cfg->nr_targets; i++) {
-		struct gw_tgt *t = &gw->tgts[i];
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
 		if (!t->mp)
 			continue;
 		gw->pending++;
@@ -200,17 +314,25 @@ static void exporter_closed(void *arg)
 
 static void gw_stop(struct gw *gw)
 {
+	struct list_node *pos, *tmp;
+
 	if (gw->state >= GW_STOPPING)
 		return;
-	if (gw->state == GW_STARTING) {
-		/* Connecting controllers and kernel attaches finish (or fail)
-		 * first; the stop happens when the last one has answered. */
+	if (gw->state == GW_STARTING || gw->busy) {
+		/* Connecting controllers, kernel attaches and a change being
+		 * applied finish (or fail) first; the stop happens when the
+		 * last one has answered. */
 		gw->stop_requested = true;
 		return;
 	}
 	gw_set_state(gw, GW_STOPPING);
 	notify_send("STOPPING=1");
 	gw->pending = 1;
+	if (gw->control) {
+		gw->pending++;
+		control_stop(gw->control, exporter_closed, gw);
+		gw->control = NULL;
+	}
 	if (gw->metrics) {
 		gw->pending++;
 		metrics_stop(gw->metrics, exporter_closed, gw);
@@ -221,8 +343,8 @@ static void gw_stop(struct gw *gw)
 		fusefs_stop(gw->fs, exporter_closed, gw);
 		gw->fs = NULL;
 	}
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		struct gw_exp *e = &gw->exps[i];
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
 		if (e->srv) {
 			gw->pending++;
 			nbd_server_stop(e->srv, exporter_closed, gw);
@@ -235,6 +357,109 @@ static void gw_stop(struct gw *gw)
 		}
 	}
 	exporter_closed(gw);
+}
+
+/* ---- removing one export or target (reload, export-remove) ---- */
+
+static void exp_closer_done(void *arg)
+{
+	struct gw_exp *e = arg;
+	void (*removed)(void *) = e->removed;
+	void *removed_arg = e->removed_arg;
+
+	if (--e->closing)
+		return;
+	/* Every exporter is gone and its I/O drained: nothing uses the
+	 * volume any more. */
+	vol_destroy(e->vol);
+	e->vol = NULL;
+	log_notice("export %s: removed", e->name);
+	exp_free(e);
+	if (removed)
+		removed(removed_arg);
+}
+
+void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg)
+{
+	struct gw *gw = e->gw;
+
+	e->removing = true;
+	e->removed = removed;
+	e->removed_arg = arg;
+	e->closing = 1;
+	if (e->srv) {
+		e->closing++;
+		nbd_server_stop(e->srv, exp_closer_done, e);
+		e->srv = NULL;
+	}
+	if (e->kdev) {
+		e->closing++;
+		nbd_kdev_detach(e->kdev, exp_closer_done, e);
+		e->kdev = NULL;
+	}
+	if (e->in_fuse && gw->fs) {
+		e->closing++;
+		fusefs_remove_file(gw->fs, e->name, exp_closer_done, e);
+	}
+	e->in_fuse = false;
+	exp_closer_done(e);
+}
+
+struct tgt_removal {
+	struct gw_tgt *t;
+	void (*done)(void *);
+	void *arg;
+};
+
+static void tgt_removed(struct mp_target *mp, int err, void *arg)
+{
+	struct tgt_removal *r = arg;
+	struct gw_tgt *t = r->t;
+	struct gw *gw = t->gw;
+	struct mp_target **d;
+	(void)err;
+
+	/* The target's per-reactor views go only once the reactors have
+	 * stopped: kept until exit. */
+	d = realloc(gw->dead_mps, (gw->nr_dead_mps + 1) * sizeof(*d));
+	if (d) {
+		gw->dead_mps = d;
+		gw->dead_mps[gw->nr_dead_mps++] = mp;
+	} else {
+		log_warn("target %s: out of memory; its controller memory is not freed",
+			 t->cfg->name);
+	}
+	log_notice("target %s: removed", t->cfg->name);
+	list_del(&t->link);
+	gw_cfgref_put(gw, t->ref);
+	free(t);
+	r->done(r->arg);
+	free(r);
+}
+
+void gw_tgt_remove(struct gw_tgt *t, void (*done)(void *arg), void *arg)
+{
+	struct tgt_removal *r = calloc(1, sizeof(*r));
+	struct gw *gw = t->gw;
+
+	if (!r) {
+		/* Kept running, unused: better than a half-removed target. */
+		log_err("target %s: out of memory; not removed", t->cfg->name);
+		done(arg);
+		return;
+	}
+	r->t = t;
+	r->done = done;
+	r->arg = arg;
+	if (!t->mp) {
+		list_del(&t->link);
+		gw_cfgref_put(gw, t->ref);
+		free(t);
+		done(arg);
+		free(r);
+		return;
+	}
+	mp_target_shutdown(t->mp, tgt_removed, r);
 }
 
 /* ---- start-up ---- */
@@ -269,8 +494,8 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 		.write_iops = c->qos_write_iops, .write_bandwidth = c->qos_write_bandwidth });
 	if (ret < 0)
 		return ret;
-	e->nbd.name = c->name;
-	e->nbd.description = c->target->subnqn;
+	e->nbd.name = e->name;
+	e->nbd.description = e->desc;
 	e->nbd.vol = e->vol;
 	e->nbd.read_only = c->read_only;
 	if (c->has_nbd && c->nbd.listen.kind != GW_LISTEN_NONE) {
@@ -327,22 +552,32 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-/* One FUSE filesystem holds a file per export that asks for one. */
-static int start_fuse(struct gw *gw)
+/* One FUSE filesystem holds a file per export that asks for one: mounted
+ * with the batch's files when there is none yet, else the files are added
+ * to it. */
+static int start_fuse(struct gw *gw, struct gw_exp **exps, size_t nr)
 {
-	struct fusefs_file *files = calloc(gw->cfg->nr_exports, sizeof(*files));
+	struct fusefs_file *files = calloc(nr ? nr : 1, sizeof(*files));
 	unsigned n = 0;
 	int ret;
 
 	if (!files)
 		return -ENOMEM;
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		struct gw_exp *e = &gw->exps[i];
+	for (size_t i = 0; i < nr; i++) {
+		struct gw_exp *e = exps[i];
 		if (!e->cfg->fuse || e->failed || !e->vol)
 			continue;
-		files[n].name = e->cfg->name;
+		files[n].name = e->name;
 		files[n].vol = e->vol;
 		files[n].read_only = e->cfg->read_only;
+		if (gw->fs) {
+			ret = fusefs_add_file(gw->fs, &files[n]);
+			if (ret < 0)
+				log_err("export %s: no FUSE file (%s)", e->name, strerror(-ret));
+			else
+				e->in_fuse = true;
+			continue;
+		}
 		e->in_fuse = true;
 		n++;
 	}
@@ -364,9 +599,9 @@ static int start_fuse(struct gw *gw)
 		if (ret == 0)
 			log_notice("fuse: %u files under %s", n, gw->cfg->fuse.mountpoint);
 	}
-	if (ret < 0)
-		for (size_t i = 0; i < gw->cfg->nr_exports; i++)
-			gw->exps[i].in_fuse = false;
+	if (ret < 0 && !gw->fs)
+		for (size_t i = 0; i < nr; i++)
+			exps[i]->in_fuse = false;
 	free(files);
 	return ret;
 }
@@ -378,17 +613,23 @@ static int start_fuse(struct gw *gw)
 static void gw_fill_metrics(void *arg, struct metrics_buf *mb)
 {
 	struct gw *gw = arg;
-	size_t n = gw->cfg->nr_exports;
+	unsigned n;
+	struct list_node *pos, *tmp;
+
+	gw_exports_running(gw, &n);
 	struct dm_export *ex = calloc(n ? n : 1, sizeof(*ex));
+	size_t i = 0;
 
 	if (!ex) {
 		mb->nomem = true;
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		ex[i] = (struct dm_export){ .name = gw->exps[i].cfg->name,
-					    .target = gw->exps[i].cfg->target_name,
-					    .vol = gw->exps[i].failed ? NULL : gw->exps[i].vol };
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		ex[i++] = (struct dm_export){ .name = e->name,
+					      .target = e->tgt->cfg->name,
+					      .vol = e->failed ? NULL : e->vol };
+	}
 	daemon_metrics_gateway(mb, NVMF_GATEWAY_VERSION,
 			       (double)(reactor_now_ns() - gw->start_ns) / 1e9);
 	daemon_metrics_exports(mb, ex, n);
@@ -406,53 +647,54 @@ static void start_metrics(struct gw *gw)
 	metrics_start(&gw->reactors[0], &gw->cfg->metrics, gw_fill_metrics, gw, &gw->metrics);
 }
 
-static void finish_start(struct gw *gw)
+static void start_control(struct gw *gw)
 {
-	unsigned ok = 0;
+	char dir[4096];
+	char *slash;
+	int ret;
 
-	if (gw->stop_requested) {
-		log_notice("gateway: stopping as asked while starting");
-		gw_set_state(gw, GW_RUNNING);
-		notify_ready(gw, false);
-		gw_stop(gw);
+	/* Like metrics: the exports run without it (logged). */
+	snprintf(dir, sizeof(dir), "%s", gw->cfg->control);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = 0;
+		if ((ret = mkdir_p(dir)) < 0)
+			log_err("control: cannot create %s: %s", dir, strerror(-ret));
+	}
+	control_start(&gw->reactors[0], gw->cfg->control, gw_control_handle, gw, &gw->control);
+}
+
+/* ---- batches: connect targets, then start exports ---- */
+
+static void batch_exports(struct gw_batch *b);
+
+static void batch_put(struct gw_batch *b)
+{
+	if (--b->pending)
+		return;
+	if (!b->exports_phase) {
+		b->exports_phase = true;
+		batch_exports(b);
 		return;
 	}
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		struct gw_exp *e = &gw->exps[i];
-		if (!e->failed && (e->srv || e->kdev || e->in_fuse))
-			ok++;
-		else if (!e->failed)
-			log_err("export %s: none of its exporters is running", e->cfg->name);
-	}
-	gw_set_state(gw, GW_RUNNING);
-	start_metrics(gw);
-	log_notice("gateway: %u of %zu exports running", ok, gw->cfg->nr_exports);
-	notify_sendf("READY=1\nSTATUS=%u of %zu exports running", ok, gw->cfg->nr_exports);
-	if (!ok && gw->cfg->nr_exports) {
-		log_err("gateway: no export could be started; exiting");
-		gw->rc = 1;
-		notify_ready(gw, false);
-		gw_stop(gw);
-		return;
-	}
-	notify_ready(gw, true);
+	b->done(b);
 }
 
 static void kdev_attached(void *arg, struct nbd_kdev *d, int index_or_err)
 {
 	struct gw_exp *e = arg;
-	struct gw *gw = e->gw;
+	struct gw_batch *b = e->batch;
 
+	e->batch = NULL;
 	if (d) {
 		e->kdev = d;
-		log_notice("export %s: %s /dev/nbd%d", e->cfg->name,
+		log_notice("export %s: %s /dev/nbd%d", e->name,
 			   nbd_kdev_reattached(d) ? "reattached to" : "attached as", index_or_err);
 	}
-	if (--gw->attaching == 0)
-		finish_start(gw);
+	batch_put(b);
 }
 
-static void start_kdev(struct gw *gw, struct gw_exp *e)
+static void start_kdev(struct gw_batch *b, struct gw_exp *e)
 {
 	struct gw_export *c = e->cfg;
 
@@ -464,49 +706,52 @@ static void start_kdev(struct gw *gw, struct gw_exp *e)
 		.dead_conn_timeout_s = 120,
 		.backend_id = e->backend_id,
 	};
-	e->gw = gw;
-	gw->attaching++;
-	if (nbd_kdev_attach(&gw->reactors[0], &e->nbd, &o, kdev_attached, e) < 0)
-		gw->attaching--;
+	e->batch = b;
+	b->pending++;
+	if (nbd_kdev_attach(&b->gw->reactors[0], &e->nbd, &o, kdev_attached, e) < 0) {
+		e->batch = NULL;
+		b->pending--;
+	}
 }
 
-static void start_exports(struct gw *gw)
+static void batch_exports(struct gw_batch *b)
 {
-	if (gw->stop_requested) {
-		finish_start(gw);
+	struct gw *gw = b->gw;
+
+	b->pending = 1;
+	if (gw->stop_requested && gw->state == GW_STARTING) {
+		batch_put(b);
 		return;
 	}
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		struct gw_exp *e = &gw->exps[i];
+	for (size_t i = 0; i < b->nr_exps; i++) {
+		struct gw_exp *e = b->exps[i];
 		if (start_export(gw, e) < 0)
 			e->failed = true;
 	}
-	if (start_fuse(gw) < 0)
+	if (start_fuse(gw, b->exps, b->nr_exps) < 0)
 		log_err("fuse: the mount failed; no export has a FUSE file");
 	/* Kernel devices last: the attach runs off the reactor and answers
-	 * later; READY waits for every answer. */
-	gw->attaching = 1;
-	for (size_t i = 0; i < gw->cfg->nr_exports; i++) {
-		struct gw_exp *e = &gw->exps[i];
+	 * later; the batch waits for every answer. */
+	for (size_t i = 0; i < b->nr_exps; i++) {
+		struct gw_exp *e = b->exps[i];
 		if (!e->failed && e->cfg->has_nbd && e->cfg->nbd.device != GW_NBD_NONE)
-			start_kdev(gw, e);
+			start_kdev(b, e);
 	}
-	if (--gw->attaching == 0)
-		finish_start(gw);
+	batch_put(b);
 }
 
 static void tgt_ready(struct mp_target *mp, int err, void *arg)
 {
 	struct gw_tgt *t = arg;
-	struct gw *gw = t->gw;
+	struct gw_batch *b = t->batch;
 
 	(void)mp;
+	t->batch = NULL;
 	t->connecting = false;
 	t->live = err == 0;
 	if (err)
 		log_err("target %s: not connected (%s)", t->cfg->name, strerror(-err));
-	if (--gw->pending == 0)
-		start_exports(gw);
+	batch_put(b);
 }
 
 static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
@@ -551,25 +796,93 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 							       : MP_FAILOVER;
 }
 
-static void connect_targets(struct gw *gw)
+void gw_batch_run(struct gw_batch *b)
 {
-	gw->pending = 1;
-	for (size_t i = 0; i < gw->cfg->nr_targets; i++) {
-		struct gw_tgt *t = &gw->tgts[i];
+	struct gw *gw = b->gw;
+	struct list_node *pos, *tmp;
+
+	b->pending = 1;
+	b->exports_phase = false;
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
 		struct mp_target_opts o;
 
+		if (t->batch != b)
+			continue;
 		tgt_opts(gw, t, &o);
-		t->gw = gw;
 		if (mp_target_create(&o, gw->rp, gw->nr_reactors, &t->mp) < 0) {
 			log_err("target %s: cannot start connecting", t->cfg->name);
+			t->batch = NULL;
 			continue;
 		}
 		t->connecting = true;
-		gw->pending++;
+		b->pending++;
 		mp_target_connect(t->mp, tgt_ready, t);
 	}
-	if (--gw->pending == 0)
-		start_exports(gw);
+	batch_put(b);
+}
+
+static void finish_start(struct gw_batch *b)
+{
+	struct gw *gw = b->gw;
+	struct list_node *pos, *tmp;
+	unsigned ok = 0, total = 0;
+
+	free(b->exps);
+	free(b);
+	if (gw->stop_requested) {
+		log_notice("gateway: stopping as asked while starting");
+		gw_set_state(gw, GW_RUNNING);
+		notify_ready(gw, false);
+		gw_stop(gw);
+		return;
+	}
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		total++;
+		if (gw_exp_running(e))
+			ok++;
+		else if (!e->failed)
+			log_err("export %s: none of its exporters is running", e->name);
+	}
+	gw_set_state(gw, GW_RUNNING);
+	start_metrics(gw);
+	log_notice("gateway: %u of %u exports running", ok, total);
+	notify_sendf("READY=1\nSTATUS=%u of %u exports running", ok, total);
+	if (!ok && total) {
+		log_err("gateway: no export could be started; exiting");
+		gw->rc = 1;
+		notify_ready(gw, false);
+		gw_stop(gw);
+		return;
+	}
+	notify_ready(gw, true);
+	gw_op_finished(gw);
+}
+
+/* Every target and export of the file, as one batch. */
+static void start_all(struct gw *gw)
+{
+	struct gw_config *cfg = gw->cur->cfg;
+	struct gw_batch *b = calloc(1, sizeof(*b));
+
+	if (!b || !(b->exps = calloc(cfg->nr_exports + 1, sizeof(*b->exps))))
+		abort();
+	b->gw = gw;
+	b->done = finish_start;
+	for (size_t i = 0; i < cfg->nr_targets; i++) {
+		struct gw_tgt *t = gw_tgt_new(gw, gw->cur, &cfg->targets[i]);
+		if (!t)
+			abort();
+		t->batch = b;
+	}
+	for (size_t i = 0; i < cfg->nr_exports; i++) {
+		struct gw_exp *e = gw_exp_new(gw, gw->cur, &cfg->exports[i]);
+		if (!e)
+			abort();
+		b->exps[b->nr_exps++] = e;
+	}
+	gw_batch_run(b);
 }
 
 /* ---- the command ---- */
@@ -660,19 +973,14 @@ int cmd_run(int argc, char **argv)
 	gw.nr_reactors = (unsigned)gw.cfg->reactors;
 	gw.reactors = calloc(gw.nr_reactors, sizeof(*gw.reactors));
 	gw.rp = calloc(gw.nr_reactors, sizeof(*gw.rp));
-	gw.tgts = calloc(gw.cfg->nr_targets ? gw.cfg->nr_targets : 1, sizeof(*gw.tgts));
-	gw.exps = calloc(gw.cfg->nr_exports ? gw.cfg->nr_exports : 1, sizeof(*gw.exps));
 	gw.stop_msgs = calloc(gw.nr_reactors, sizeof(*gw.stop_msgs));
-	if (!gw.reactors || !gw.rp || !gw.tgts || !gw.exps || !gw.stop_msgs)
+	list_init(&gw.cfgs);
+	list_init(&gw.tgts);
+	list_init(&gw.exps);
+	gw.path = path;
+	gw.cur = gw_cfgref_new(&gw, gw.cfg);
+	if (!gw.reactors || !gw.rp || !gw.stop_msgs || !gw.cur)
 		abort();
-	for (size_t i = 0; i < gw.cfg->nr_targets; i++)
-		gw.tgts[i].cfg = &gw.cfg->targets[i];
-	for (size_t i = 0; i < gw.cfg->nr_exports; i++) {
-		gw.exps[i].cfg = &gw.cfg->exports[i];
-		for (size_t j = 0; j < gw.cfg->nr_targets; j++)
-			if (gw.cfg->exports[i].target == &gw.cfg->targets[j])
-				gw.exps[i].tgt = &gw.tgts[j];
-	}
 
 	/* Signals are blocked in every thread and read on reactor 0. */
 	sigemptyset(&set);
@@ -708,7 +1016,8 @@ int cmd_run(int argc, char **argv)
 		}
 	log_notice("gateway: %s: %zu targets, %zu exports, %u reactors", path,
 		   gw.cfg->nr_targets, gw.cfg->nr_exports, gw.nr_reactors);
-	connect_targets(&gw);
+	start_control(&gw);
+	start_all(&gw);
 	reactor_run(&gw.reactors[0]);
 
 	for (unsigned i = 1; i < gw.nr_reactors; i++)
@@ -721,17 +1030,29 @@ int cmd_run(int argc, char **argv)
 	}
 	if (gw.sfd >= 0)
 		close(gw.sfd);
-	for (size_t i = 0; i < gw.cfg->nr_targets; i++)
-		mp_target_free(gw.tgts[i].mp);
+	while (!list_empty(&gw.exps))
+		exp_free(container_of(gw.exps.next, struct gw_exp, link));
+	while (!list_empty(&gw.tgts)) {
+		struct gw_tgt *t = container_of(gw.tgts.next, struct gw_tgt, link);
+		mp_target_free(t->mp);
+		list_del(&t->link);
+		free(t);
+	}
+	for (size_t i = 0; i < gw.nr_dead_mps; i++)
+		mp_target_free(gw.dead_mps[i]);
+	free(gw.dead_mps);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
 	notify_ready(&gw, false);
 	free(gw.reactors);
 	free(gw.rp);
-	free(gw.tgts);
-	free(gw.exps);
 	free(gw.stop_msgs);
-	config_free(gw.cfg);
+	while (!list_empty(&gw.cfgs)) {
+		struct gw_cfgref *r = container_of(gw.cfgs.next, struct gw_cfgref, link);
+		list_del(&r->link);
+		config_free(r->cfg);
+		free(r);
+	}
 	log_notice("gateway: stopped");
 	return gw.rc;
 }

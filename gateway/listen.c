@@ -10,7 +10,7 @@
 
 #include "gateway/listen.h"
 
-static int listen_unix(const char *path, int backlog)
+static int listen_unix(const char *path, int backlog, mode_t mode)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -34,12 +34,19 @@ static int listen_unix(const char *path, int backlog)
 		}
 		unlink(path);
 	}
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0) {
+	/* The mode is set before listen(): nobody connects in between. */
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    (mode && chmod(path, mode) < 0) || listen(fd, backlog) < 0) {
 		int ret = -errno;
 		close(fd);
 		return ret;
 	}
 	return fd;
+}
+
+int gw_listen_unix(const char *path, int backlog, mode_t mode)
+{
+	return listen_unix(path, backlog, mode);
 }
 
 static int listen_tcp(const struct gw_listen *l, uint16_t default_port, int backlog)
@@ -74,7 +81,7 @@ int gw_listen_open(const struct gw_listen *l, uint16_t default_port, int backlog
 {
 	switch (l->kind) {
 	case GW_LISTEN_UNIX:
-		return listen_unix(l->path, backlog);
+		return listen_unix(l->path, backlog, 0);
 	case GW_LISTEN_TCP:
 		return listen_tcp(l, default_port, backlog);
 	default:

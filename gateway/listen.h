@@ -4,6 +4,7 @@
 #define GW_LISTEN_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "gateway/config.h"
 
@@ -13,5 +14,8 @@
  * a host is named (neither server authenticates its clients) and uses
  * default_port when the spec has none. */
 int gw_listen_open(const struct gw_listen *l, uint16_t default_port, int backlog);
+/* A Unix socket at path (stale file replaced as above) whose file has
+ * mode (0: the umask's) before anyone can connect. */
+int gw_listen_unix(const char *path, int backlog, mode_t mode);
 
 #endif

@@ -17,7 +17,13 @@ static void usage(FILE *f)
 		"  discover           read a target's discovery log page\n"
 		"  bench              load-test a namespace over the gateway's own initiator\n"
 		"  mount              serve a namespace as a file in a FUSE filesystem\n"
-		"  nbd                export a namespace over NBD (socket or /dev/nbdN)\n\n"
+		"  nbd                export a namespace over NBD (socket or /dev/nbdN)\n"
+		"  status             the running gateway: targets, paths, exports (-o json)\n"
+		"  stats              the running gateway's counters and latency percentiles\n"
+		"  reset TARGET       reset a target's controllers in the running gateway\n"
+		"  reload             make the running gateway apply its file again\n"
+		"  export-add NAME    start one export of the file in the running gateway\n"
+		"  export-remove NAME stop one export in the running gateway\n\n"
 		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
 }
 
@@ -63,6 +69,12 @@ int main(int argc, char **argv)
 		{ "bench", cmd_bench },
 		{ "mount", cmd_mount },
 		{ "nbd", cmd_nbd },
+		{ "status", cmd_control },
+		{ "stats", cmd_control },
+		{ "reset", cmd_control },
+		{ "reload", cmd_control },
+		{ "export-add", cmd_control },
+		{ "export-remove", cmd_control },
 	};
 
 	log_init();

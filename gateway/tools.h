@@ -8,5 +8,7 @@ int cmd_check(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_nbd(int argc, char **argv);
+/* status, stats, reset, reload, export-add, export-remove (argv[0]). */
+int cmd_control(int argc, char **argv);
 
 #endif

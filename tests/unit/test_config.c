@@ -233,7 +233,11 @@ START_TEST(defaults)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int reactors = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
 	ck_assert_int_eq(c->reactors, reactors);
-	ck_assert_str_eq(c->control, "/run/nvmf-gateway/control.sock");
+	char control[108];
+	config_default_control(control, sizeof(control));
+	ck_assert_str_eq(c->control, control);
+	if (geteuid() == 0)
+		ck_assert_str_eq(c->control, "/run/nvmf-gateway/gateway.control");
 	ck_assert_str_eq(c->state_dir, "/var/lib/nvmf-gateway");
 	ck_assert_int_eq(c->log_level, LOG_LVL_NOTICE);
 	ck_assert_ptr_null(c->hostnqn);

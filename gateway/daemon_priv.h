@@ -1,0 +1,156 @@
+/* Inside the daemon: what daemon.c (lifecycle), daemon_control.c (the
+ * control socket's commands) and daemon_reload.c (live reload) share.
+ * Everything here lives on reactor 0. */
+#ifndef GW_DAEMON_PRIV_H
+#define GW_DAEMON_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/signalfd.h>
+
+#include "gateway/config.h"
+#include "gateway/control.h"
+#include "gateway/list.h"
+#include "gateway/metrics.h"
+#include "gateway/reactor.h"
+#include "gateway/volume.h"
+#include "fuse/fusefs.h"
+#include "nbd/kdev.h"
+#include "nbd/nbd.h"
+#include "transports/ctrl.h"
+#include "transports/mpath.h"
+
+enum gw_state {
+	GW_STARTING, /* controllers connecting */
+	GW_RUNNING,
+	GW_STOPPING, /* exporters closing */
+	GW_SHUTDOWN, /* controllers shutting down */
+	GW_DONE,
+};
+
+/* A loaded file.  Targets and exports point into the file they were last
+ * matched against; a reload moves the untouched ones to the new file, and
+ * a file nothing points into any more is freed. */
+struct gw_cfgref {
+	struct list_node link;
+	struct gw_config *cfg;
+	unsigned refs;
+};
+
+struct gw_batch;
+
+struct gw_tgt {
+	struct list_node link;
+	struct gw *gw;
+	struct gw_cfgref *ref;
+	struct gw_target *cfg;
+	struct mp_target *mp;
+	bool connecting, live;
+	struct gw_batch *batch; /* connecting for this batch */
+};
+
+struct gw_exp {
+	struct list_node link;
+	struct gw *gw;
+	struct gw_cfgref *ref;
+	struct gw_export *cfg;
+	struct gw_tgt *tgt;
+	/* Own copies: NBD connections on other reactors read them while the
+	 * file they came from may be replaced. */
+	char *name, *desc;
+	struct volume *vol;
+	struct nbd_export nbd;
+	struct nbd_server *srv;
+	struct nbd_kdev *kdev;
+	char backend_id[96];
+	bool in_fuse; /* has a file in the FUSE mount */
+	bool failed;
+	bool removing;
+	unsigned closing; /* exporters still closing while removed */
+	void (*removed)(void *arg);
+	void *removed_arg;
+	struct gw_batch *batch; /* its kernel attach answers to this batch */
+};
+
+/* Targets to connect, then exports to start (NBD server, FUSE file,
+ * kernel device): done(b) once every connect and attach has answered. */
+struct gw_batch {
+	struct gw *gw;
+	unsigned pending;
+	bool exports_phase;
+	struct gw_exp **exps;
+	size_t nr_exps;
+	void (*done)(struct gw_batch *b);
+	void *arg;
+};
+
+struct gw {
+	struct gw_config *cfg; /* gateway-wide keys: those of the first load */
+	const char *path;
+	enum gw_state state;
+	unsigned nr_reactors;
+	struct reactor *reactors;
+	struct reactor **rp;
+	struct list_node cfgs; /* gw_cfgref */
+	struct gw_cfgref *cur; /* the latest file */
+	struct list_node tgts, exps;
+	struct mp_target **dead_mps; /* shut down, freed after the reactors */
+	size_t nr_dead_mps;
+	struct fusefs *fs;
+	unsigned pending; /* closers outstanding while stopping */
+	bool stop_requested; /* a signal while busy: stop once done */
+	bool busy; /* a reload or export-add/remove is being applied */
+	bool reload_queued; /* SIGHUP while busy or starting */
+	int sfd;
+	struct reactor_op sig_op;
+	unsigned char siginfo[sizeof(struct signalfd_siginfo)];
+	bool sig_armed;
+	int ready_fd; /* the parent's pipe while daemonizing, else -1 */
+	struct stop_msg {
+		struct reactor_msg m;
+		struct reactor *r;
+	} *stop_msgs; /* one per reactor */
+	int rc;
+	char hostnqn[NVMF_NQN_SIZE];
+	uint8_t hostid[16];
+	struct metrics_srv *metrics;
+	struct control_srv *control;
+	uint64_t start_ns;
+	unsigned reloads;
+};
+
+/* daemon.c */
+struct gw_cfgref *gw_cfgref_new(struct gw *gw, struct gw_config *cfg);
+void gw_cfgref_get(struct gw_cfgref *r);
+void gw_cfgref_put(struct gw *gw, struct gw_cfgref *r);
+struct gw_tgt *gw_tgt_new(struct gw *gw, struct gw_cfgref *ref, struct gw_target *cfg);
+struct gw_exp *gw_exp_new(struct gw *gw, struct gw_cfgref *ref, struct gw_export *cfg);
+struct gw_tgt *gw_find_tgt(struct gw *gw, const char *name);
+struct gw_exp *gw_find_exp(struct gw *gw, const char *name);
+/* Moves an object to another loaded file (an equal entry of it). */
+void gw_tgt_repoint(struct gw *gw, struct gw_tgt *t, struct gw_cfgref *ref, struct gw_target *c);
+void gw_exp_repoint(struct gw *gw, struct gw_exp *e, struct gw_cfgref *ref, struct gw_export *c);
+/* Connects every target of the list whose batch is b (t->batch set by the
+ * caller) and starts b->exps; b->done(b) when all have answered. */
+void gw_batch_run(struct gw_batch *b);
+/* Stops an export's exporters (in-flight I/O drained), destroys its
+ * volume, frees it; removed(arg) afterwards. */
+void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg);
+/* Shuts a target down (its exports gone already) and frees it; done(arg). */
+void gw_tgt_remove(struct gw_tgt *t, void (*done)(void *arg), void *arg);
+unsigned gw_exports_running(struct gw *gw, unsigned *total);
+/* After a reload or export command: a queued stop or reload runs now. */
+void gw_op_finished(struct gw *gw);
+const char *gw_state_name(enum gw_state s);
+bool gw_exp_running(const struct gw_exp *e);
+
+/* daemon_control.c */
+void gw_control_handle(void *arg, struct control_call *call, const struct json_val *req);
+
+/* daemon_reload.c: call may be NULL (SIGHUP).  0 when started (the reply
+ * and log follow), -EBUSY or -EINVAL (invalid file: logged, replied). */
+int gw_reload(struct gw *gw, struct control_call *call);
+void gw_export_add(struct gw *gw, struct control_call *call, const char *name);
+void gw_export_remove(struct gw *gw, struct control_call *call, const char *name);
+
+#endif

@@ -1,0 +1,222 @@
+/* The control socket server on a reactor, with a client in the same
+ * thread: replies in order (also when the handler answers later), errors
+ * for malformed lines on that connection only, mode 0600, stop with a
+ * call outstanding. */
+#include "gateway/control.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static struct reactor r;
+static struct control_srv *srv;
+static char path[64];
+static struct control_call *later_call;
+static unsigned calls;
+static bool stopped;
+
+static void handler(void *arg, struct control_call *call, const struct json_val *req)
+{
+	const char *cmd = json_get_str(req, "cmd");
+	(void)arg;
+
+	calls++;
+	if (!strcmp(cmd, "later")) {
+		later_call = call; /* answered by the test */
+		return;
+	}
+	if (!strcmp(cmd, "fail"))
+		return control_reply_error(call, "failed as asked");
+	struct json_buf j;
+	json_buf_init(&j);
+	json_obj_begin(&j);
+	json_kv_str(&j, "echo", cmd);
+	json_obj_end(&j);
+	control_reply(call, &j);
+}
+
+static void setup(void)
+{
+	strcpy(path, "/tmp/test_control.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(path));
+	strcat(path, "/c.sock");
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(control_start(&r, path, handler, NULL, &srv), 0);
+	calls = 0;
+	later_call = NULL;
+	stopped = false;
+}
+
+static void on_stopped(void *arg)
+{
+	(void)arg;
+	stopped = true;
+}
+
+static void teardown(void)
+{
+	if (srv) {
+		control_stop(srv, on_stopped, NULL);
+		for (int i = 0; i < 100 && !stopped; i++)
+			reactor_poll(&r, 10 * NSEC_PER_MSEC);
+		ck_assert(stopped);
+		srv = NULL;
+	}
+	reactor_fini(&r);
+	*strrchr(path, '/') = 0;
+	rmdir(path);
+}
+
+static int client(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(a.sun_path, path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+static void send_str(int fd, const char *s)
+{
+	ck_assert_int_eq(send(fd, s, strlen(s), MSG_NOSIGNAL), (ssize_t)strlen(s));
+}
+
+/* Runs the reactor until fd has n newlines (or 2 s pass); returns them. */
+static char *recv_lines(int fd, unsigned n)
+{
+	static char buf[8192];
+	size_t len = 0;
+	unsigned got = 0;
+
+	for (int i = 0; i < 200 && got < n; i++) {
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+		ssize_t k = recv(fd, buf + len, sizeof(buf) - 1 - len, MSG_DONTWAIT);
+		if (k > 0) {
+			for (ssize_t x = 0; x < k; x++)
+				got += buf[len + x] == '\n';
+			len += (size_t)k;
+		}
+	}
+	buf[len] = 0;
+	return buf;
+}
+
+START_TEST(mode_and_echo)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_mode & 0777, 0600);
+	int fd = client();
+	send_str(fd, "{\"cmd\":\"hello\"}\n");
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"echo\":\"hello\"}\n");
+	close(fd);
+}
+END_TEST
+
+START_TEST(pipelined_in_order_with_late_reply)
+{
+	int fd = client();
+
+	/* three requests in one write; the first is answered later */
+	send_str(fd, "{\"cmd\":\"later\"}\n{\"cmd\":\"a\"}\r\n\n{\"cmd\":\"fail\"}\n");
+	char *got = recv_lines(fd, 1);
+	ck_assert_str_eq(got, ""); /* nothing overtakes the late reply */
+	ck_assert_ptr_nonnull(later_call);
+	ck_assert_uint_eq(calls, 1);
+	control_reply_ok(later_call);
+	got = recv_lines(fd, 3);
+	ck_assert_str_eq(got, "{\"ok\":true}\n{\"echo\":\"a\"}\n{\"error\":\"failed as asked\"}\n");
+	close(fd);
+}
+END_TEST
+
+START_TEST(bad_lines_isolated)
+{
+	int bad = client(), good = client();
+
+	send_str(bad, "nonsense\n{\"nocmd\":1}\n\"str\"\n{\"cmd\":\"ok\"}\n");
+	send_str(good, "{\"cmd\":\"other\"}\n");
+	char *got = recv_lines(bad, 4);
+	ck_assert_msg(strstr(got, "{\"error\":\"bad JSON: offset 0: bad literal\"}\n") == got, "%s",
+		      got);
+	ck_assert(strstr(got, "\"cmd\\\"\"}\n{\"error\":\"a request is an object"));
+	ck_assert(strstr(got, "}\n{\"echo\":\"ok\"}\n"));
+	ck_assert_str_eq(recv_lines(good, 1), "{\"echo\":\"other\"}\n");
+	ck_assert_uint_eq(calls, 2);
+	close(bad);
+	close(good);
+}
+END_TEST
+
+START_TEST(last_line_without_newline)
+{
+	int fd = client();
+
+	send_str(fd, "{\"cmd\":\"tail\"}");
+	shutdown(fd, SHUT_WR);
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"echo\":\"tail\"}\n");
+	close(fd);
+}
+END_TEST
+
+START_TEST(stop_waits_for_outstanding_call)
+{
+	int fd = client();
+
+	send_str(fd, "{\"cmd\":\"later\"}\n");
+	recv_lines(fd, 0);
+	for (int i = 0; i < 50 && !later_call; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_ptr_nonnull(later_call);
+	control_stop(srv, on_stopped, NULL);
+	srv = NULL;
+	for (int i = 0; i < 20; i++)
+		reactor_poll(&r, 5 * NSEC_PER_MSEC);
+	ck_assert(!stopped); /* the call is still owed */
+	control_reply_ok(later_call);
+	for (int i = 0; i < 100 && !stopped; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert(stopped);
+	ck_assert_int_eq(access(path, F_OK), -1); /* the socket file is gone */
+	close(fd);
+}
+END_TEST
+
+START_TEST(second_server_refused)
+{
+	struct control_srv *other = NULL;
+
+	ck_assert_int_eq(control_start(&r, path, handler, NULL, &other), -EADDRINUSE);
+	ck_assert_ptr_null(other);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("control");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, mode_and_echo);
+	tcase_add_test(tc, pipelined_in_order_with_late_reply);
+	tcase_add_test(tc, bad_lines_isolated);
+	tcase_add_test(tc, last_line_without_newline);
+	tcase_add_test(tc, stop_waits_for_outstanding_call);
+	tcase_add_test(tc, second_server_refused);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
