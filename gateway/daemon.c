@@ -18,6 +18,7 @@
 
 #include "gateway/config.h"
 #include "gateway/daemon_metrics.h"
+#include "gateway/linkwatch.h"
 #include "gateway/log.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
@@ -83,6 +84,7 @@ struct gw {
 	char hostnqn[NVMF_NQN_SIZE];
 	uint8_t hostid[16];
 	struct metrics_srv *metrics;
+	struct linkwatch *lw;
 	uint64_t start_ns;
 };
 
@@ -582,6 +584,19 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 							       : MP_FAILOVER;
 }
 
+/* Without it (no netlink) the paths still fail over, on keep-alive. */
+static void start_linkwatch(struct gw *gw)
+{
+	struct mp_target **mps = calloc(gw->cfg->nr_targets + 1, sizeof(*mps));
+
+	if (!mps)
+		return;
+	for (size_t i = 0; i < gw->cfg->nr_targets; i++)
+		mps[i] = gw->tgts[i].mp;
+	linkwatch_start(&gw->reactors[0], mps, gw->cfg->nr_targets, &gw->lw);
+	free(mps);
+}
+
 static void connect_targets(struct gw *gw)
 {
 	gw->pending = 1;
@@ -599,6 +614,7 @@ static void connect_targets(struct gw *gw)
 		gw->pending++;
 		mp_target_connect(t->mp, tgt_ready, t);
 	}
+	start_linkwatch(gw);
 	if (--gw->pending == 0)
 		start_exports(gw);
 }
@@ -747,6 +763,7 @@ int cmd_run(int argc, char **argv)
 		mp_target_free(gw.tgts[i].mp);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
+	linkwatch_free(gw.lw);
 	notify_ready(&gw, false);
 	free(gw.reactors);
 	free(gw.rp);
