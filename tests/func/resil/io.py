@@ -8,10 +8,10 @@ verify SOCK SECONDS [STOPFILE]
     line: ops, writes, reads, verify_errors, io_errors, longest_stall_s.
     Exit 0 only with no verify and no I/O error.
 first-error SOCK
-    Reads block 0 again and again; prints the seconds from its start to
-    the first failed read and that read's errno name (a read that waits
-    while the gateway reconnects counts from its start).  Gives up after
-    60 s (exit 1).
+    Reads block 0 again and again; at the first failed read prints the
+    seconds from that read's start, its errno name and the wall-clock time
+    of the failure (time.time(), to compare with `date +%s.%N`).  Gives up
+    after 60 s (exit 1).
 until-ok SOCK SECONDS
     Reads until one succeeds; prints the seconds it took (exit 1 after
     SECONDS).
@@ -46,7 +46,7 @@ def pattern(seed, blk):
 
 
 def errname(e):
-    return errno.errorcode.get(e.errno or 0, str(e))
+    return errno.errorcode.get(e.errnum or 0, "errnum-%s" % e.errnum)
 
 
 def verify(sock, seconds, stop=None):
@@ -104,7 +104,7 @@ def first_error(sock):
         try:
             h.pread(BS, 0)
         except nbd.Error as e:
-            print("%.2f %s" % (time.monotonic() - t0, errname(e)))
+            print("%.2f %s %.3f" % (time.monotonic() - t0, errname(e), time.time()))
             return 0
         time.sleep(0.01)
     print("no error in 60 s")
