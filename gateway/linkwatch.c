@@ -116,6 +116,7 @@ struct lw_path {
 struct linkwatch {
 	struct reactor *r;
 	struct nl_sock *sk;
+	struct nl_cb *cb; /* a reference of the socket's callbacks */
 	struct reactor_op op;
 	struct lw_path *paths;
 	size_t nr_paths;
@@ -295,7 +296,7 @@ static void lw_readable(struct reactor_op *op, int res, uint32_t flags)
 	(void)flags;
 	if (res == -ECANCELED)
 		return;
-	while ((ret = nl_recvmsgs_report(lw->sk, nl_socket_get_cb(lw->sk))) > 0)
+	while ((ret = nl_recvmsgs_report(lw->sk, lw->cb)) > 0)
 		;
 	if (ret < 0 && ret != -NLE_AGAIN)
 		/* Mostly ENOBUFS: events were lost; later ones still count,
@@ -366,6 +367,7 @@ int linkwatch_start(struct reactor *r, struct mp_target *const *targets, size_t 
 			resolve(p, pi[j].opts, links, addrs);
 		}
 	}
+	lw->cb = nl_socket_get_cb(lw->sk);
 	warn_mtu(lw, links);
 	nl_cache_free(links);
 	nl_cache_free(addrs);
@@ -388,6 +390,7 @@ void linkwatch_free(struct linkwatch *lw)
 {
 	if (!lw)
 		return;
+	nl_cb_put(lw->cb);
 	nl_socket_free(lw->sk);
 	free(lw->paths);
 	free(lw);
