@@ -7,8 +7,8 @@
 #   flap       the port's subsystem link removed and restored 6 times under
 #              fio verify on /dev/nbdN: no error, each reconnect within
 #              reconnect_delay + 5 s of the link coming back
-#   ana        two ports, ANA optimized/inaccessible swapped every few
-#              seconds under fio verify: no error, I/O only on the optimized
+#   ana        two ports, ANA optimized/inaccessible swapped 4 times, every
+#              few seconds, under fio verify: no error, I/O only on the optimized
 #              path (per-path counters of the metrics endpoint)
 #   rr-remove  round-robin over two ports, one removed for good: fio goes on
 #              without error, the other path carries on
@@ -121,9 +121,9 @@ flap)
 	;;
 ana)
 	gw_up 'multipath = "round-robin"; reconnect_delay = 2;' "$(path 4431), $(path 4432)" 1
-	fio_start 30
+	fio_start 45 # the guest is slow: long enough for the two rounds
 	sleep 3
-	for i in 1 2 3; do
+	for i in 1 2; do
 		for s in "$pb 1 0" "$pa 0 1"; do
 			set -- $s # port to make inaccessible, its path, the other path
 			other_port=$pa; [ "$1" = "$pa" ] && other_port=$pb
@@ -134,6 +134,7 @@ ana)
 			sleep 2
 			a1=$(io_of "$3") b1=$(io_of "$2")
 			echo "round $i: port $1 inaccessible: path $3 +$((a1 - a0)), path $2 +$((b1 - b0))"
+			kill -0 "$FP" 2> /dev/null || fail "fio ended before round $i was measured"
 			[ $((a1 - a0)) -gt 0 ] || fail "the optimized path carried nothing"
 			[ $((b1 - b0)) = 0 ] || fail "the inaccessible path carried $((b1 - b0)) I/Os"
 		done
