@@ -584,21 +584,10 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 							       : MP_FAILOVER;
 }
 
-/* Without it (no netlink) the paths still fail over, on keep-alive. */
-static void start_linkwatch(struct gw *gw)
-{
-	struct mp_target **mps = calloc(gw->cfg->nr_targets + 1, sizeof(*mps));
-
-	if (!mps)
-		return;
-	for (size_t i = 0; i < gw->cfg->nr_targets; i++)
-		mps[i] = gw->tgts[i].mp;
-	linkwatch_start(&gw->reactors[0], mps, gw->cfg->nr_targets, &gw->lw);
-	free(mps);
-}
-
 static void connect_targets(struct gw *gw)
 {
+	/* Without it (no netlink) paths still fail over, on keep-alive. */
+	linkwatch_start(&gw->reactors[0], &gw->lw);
 	gw->pending = 1;
 	for (size_t i = 0; i < gw->cfg->nr_targets; i++) {
 		struct gw_tgt *t = &gw->tgts[i];
@@ -610,11 +599,11 @@ static void connect_targets(struct gw *gw)
 			log_err("target %s: cannot start connecting", t->cfg->name);
 			continue;
 		}
+		linkwatch_add(gw->lw, t->mp);
 		t->connecting = true;
 		gw->pending++;
 		mp_target_connect(t->mp, tgt_ready, t);
 	}
-	start_linkwatch(gw);
 	if (--gw->pending == 0)
 		start_exports(gw);
 }

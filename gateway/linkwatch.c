@@ -259,9 +259,10 @@ static void resolve(struct lw_path *p, const struct nvmf_path_opts *o, struct nl
 		 mp_target_name(p->t), p->idx, w->name, how, lw_usable(w) ? "up" : "down");
 }
 
-static void warn_mtu(struct linkwatch *lw, struct nl_cache *links)
+/* Among the paths from first on (one target's). */
+static void warn_mtu(struct linkwatch *lw, size_t first, struct nl_cache *links)
 {
-	for (size_t i = 0; i < lw->nr_paths; i++) {
+	for (size_t i = first; i < lw->nr_paths; i++) {
 		struct lw_path *a = &lw->paths[i];
 		if (!a->w.ifindex)
 			continue;
@@ -312,78 +313,91 @@ static void lw_arm(struct linkwatch *lw)
 	io_uring_prep_poll_add(sqe, nl_socket_get_fd(lw->sk), POLLIN);
 }
 
-int linkwatch_start(struct reactor *r, struct mp_target *const *targets, size_t n,
-		    struct linkwatch **out)
+int linkwatch_start(struct reactor *r, struct linkwatch **out)
 {
 	struct linkwatch *lw = calloc(1, sizeof(*lw));
-	struct nl_cache *links = NULL, *addrs = NULL;
-	struct mp_path_info pi[MP_MAX_PATHS];
 	int ret;
 
 	if (!lw)
 		return -ENOMEM;
 	lw->r = r;
 	lw->op.fn = lw_readable;
-	lw->paths = calloc(n * MP_MAX_PATHS + 1, sizeof(*lw->paths));
 	lw->sk = nl_socket_alloc();
-	if (!lw->paths || !lw->sk) {
-		ret = -ENOMEM;
-		goto fail;
+	if (!lw->sk) {
+		free(lw);
+		return -ENOMEM;
 	}
 	nl_socket_disable_seq_check(lw->sk);
 	nl_socket_modify_cb(lw->sk, NL_CB_VALID, NL_CB_CUSTOM, lw_msg, lw);
-	/* Join the groups before reading the state, so that no change falls
-	 * between the two. */
+	/* The groups are joined before any target's state is read
+	 * (linkwatch_add), so that no change falls between the two. */
 	if ((ret = nl_connect(lw->sk, NETLINK_ROUTE)) < 0 ||
 	    (ret = nl_socket_add_memberships(lw->sk, RTNLGRP_LINK, RTNLGRP_IPV4_IFADDR,
 					     RTNLGRP_IPV6_IFADDR, 0)) < 0 ||
 	    (ret = nl_socket_set_nonblocking(lw->sk)) < 0) {
 		log_warn("linkwatch: netlink: %s; link changes are not watched", nl_geterror(ret));
-		ret = -EIO;
-		goto fail;
-	}
-	{
-		struct nl_sock *q = nl_socket_alloc();
-		if (!q || nl_connect(q, NETLINK_ROUTE) < 0 ||
-		    rtnl_link_alloc_cache(q, AF_UNSPEC, &links) < 0 ||
-		    rtnl_addr_alloc_cache(q, &addrs) < 0) {
-			log_warn("linkwatch: cannot read the interfaces; link changes are not "
-				 "watched");
-			if (q)
-				nl_socket_free(q);
-			ret = -EIO;
-			goto fail;
-		}
-		nl_socket_free(q);
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!targets[i])
-			continue;
-		unsigned np = mp_target_paths(targets[i], pi, MP_MAX_PATHS);
-		for (unsigned j = 0; j < np; j++) {
-			struct lw_path *p = &lw->paths[lw->nr_paths++];
-			p->t = targets[i];
-			p->idx = j;
-			resolve(p, pi[j].opts, links, addrs);
-		}
+		nl_socket_free(lw->sk);
+		free(lw);
+		return -EIO;
 	}
 	lw->cb = nl_socket_get_cb(lw->sk);
-	warn_mtu(lw, links);
-	nl_cache_free(links);
-	nl_cache_free(addrs);
 	lw_arm(lw);
 	*out = lw;
 	return 0;
-fail:
-	if (links)
-		nl_cache_free(links);
-	if (addrs)
-		nl_cache_free(addrs);
-	if (lw->sk)
-		nl_socket_free(lw->sk);
-	free(lw->paths);
-	free(lw);
-	return ret;
+}
+
+int linkwatch_add(struct linkwatch *lw, struct mp_target *t)
+{
+	struct nl_cache *links = NULL, *addrs = NULL;
+	struct mp_path_info pi[MP_MAX_PATHS];
+	struct nl_sock *q;
+	unsigned np;
+	size_t first;
+
+	if (!lw || !t)
+		return 0;
+	np = mp_target_paths(t, pi, MP_MAX_PATHS);
+	struct lw_path *paths = realloc(lw->paths, (lw->nr_paths + np + 1) * sizeof(*paths));
+	if (!paths)
+		return -ENOMEM;
+	lw->paths = paths;
+	q = nl_socket_alloc();
+	if (!q || nl_connect(q, NETLINK_ROUTE) < 0 ||
+	    rtnl_link_alloc_cache(q, AF_UNSPEC, &links) < 0 ||
+	    rtnl_addr_alloc_cache(q, &addrs) < 0) {
+		log_warn("linkwatch: target %s: cannot read the interfaces; its links are not "
+			 "watched", mp_target_name(t));
+		if (links)
+			nl_cache_free(links);
+		if (q)
+			nl_socket_free(q);
+		return -EIO;
+	}
+	nl_socket_free(q);
+	first = lw->nr_paths;
+	for (unsigned j = 0; j < np; j++) {
+		struct lw_path *p = &lw->paths[lw->nr_paths++];
+		memset(p, 0, sizeof(*p));
+		p->t = t;
+		p->idx = j;
+		resolve(p, pi[j].opts, links, addrs);
+	}
+	warn_mtu(lw, first, links);
+	nl_cache_free(links);
+	nl_cache_free(addrs);
+	return 0;
+}
+
+void linkwatch_remove(struct linkwatch *lw, struct mp_target *t)
+{
+	size_t k = 0;
+
+	if (!lw)
+		return;
+	for (size_t i = 0; i < lw->nr_paths; i++)
+		if (lw->paths[i].t != t)
+			lw->paths[k++] = lw->paths[i];
+	lw->nr_paths = k;
 }
 
 void linkwatch_free(struct linkwatch *lw)

@@ -51,11 +51,16 @@ static inline bool lw_usable(const struct lw_iface *w)
 }
 
 struct linkwatch;
-/* Resolves every path's interface, warns when a target's paths' interfaces
- * have different MTUs, and starts listening on r.  -errno when netlink
- * cannot be used (the gateway then runs on keep-alive alone). */
-int linkwatch_start(struct reactor *r, struct mp_target *const *targets, size_t n,
-		    struct linkwatch **out);
+/* Opens the rtnetlink socket on r (reactor 0, the targets' reactor) and
+ * starts listening.  -errno when netlink cannot be used: the gateway then
+ * runs on keep-alive alone. */
+int linkwatch_start(struct reactor *r, struct linkwatch **out);
+/* Watches every path of t: resolves their interfaces now, and warns when
+ * they have different MTUs.  Call once t is created, on lw's reactor. */
+int linkwatch_add(struct linkwatch *lw, struct mp_target *t);
+/* Stops watching t: before t is shut down or freed (a reload removing a
+ * target must call it, or an event would reach a freed target). */
+void linkwatch_remove(struct linkwatch *lw, struct mp_target *t);
 /* After the reactor has stopped. */
 void linkwatch_free(struct linkwatch *lw);
 
