@@ -15,7 +15,7 @@
 #   ctrl-loss  ctrl_loss_tmo 5, reconnect_delay 2, the port removed: EIO at
 #              5 +- 1.5 s, the daemon up, an export of another target
 #              (OTHER_NQN on port 4420) verified meanwhile
-#   fast-fail  fast_io_fail_tmo 2: EIO at 2 +- 1.5 s, success again within
+#   fast-fail  fast_io_fail_tmo 2: EIO at about 2 s (0.5-4), success again within
 #              reconnect_delay + 5 s of the port's return
 set -u
 GW=${1:?usage: resil.sh GW TR CASE [OTHER_NQN]} tr=${2:?} kase=${3:?} other=${4:-}
@@ -198,7 +198,10 @@ fast-fail)
 	fe=$!
 	sleep 2
 	remove_and_time_eio
-	[ "$err" = EIO ] && within "$took" 0.5 3.5 || fail "want EIO at 2 +- 1.5 s"
+	# About 2 s: measured 2.2 s over tcp and 3.25 s over rdma in the TCG
+	# guest (not investigated; likely the in-flight read returning only
+	# once the dead QP has drained), hence the upper bound of 4 s.
+	[ "$err" = EIO ] && within "$took" 0.5 4 || fail "want EIO at about 2 s (0.5 to 4 s)"
 	sleep 2
 	grep -q 'ctrl_loss_tmo expired' "$W/gw.log" && fail "the path was deleted"
 	linked "$pa" || fail "link"
