@@ -11,7 +11,7 @@ BUILD ?= build
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 # Libraries of the design card, added here as their modules land.
-PKGS := liburing libconfig fuse3 libnl-genl-3.0 libibverbs librdmacm
+PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 OPT ?= -O2

@@ -19,6 +19,7 @@
 #include "gateway/config.h"
 #include "gateway/daemon_metrics.h"
 #include "gateway/daemon_priv.h"
+#include "gateway/linkwatch.h"
 #include "gateway/log.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
@@ -451,6 +452,8 @@ void gw_tgt_remove(struct gw_tgt *t, void (*done)(void *arg), void *arg)
 	r->t = t;
 	r->done = done;
 	r->arg = arg;
+	if (t->mp)
+		linkwatch_remove(gw->lw, t->mp); /* no event may reach it once freed */
 	if (!t->mp) {
 		list_del(&t->link);
 		gw_cfgref_put(gw, t->ref);
@@ -608,6 +611,40 @@ static int start_fuse(struct gw *gw, struct gw_exp **exps, size_t nr)
 
 /* ---- metrics ---- */
 
+/* Per-path counters, so that a test (or an operator) can tell which path
+ * carried the I/O. */
+static void gw_metrics_paths(struct gw *gw, struct metrics_buf *mb)
+{
+	size_t cap = list_len(&gw->tgts) * MP_MAX_PATHS, n = 0;
+	struct dm_path *dp = calloc(cap ? cap : 1, sizeof(*dp));
+	struct mp_path_info pi[MP_MAX_PATHS];
+	struct list_node *pos, *tmp;
+
+	if (!dp) {
+		mb->nomem = true;
+		return;
+	}
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		unsigned np = t->mp ? mp_target_paths(t->mp, pi, MP_MAX_PATHS) : 0;
+
+		for (unsigned j = 0; j < np; j++)
+			dp[n++] = (struct dm_path){
+				.target = t->cfg->name, .index = j,
+				.transport = nvmf_trtype_name(pi[j].opts->trtype),
+				.traddr = pi[j].opts->traddr, .trsvcid = pi[j].opts->trsvcid,
+				.state = nvmf_ctrl_state_name(pi[j].state),
+				.ana_state = nvme_ana_state_name(pi[j].ana_state),
+				.reads = pi[j].reads, .writes = pi[j].writes,
+				.read_bytes = pi[j].read_bytes, .write_bytes = pi[j].write_bytes,
+				.errors = pi[j].errors, .retries = pi[j].retries,
+				.reconnects = pi[j].reconnects, .in_flight = pi[j].in_flight,
+			};
+	}
+	daemon_metrics_paths(mb, dp, n);
+	free(dp);
+}
+
 /* On reactor 0, where volumes are also destroyed (and the endpoint is
  * stopped before they are): every vol pointer here is live. */
 static void gw_fill_metrics(void *arg, struct metrics_buf *mb)
@@ -633,9 +670,8 @@ static void gw_fill_metrics(void *arg, struct metrics_buf *mb)
 	daemon_metrics_gateway(mb, NVMF_GATEWAY_VERSION,
 			       (double)(reactor_now_ns() - gw->start_ns) / 1e9);
 	daemon_metrics_exports(mb, ex, n);
-	/* Paths: daemon_metrics_paths(mb, paths, n) once the multipath layer
-	 * reports them (struct dm_path). */
 	free(ex);
+	gw_metrics_paths(gw, mb);
 }
 
 static void start_metrics(struct gw *gw)
@@ -815,6 +851,7 @@ void gw_batch_run(struct gw_batch *b)
 			t->batch = NULL;
 			continue;
 		}
+		linkwatch_add(gw->lw, t->mp);
 		t->connecting = true;
 		b->pending++;
 		mp_target_connect(t->mp, tgt_ready, t);
@@ -870,6 +907,8 @@ static void start_all(struct gw *gw)
 		abort();
 	b->gw = gw;
 	b->done = finish_start;
+	/* Without it (no netlink) paths still fail over, on keep-alive. */
+	linkwatch_start(&gw->reactors[0], &gw->lw);
 	for (size_t i = 0; i < cfg->nr_targets; i++) {
 		struct gw_tgt *t = gw_tgt_new(gw, gw->cur, &cfg->targets[i]);
 		if (!t)
@@ -1043,6 +1082,7 @@ int cmd_run(int argc, char **argv)
 	free(gw.dead_mps);
 	for (unsigned i = 0; i < gw.nr_reactors; i++)
 		reactor_fini(&gw.reactors[i]);
+	linkwatch_free(gw.lw);
 	notify_ready(&gw, false);
 	free(gw.reactors);
 	free(gw.rp);

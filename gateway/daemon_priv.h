@@ -114,6 +114,7 @@ struct gw {
 	char hostnqn[NVMF_NQN_SIZE];
 	uint8_t hostid[16];
 	struct metrics_srv *metrics;
+	struct linkwatch *lw;
 	struct control_srv *control;
 	uint64_t start_ns;
 	unsigned reloads;

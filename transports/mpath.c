@@ -938,6 +938,33 @@ void mp_target_reset(struct mp_target *t)
 	broadcast(t, NULL, NULL);
 }
 
+void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char *why)
+{
+	struct mp_path *p;
+
+	if (idx >= t->o.nr_paths || t->shutting_down)
+		return;
+	p = &t->paths[idx];
+	if (!up) {
+		/* The connection cannot outlive its interface: fail it now
+		 * as a transport error would, rather than when keep-alive
+		 * notices (the I/O moves to another path or waits). */
+		if (p->attached && p->ctrl.state == NVMF_CTRL_LIVE) {
+			log_notice("target %s: path %u: %s; failing the path over", t->o.ctrl.name,
+				   idx, why);
+			nvmf_ctrl_reset(&p->ctrl, -ENETDOWN, why);
+		}
+		return;
+	}
+	if (p->attached || p->deleted || p->connecting)
+		return;
+	log_notice("target %s: path %u: %s; reconnecting now", t->o.ctrl.name, idx, why);
+	if (p->reconnect_timer.armed)
+		schedule_reconnect(p, true);
+	else
+		p->reset_now = true; /* still detaching: path_detached reconnects at once */
+}
+
 /* ---- target lifecycle ---- */
 
 int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,

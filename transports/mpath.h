@@ -64,6 +64,11 @@ void mp_target_free(struct mp_target *t);
  * paths (ctrl_loss_tmo over) start reconnecting again. */
 void mp_target_reset(struct mp_target *t);
 
+/* The local interface of path idx went down (up = false) or came back:
+ * a live path is failed over at once, as on a transport error; a path
+ * waiting for its reconnect_delay reconnects now.  why is logged. */
+void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char *why);
+
 const char *mp_policy_name(enum mp_policy p);
 /* "live" (every path live), "degraded", "reconnecting" (none live),
  * "failed" (every path deleted). */

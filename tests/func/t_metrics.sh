@@ -87,6 +87,16 @@ for m in reads:20 writes:12 read_bytes:81920 write_bytes:786432 errors:0; do
 	echo "$k: $a -> $b"
 	[ $((b - a)) = "$want" ] || fail "$k moved by $((b - a)), not $want"
 done
+# The path counters (one path here) moved by the same commands.
+P='{"path": "0", "target": "t1"}'
+[ "$(val s2 "nvmf_gateway_path_state{\"path\": \"0\", \"state\": \"live\", \"target\": \"t1\"}")" = 1 ] ||
+	fail "path 0 not live in the metrics"
+for m in reads:20 writes:12 read_bytes:81920 write_bytes:786432 errors:0; do
+	k=${m%%:*} want=${m#*:}
+	a=$(val s1 "nvmf_gateway_path_${k}_total$P") b=$(val s2 "nvmf_gateway_path_${k}_total$P")
+	echo "path $k: $a -> $b"
+	[ $((b - a)) = "$want" ] || fail "path $k moved by $((b - a)), not $want"
+done
 [ "$(val s2 "nvmf_gateway_export_read_latency_seconds_count$E")" = \
   "$(val s2 "nvmf_gateway_export_reads_total$E")" ] || fail "read histogram count != reads"
 [ "$(val s2 "nvmf_gateway_export_write_latency_seconds_count$E")" -ge 12 ] || fail "write histogram"

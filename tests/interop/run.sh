@@ -171,6 +171,9 @@ if [[ " $transports " == *" tcp "* ]]; then
 	. "$top/tests/interop/cases_host.sh"
 fi
 
+# Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.
+. "$top/tests/interop/cases_resil.sh"
+
 # /dev/nbdN attached by the gateway: filesystems, LVM, restart.
 . "$top/tests/interop/cases_nbd.sh"
 

@@ -203,9 +203,51 @@ int faults_command(char *line, char *reply, size_t len)
 	}
 	if (!strcmp(w[0], "stats") && nw == 1) {
 		unsigned conns = (unsigned)list_len(&T.conns), ctrls = (unsigned)list_len(&T.ctrls);
-		snprintf(reply, len, "ok conns=%u ctrls=%u connections=%llu commands=%llu injected=%llu",
-			 conns, ctrls, (unsigned long long)T.nr_conns_total,
-			 (unsigned long long)T.nr_cmds_total, (unsigned long long)T.f.nr_injected);
+		size_t o = (size_t)snprintf(reply, len,
+					    "ok conns=%u ctrls=%u connections=%llu commands=%llu "
+					    "injected=%llu",
+					    conns, ctrls, (unsigned long long)T.nr_conns_total,
+					    (unsigned long long)T.nr_cmds_total,
+					    (unsigned long long)T.f.nr_injected);
+		/* Per port: which path carried the I/O. */
+		for (unsigned i = 0; i < T.nr_ports && o < len; i++)
+			o += (size_t)snprintf(reply + o, len - o, " port%u_io=%llu", i + 1,
+					      (unsigned long long)T.ports[i].nr_io_cmds);
+		return 0;
+	}
+	if (!strcmp(w[0], "port") && nw == 3 && !parse_num(w[1], TGT_MAX_PORTS, &v) && v &&
+	    v <= T.nr_ports && (!strcmp(w[2], "down") || !strcmp(w[2], "up"))) {
+		struct tgt_port *p = &T.ports[v - 1];
+		if (!strcmp(w[2], "up")) {
+			p->down = false;
+			if (!T.f.refuse_until_ns && tgt_listen_open() < 0) {
+				snprintf(reply, len, "err cannot listen again");
+				return -1;
+			}
+			log_notice("fault: port %llu up", v);
+			return 0;
+		}
+		p->down = true;
+		if (p->fd >= 0) {
+			tgt_listen_close_one((unsigned)v - 1);
+		}
+		unsigned cnt = 0;
+		for (bool again = true; again;) {
+			again = false;
+			for (struct list_node *n = T.conns.next; n != &T.conns; n = n->next) {
+				struct tgt_conn *c = container_of(n, struct tgt_conn, link);
+				if (c->port == v - 1) {
+					/* Closing may take other connections off
+					 * the list: start over. */
+					conn_close(c, "port down");
+					cnt++;
+					again = true;
+					break;
+				}
+			}
+		}
+		T.f.nr_injected++;
+		log_notice("fault: port %llu down, %u connections dropped", v, cnt);
 		return 0;
 	}
 bad:
@@ -214,7 +256,7 @@ bad:
 		 "refuse SECS | delay MS | reorder MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] | "
-		 "lose-cache | clear | stats");
+		 "lose-cache | clear | stats | port N down|up");
 	return -1;
 }
 

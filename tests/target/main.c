@@ -99,18 +99,23 @@ static int listen_one(unsigned i)
 int tgt_listen_open(void)
 {
 	for (unsigned i = 0; i < T.nr_ports; i++)
-		if (T.ports[i].fd < 0 && listen_one(i) < 0)
+		if (T.ports[i].fd < 0 && !T.ports[i].down && listen_one(i) < 0)
 			return -1;
 	return 0;
+}
+
+void tgt_listen_close_one(unsigned i)
+{
+	if (T.ports[i].fd >= 0) {
+		close(T.ports[i].fd);
+		T.ports[i].fd = -1;
+	}
 }
 
 void tgt_listen_close(void)
 {
 	for (unsigned i = 0; i < T.nr_ports; i++)
-		if (T.ports[i].fd >= 0) {
-			close(T.ports[i].fd);
-			T.ports[i].fd = -1;
-		}
+		tgt_listen_close_one(i);
 }
 
 static void do_accept(unsigned port)
@@ -385,18 +390,23 @@ static void usage(FILE *out)
 		"  --control PATH   unix socket taking one fault command per line\n"
 		"  --ready-file F   written with the bound ports once listening\n"
 		"  --dlfeat N       Identify Namespace DLFEAT (default 0x09; 0 as nvmet on many bdevs)\n"
+		"  --persist DIR    namespaces kept in files in DIR, across restarts and kill -9\n"
+		"                   (write-through, no volatile write cache, unless --vwc)\n"
+		"  --vwc            with --persist: a volatile write cache; a restart keeps only\n"
+		"                   what was flushed or written with FUA (both before --subsys)\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
 		"Control commands: ping, drop, drop-after N, refuse SECS, delay MS,\n"
 		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
-		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT], lose-cache, clear, stats\n");
+		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT], lose-cache, clear, stats,\n"
+		"  port PORT down|up (stop listening there and drop its connections; listen again)\n");
 }
 
 int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
-	       O_ALLOW, O_FAULT, O_DLFEAT };
+	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -410,6 +420,8 @@ int main(int argc, char **argv)
 		{ "success", required_argument, 0, O_SUCCESS },
 		{ "seed", required_argument, 0, O_SEED },
 		{ "dlfeat", required_argument, 0, O_DLFEAT },
+		{ "persist", required_argument, 0, O_PERSIST },
+		{ "vwc", no_argument, 0, O_VWC },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -468,6 +480,18 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			T.subsys[T.nr_subsys - 1].allow_host = optarg;
+			break;
+		case O_PERSIST:
+		case O_VWC:
+			if (T.nr_subsys > 1) {
+				fprintf(stderr, "nvmf-test-target: --%s before any --subsys\n",
+					longopts[idx].name);
+				return 1;
+			}
+			if (opt == O_PERSIST)
+				T.persist_dir = optarg;
+			else
+				T.vwc = true;
 			break;
 		case O_DLFEAT:
 			T.dlfeat = (int)(strtoul(optarg, NULL, 0) & 0xff);

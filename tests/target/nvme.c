@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "gateway/log.h"
 #include "tests/target/tgt.h"
@@ -90,16 +92,44 @@ static int ns_init(struct tgt_subsys *ss, struct tgt_ns *ns, uint32_t nsid, uint
 	ns->lba_shift = (uint8_t)__builtin_ctz(block);
 	ns->nblocks = bytes / block;
 	ns->bytes = bytes;
-	/* Anonymous mappings: untouched pages cost nothing and read zero. */
-	ns->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-			MAP_NORESERVE, -1, 0);
-	ns->durable = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
-			   MAP_NORESERVE, -1, 0);
+	h = fnv1a(0xcbf29ce484222325ull, ss->nqn, strlen(ss->nqn));
+	if (T.persist_dir) {
+		/* The medium is a file: a restarted target (kill -9 included)
+		 * finds it as the last process left it in the page cache. */
+		char path[4096];
+		int fd;
+		snprintf(path, sizeof(path), "%s/%016llx-%u.img", T.persist_dir,
+			 (unsigned long long)h, nsid);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, (off_t)bytes) < 0) {
+			fprintf(stderr, "nvmf-test-target: %s: %s\n", path, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -errno;
+		}
+		ns->durable = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (ns->durable == MAP_FAILED)
+			return -ENOMEM;
+		if (T.vwc) {
+			ns->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (ns->data != MAP_FAILED)
+				memcpy(ns->data, ns->durable, bytes);
+		} else {
+			ns->data = ns->durable; /* write-through */
+		}
+	} else {
+		/* Anonymous mappings: untouched pages cost nothing and read zero. */
+		ns->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		ns->durable = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	ns->ndirty_words = (bytes / TGT_PAGE + 63) / 64;
 	ns->dirty = calloc(ns->ndirty_words, 8);
 	if (ns->data == MAP_FAILED || ns->durable == MAP_FAILED || !ns->dirty)
 		return -ENOMEM;
-	h = fnv1a(0xcbf29ce484222325ull, ss->nqn, strlen(ss->nqn));
 	h = fnv1a(h, &nsid, sizeof(nsid));
 	memcpy(ns->nguid, &h, 8);
 	uint64_t h2 = fnv1a(h, "nguid", 5);
@@ -515,7 +545,8 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	put32(b + IDC_NANAGRPID, ss->nr_ns);
 	id->nn = ss->nr_ns;
 	id->oncs = NVME_CTRL_ONCS_DSM | NVME_CTRL_ONCS_WRITE_ZEROES;
-	id->vwc = NVME_CTRL_VWC_PRESENT | (3u << 1); /* broadcast Flush works */
+	if (tgt_vwc_present())
+		id->vwc = NVME_CTRL_VWC_PRESENT | (3u << 1); /* broadcast Flush works */
 }
 
 static struct tgt_ns *find_ns(struct tgt_ctrl *ctrl, uint32_t nsid)
@@ -867,8 +898,17 @@ static void mark_dirty(struct tgt_ns *ns, uint64_t off, uint64_t len)
 		ns->dirty[p / 64] |= 1ull << (p % 64);
 }
 
+bool tgt_vwc_present(void)
+{
+	return !T.persist_dir || T.vwc;
+}
+
 static void flush_ns(struct tgt_ns *ns)
 {
+	if (ns->data == ns->durable) {
+		memset(ns->dirty, 0, ns->ndirty_words * 8);
+		return;
+	}
 	for (uint64_t w = 0; w < ns->ndirty_words; w++) {
 		uint64_t bits = ns->dirty[w];
 		while (bits) {
@@ -889,7 +929,7 @@ void nvme_lose_cache(void)
 			struct tgt_ns *ns = &T.subsys[i].ns[j];
 			for (uint64_t w = 0; w < ns->ndirty_words; w++) {
 				uint64_t bits = ns->dirty[w];
-				while (bits) {
+				while (bits && ns->data != ns->durable) {
 					uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(bits);
 					bits &= bits - 1;
 					memcpy(ns->data + p * TGT_PAGE, ns->durable + p * TGT_PAGE,
@@ -909,7 +949,7 @@ static void ns_write(struct tgt_ns *ns, uint64_t off, const void *src, uint64_t 
 		memcpy(ns->data + off, src, len);
 	else
 		memset(ns->data + off, 0, len);
-	if (fua)
+	if (fua && ns->data != ns->durable)
 		memcpy(ns->durable + off, ns->data + off, len);
 	mark_dirty(ns, off, len);
 }

@@ -539,6 +539,8 @@ static void handle_cmd(struct tgt_conn *c)
 	cmd->c2h_src = NULL;
 	c->nr_cmds_rx++;
 	T.nr_cmds_total++;
+	if (c->qid)
+		T.ports[c->port].nr_io_cmds++;
 	if (c->connected && c->qsize)
 		c->sqhd = (uint16_t)((c->sqhd + 1) % c->qsize);
 	if (len) {

@@ -217,6 +217,8 @@ struct tgt_port {
 	char addr[64];
 	char svc[16];
 	bool v6;
+	bool down; /* `port N down`: not listening, until `port N up` */
+	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 
 struct tgt_faults {
@@ -250,6 +252,11 @@ struct tgt {
 	uint32_t r2t_size; /* largest R2T, 0: whole transfer */
 	int success_mode; /* 0 per SQ flow control (spec), 1 always, -1 never */
 	struct tgt_faults f;
+	/* --persist DIR: what survives the process (kill -9 included) is in
+	 * files there; with --vwc only what was flushed (or written FUA)
+	 * survives, else every acknowledged write (write-through, no VWC). */
+	const char *persist_dir;
+	bool vwc;
 	uint64_t genctr;
 	uint64_t nr_conns_total, nr_cmds_total;
 };
@@ -260,8 +267,11 @@ uint64_t now_ns(void);
 
 /* main.c */
 void tgt_listen_close(void);
+void tgt_listen_close_one(unsigned i);
 int tgt_listen_open(void);
 void tgt_conn_arm(struct tgt_conn *c);
+/* Whether the controllers report a volatile write cache. */
+bool tgt_vwc_present(void);
 
 /* tcp.c */
 struct tgt_conn *conn_new(int fd, unsigned port, const char *peer);

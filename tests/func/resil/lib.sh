@@ -1,0 +1,107 @@
+# Shared by tests/func/t_resil_*.sh and t_linkwatch.sh: the test target(s)
+# and `nvmf-gateway run` with a configuration the test writes, each stopped
+# by its own pid on exit.
+: "${GW:?run by tests/func/run.sh}" "${TOP:?}" "${BUILD:?}"
+export PATH="/usr/bin:$PATH"
+NBDPY=/usr/bin/python3 # Debian's, with the libnbd bindings
+TGT="$BUILD/nvmf-test-target"
+IO="$TOP/tests/func/resil/io.py"
+tmp=$(mktemp -d /tmp/gw-resil.XXXXXX)
+declare -A TPID=()
+GPID=
+NETNS=()
+
+fail() {
+	echo "FAIL: $*"
+	[ -e "$tmp/gw.log" ] && { echo "--- gateway log"; tail -40 "$tmp/gw.log"; }
+	for f in "$tmp"/tgt-*.log; do [ -e "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
+	exit 1
+}
+skip() { echo "SKIP: $*"; exit 77; }
+cleanup() {
+	[ -n "$GPID" ] && kill -TERM "$GPID" 2> /dev/null && wait "$GPID" 2> /dev/null
+	for k in "${!TPID[@]}"; do
+		kill -KILL "${TPID[$k]}" 2> /dev/null && wait "${TPID[$k]}" 2> /dev/null
+	done
+	for ns in "${NETNS[@]}"; do ip netns del "$ns" 2> /dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+[ -x "$TGT" ] || fail "$TGT not built"
+"$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
+
+free_port() {
+	"$NBDPY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# tgt_start NAME PREFIX ARGS...: a test target named NAME (its control
+# socket $tmp/NAME.ctl, log $tmp/tgt-NAME.log), run under PREFIX (e.g.
+# "ip netns exec X", or "" ), on the ports ARGS give with -s.
+tgt_start() {
+	local name=$1 prefix=$2
+	shift 2
+	rm -f "$tmp/$name.ready"
+	$prefix "$TGT" --control "$tmp/$name.ctl" --ready-file "$tmp/$name.ready" "$@" \
+		>> "$tmp/tgt-$name.log" 2>&1 &
+	TPID[$name]=$!
+	for _ in $(seq 1 200); do
+		[ -s "$tmp/$name.ready" ] && return 0
+		kill -0 "${TPID[$name]}" 2> /dev/null || fail "target $name exited at start"
+		sleep 0.05
+	done
+	fail "target $name did not start"
+}
+
+tgt_kill9() {
+	kill -KILL "${TPID[$1]}" 2> /dev/null
+	wait "${TPID[$1]}" 2> /dev/null
+	unset "TPID[$1]"
+}
+
+# ctl NAME COMMAND...: one control command; the test fails unless "ok".
+ctl() {
+	local name=$1 out
+	shift
+	out=$("$TGT" --ctl "$tmp/$name.ctl" "$@") || fail "control $name '$*': $out"
+	printf '%s\n' "$out"
+}
+
+# stat_field NAME KEY: a key=value of the target's stats.
+stat_field() {
+	ctl "$1" stats | tr ' ' '\n' | sed -n "s/^$2=//p"
+}
+
+# gw_run CONF [PREFIX]: the daemon in the foreground (log $tmp/gw.log),
+# waits until every socket in SOCKS (space-separated) exists.
+gw_run() {
+	local conf=$1 prefix=${2:-}
+	"$GW" check -c "$conf" > /dev/null || fail "config rejected: $("$GW" check -c "$conf" 2>&1)"
+	$prefix "$GW" run -f -c "$conf" > "$tmp/gw.log" 2>&1 &
+	GPID=$!
+	for _ in $(seq 1 300); do
+		local ok=1
+		for s in $SOCKS; do [ -S "$s" ] || ok=0; done
+		[ $ok = 1 ] && return 0
+		kill -0 "$GPID" 2> /dev/null || fail "gateway exited at start"
+		sleep 0.05
+	done
+	fail "gateway did not start serving"
+}
+
+gw_alive() { kill -0 "$GPID" 2> /dev/null || fail "the gateway died"; }
+
+# gw_finish: SIGTERM; the daemon must exit 0 on its own.
+gw_finish() {
+	local st=0
+	kill -TERM "$GPID"
+	wait "$GPID" || st=$?
+	GPID=
+	[ $st = 0 ] || fail "gateway exit status $st after SIGTERM"
+}
+
+# metric URL NAME LABELS: one sample's value from the metrics endpoint
+# (labels in exposition order, e.g. 'target="t1",path="0"').
+metric() {
+	curl -fsS "$1" | awk -v k="$2{$3}" '$1 == k { print $2; f=1 } END { if (!f) print "none" }'
+}

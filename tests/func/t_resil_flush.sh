@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A target with a volatile write cache (--persist --vwc: only what was
+# flushed survives its restart) is killed with -9 and restarted while the
+# gateway holds writes it acknowledged and nobody flushed.  The NBD FLUSH
+# that should cover them must fail with EIO, never succeed; the flushed
+# data is still there; the unflushed data is really gone (so the test
+# tested something); a later write + FLUSH succeeds.  The control case: a
+# restart with nothing unflushed gives a FLUSH that succeeds.
+set -u
+. "$TOP/tests/func/resil/lib.sh"
+
+A=nqn.2026-01.io.nvmf-gateway:flush
+mkdir -p "$tmp/disk"
+tgt_start a "" --persist "$tmp/disk" --vwc -s 0 --subsys "$A:32M"
+port=$(head -1 "$tmp/a.ready")
+cat > "$tmp/gw.conf" << CONF
+gateway = { reactors = 2; state_dir = "$tmp/state"; };
+targets = ( { name = "t1"; subnqn = "$A";
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } );
+    keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; } );
+exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
+CONF
+SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+S="$tmp/e1.sock"
+
+restart() { # restart: kill -9, start again, wait until the gateway is back
+	local n
+	n=$(grep -c 'path 0 live again' "$tmp/gw.log")
+	tgt_kill9 a
+	tgt_start a "" --persist "$tmp/disk" --vwc -s "$port" --subsys "$A:32M"
+	for _ in $(seq 1 100); do
+		[ "$(grep -c 'path 0 live again' "$tmp/gw.log")" -gt "$n" ] && return 0
+		sleep 0.1
+	done
+	fail "the gateway did not reconnect within 10 s"
+}
+
+"$NBDPY" "$IO" write "$S" 0 64 1 || fail "write"
+[ "$("$NBDPY" "$IO" flush "$S")" = ok ] || fail "first flush"
+# Control: nothing unflushed across the restart -> the flush succeeds.
+restart
+r=$("$NBDPY" "$IO" flush "$S")
+echo "flush after a restart with nothing unflushed: $r"
+[ "$r" = ok ] || fail "flush after a clean restart: $r"
+
+"$NBDPY" "$IO" write "$S" 64 64 2 || fail "write"
+restart
+r=$("$NBDPY" "$IO" flush "$S")
+echo "flush covering writes lost with the cache: $r"
+[ "$r" = EIO ] || fail "the flush covering lost writes returned '$r', not EIO"
+grep -q 'acknowledged writes not flushed; the next flush reports EIO' "$tmp/gw.log" ||
+	fail "the loss was not logged"
+kept=$("$NBDPY" "$IO" check "$S" 0 64 1)
+lost=$("$NBDPY" "$IO" check "$S" 64 64 2)
+echo "flushed blocks intact: $kept/64, unflushed blocks still there: $lost/64"
+[ "$kept" = 64 ] || fail "flushed data lost"
+[ "$lost" = 0 ] || fail "the target did not lose its cache ($lost blocks kept): test broken"
+
+"$NBDPY" "$IO" write "$S" 64 64 3 || fail "write"
+r=$("$NBDPY" "$IO" flush "$S")
+[ "$r" = ok ] || fail "flush after the loss was reported: $r"
+gw_alive
+gw_finish
+echo pass

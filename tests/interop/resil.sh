@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# resil.sh GW TR CASE [OTHER_NQN] (in the guest): the resilience cases of
+# issue 6 against the kernel target (nvmet), over TR (tcp|rdma), through
+# `nvmf-gateway run` in the guest.  A subsystem of its own on two ports of
+# its own (tcp 31/32, rdma 41/42, trsvcid 4431/4432) so that the other
+# cases' ports are never touched.  CASE:
+#   flap       the port's subsystem link removed and restored 6 times under
+#              fio verify on /dev/nbdN: no error, each reconnect within
+#              reconnect_delay + 5 s of the link coming back
+#   ana        two ports, ANA optimized/inaccessible swapped 4 times, every
+#              few seconds, under fio verify: no error, I/O only on the optimized
+#              path (per-path counters of the metrics endpoint)
+#   rr-remove  round-robin over two ports, one removed for good: fio goes on
+#              without error, the other path carries on
+#   ctrl-loss  ctrl_loss_tmo 5, reconnect_delay 2, the port removed: EIO at
+#              5 +- 1.5 s, the daemon up, an export of another target
+#              (OTHER_NQN on port 4420) verified meanwhile
+#   fast-fail  fast_io_fail_tmo 2: EIO at about 2 s (0.5-4), success again within
+#              reconnect_delay + 5 s of the port's return
+set -u
+GW=${1:?usage: resil.sh GW TR CASE [OTHER_NQN]} tr=${2:?} kase=${3:?} other=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/nvmet.sh"
+IO="$here/../func/resil/io.py"
+PY=/usr/bin/python3
+nqn=nqn.2014-08.org.nvmf-gateway:interop-resil
+case $tr in tcp) pa=31 pb=32 ;; rdma) pa=41 pb=42 ;; *) echo "transport $tr?"; exit 2 ;; esac
+W=/tmp/resil-$tr-$kase
+rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
+export NVMF_GATEWAY_LOG=info NVMF_GATEWAY_STATE_DIR=/tmp/gw-state
+GP=
+fail() {
+	echo "FAIL: $*"
+	echo "--- gateway log"; grep -v '^ *$' "$W/gw.log" 2> /dev/null | tail -60
+	exit 1
+}
+cleanup() {
+	[ -n "$GP" ] && kill -TERM "$GP" 2> /dev/null && wait "$GP"
+	linked "$pa"; linked "$pb"; ana "$pa" optimized; ana "$pb" optimized
+}
+trap cleanup EXIT
+
+linked() { [ -e "$NVMET/ports/$1/subsystems/$nqn" ] || nvmet_link "$nqn" "$1"; }
+unlinked() { [ ! -e "$NVMET/ports/$1/subsystems/$nqn" ] || nvmet_unlink "$nqn" "$1"; }
+ana() { printf '%s' "$2" > "$NVMET/ports/$1/ana_groups/1/ana_state"; }
+now() { date +%s.%N; }
+within() { echo "$1 >= $2 && $1 <= $3" | bc -l | grep -q 1; }
+
+[ -d "$NVMET/subsystems/$nqn" ] || nvmet_subsys "$nqn" 64M 512 || exit 1
+for p in "$pa:4431" "$pb:4432"; do
+	[ -d "$NVMET/ports/${p%:*}" ] || nvmet_port "${p%:*}" "$tr" 10.0.2.15 "${p#*:}" || exit 1
+	linked "${p%:*}" && ana "${p%:*}" optimized || exit 1
+done
+
+path() { echo "{ transport = \"$tr\"; traddr = \"10.0.2.15\"; trsvcid = \"$1\"; }"; }
+# gw_up TARGET_OPTS PATHS [KDEV]: the daemon with export e1 (unix socket
+# $W/e1.sock, and /dev/nbdN when KDEV=1), metrics on $W/metrics.sock.
+gw_up() {
+	local dev=''
+	[ "${3:-0}" = 1 ] && dev='device = "auto";'
+	cat > "$W/gw.conf" << CONF
+gateway = { reactors = 2; state_dir = "/tmp/gw-state"; metrics = "unix:$W/metrics.sock"; };
+targets = ( { name = "t1"; subnqn = "$nqn"; $1 paths = ( $2 ); } $EXTRA_T );
+exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$W/e1.sock"; $dev }; } $EXTRA_E );
+CONF
+	"$GW" check -c "$W/gw.conf" || fail "config"
+	"$GW" run -f -c "$W/gw.conf" > "$W/gw.log" 2>&1 &
+	GP=$!
+	for _ in $(seq 300); do
+		[ -S "$W/e1.sock" ] && { [ -z "$dev" ] || grep -q 'attached as /dev/nbd' "$W/gw.log"; } && break
+		kill -0 "$GP" 2> /dev/null || fail "gateway exited"
+		sleep 0.2
+	done
+	[ -S "$W/e1.sock" ] || fail "gateway did not start"
+	DEV=$(grep -o 'attached as /dev/nbd[0-9]*' "$W/gw.log" | grep -o '/dev/nbd[0-9]*' | head -1)
+	[ -z "$dev" ] || [ -b "$DEV" ] || fail "no /dev/nbdN"
+}
+EXTRA_T='' EXTRA_E=''
+io_of() { # reads + writes of path $1
+	curl -fsS --unix-socket "$W/metrics.sock" http://x/metrics |
+		awk -v p="path=\"$1\"" '($1 ~ /^nvmf_gateway_path_(reads|writes)_total\{/ && index($1, p)) { s += $2 } END { print s + 0 }'
+}
+ana_is() { # ana_is PATH STATE
+	curl -fsS --unix-socket "$W/metrics.sock" http://x/metrics |
+		grep -q "^nvmf_gateway_path_ana_state{target=\"t1\",path=\"$1\",ana_state=\"$2\"} 1"
+}
+wait_ana() { for _ in $(seq 150); do ana_is "$1" "$2" && return 0; sleep 0.1; done; fail "path $1 never $2"; }
+fio_start() { # fio_start SECONDS: verified random writes on $DEV
+	fio --name=resil --filename="$DEV" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
+		--iodepth=8 --size=48M --time_based --runtime="$1" --verify=crc32c \
+		--verify_backlog=64 --verify_fatal=1 --verify_state_save=0 --output="$W/fio.txt" &
+	FP=$!
+}
+fio_ok() {
+	wait "$FP"
+	local r=$?
+	grep -E 'err=|verify' "$W/fio.txt"
+	[ $r = 0 ] && grep -q 'err= 0' "$W/fio.txt" || fail "fio exit $r"
+	! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$W/fio.txt" || fail "verify errors"
+}
+lives() { grep -c 'path 0 live again' "$W/gw.log"; }
+# remove_and_time_eio: unlinks port pa with first-error running ($fe) and
+# sets err and took, the seconds from the gateway noticing the loss (its
+# "lost" log line, polled every 50 ms) to the EIO.  nvmet tears an unlinked
+# port's connections down asynchronously, up to seconds later in this slow
+# guest: the timers under test start when the gateway sees the loss.
+remove_and_time_eio() {
+	local down lost='' at
+	down=$(now)
+	unlinked "$pa" || fail "unlink"
+	for _ in $(seq 200); do
+		grep -q 't1/path0: lost' "$W/gw.log" && { lost=$(now); break; }
+		sleep 0.05
+	done
+	[ -n "$lost" ] || fail "the gateway did not notice the removal within 10 s"
+	wait "$fe" || fail "no error on e1"
+	read -r _ err at < "$W/e1.out"
+	took=$(echo "$at - $lost" | bc -l)
+	echo "e1: $err $took s after the gateway saw the loss ($(echo "$lost - $down" | bc -l) s after the unlink)"
+}
+
+case $kase in
+flap)
+	gw_up "reconnect_delay = 2; ctrl_loss_tmo = 120;" "$(path 4431)" 1
+	fio_start 40
+	sleep 3
+	for i in 1 2 3 4 5 6; do
+		n=$(lives)
+		unlinked "$pa" || fail "unlink"
+		sleep 1
+		linked "$pa" || fail "link"
+		t0=$(now)
+		for _ in $(seq 150); do [ "$(lives)" -gt "$n" ] && break; sleep 0.1; done
+		took=$(echo "$(now) - $t0" | bc -l)
+		echo "flap $i: live again $took s after the link was restored"
+		[ "$(lives)" -gt "$n" ] && within "$took" 0 7 || fail "flap $i: no reconnect within reconnect_delay + 5 s"
+		sleep 1
+	done
+	fio_ok
+	;;
+ana)
+	gw_up 'multipath = "round-robin"; reconnect_delay = 2;' "$(path 4431), $(path 4432)" 1
+	fio_start 90 # the guest is slow (TCG): long enough for both rounds
+	sleep 3
+	for i in 1 2; do
+		for s in "$pb 1 0" "$pa 0 1"; do
+			set -- $s # port to make inaccessible, its path, the other path
+			other_port=$pa; [ "$1" = "$pa" ] && other_port=$pb
+			ana "$other_port" optimized; wait_ana "$3" optimized
+			ana "$1" inaccessible; wait_ana "$2" inaccessible
+			sleep 1
+			a0=$(io_of "$3") b0=$(io_of "$2")
+			sleep 2
+			a1=$(io_of "$3") b1=$(io_of "$2")
+			echo "round $i: port $1 inaccessible: path $3 +$((a1 - a0)), path $2 +$((b1 - b0))"
+			kill -0 "$FP" 2> /dev/null || fail "fio ended before round $i was measured"
+			[ $((a1 - a0)) -gt 0 ] || fail "the optimized path carried nothing"
+			[ $((b1 - b0)) = 0 ] || fail "the inaccessible path carried $((b1 - b0)) I/Os"
+		done
+	done
+	ana "$pa" optimized; ana "$pb" optimized
+	fio_ok
+	;;
+rr-remove)
+	gw_up 'multipath = "round-robin"; reconnect_delay = 2;' "$(path 4431), $(path 4432)" 1
+	fio_start 20
+	sleep 5
+	unlinked "$pb" || fail "unlink"
+	sleep 3
+	a0=$(io_of 0); sleep 3; a1=$(io_of 0)
+	echo "after the removal: path 0 +$((a1 - a0))"
+	[ $((a1 - a0)) -gt 0 ] || fail "path 0 carries nothing after path 1's removal"
+	fio_ok
+	grep -q 't1/path1: lost' "$W/gw.log" || fail "path 1 was never lost"
+	;;
+ctrl-loss)
+	[ -n "$other" ] || fail "OTHER_NQN needed"
+	EXTRA_T=", { name = \"t2\"; subnqn = \"$other\"; paths = ( $(path 4420) ); }"
+	EXTRA_E=", { name = \"e2\"; target = \"t2\"; nsid = 1; nbd = { listen = \"unix:$W/e2.sock\"; }; }"
+	gw_up "reconnect_delay = 2; ctrl_loss_tmo = 5;" "$(path 4431)"
+	$PY "$IO" first-error "$W/e1.sock" > "$W/e1.out" &
+	fe=$!
+	$PY "$IO" verify "$W/e2.sock" 12 > "$W/v2.out" 2>&1 &
+	v2=$!
+	sleep 2
+	remove_and_time_eio
+	[ "$err" = EIO ] && within "$took" 3.5 6.5 || fail "want EIO at 5 +- 1.5 s"
+	wait "$v2" || { cat "$W/v2.out"; fail "e2 saw errors"; }
+	cat "$W/v2.out"
+	kill -0 "$GP" || fail "the daemon died"
+	# HOOK(reload): re-attach after the port is back needs the `control`
+	# branch's reload or reset: relink, reload (or `nvmf-gateway reset
+	# t1`), then assert e1 reads succeed.  Not tested here yet.
+	;;
+fast-fail)
+	gw_up "reconnect_delay = 2; ctrl_loss_tmo = 120; fast_io_fail_tmo = 2;" "$(path 4431)"
+	$PY "$IO" first-error "$W/e1.sock" > "$W/e1.out" &
+	fe=$!
+	sleep 2
+	remove_and_time_eio
+	# About 2 s: measured 2.2 s over tcp and 3.25 s over rdma in the TCG
+	# guest (not investigated; likely the in-flight read returning only
+	# once the dead QP has drained), hence the upper bound of 4 s.
+	[ "$err" = EIO ] && within "$took" 0.5 4 || fail "want EIO at about 2 s (0.5 to 4 s)"
+	sleep 2
+	grep -q 'ctrl_loss_tmo expired' "$W/gw.log" && fail "the path was deleted"
+	linked "$pa" || fail "link"
+	$PY "$IO" until-ok "$W/e1.sock" 30 > "$W/ok.out" || fail "e1 never worked again"
+	echo "e1 reads again $(cat "$W/ok.out") s after the port's return"
+	within "$(cat "$W/ok.out")" 0 7 || fail "not within reconnect_delay + 5 s"
+	$PY "$IO" verify "$W/e1.sock" 3 || fail "verify after the return"
+	;;
+*) fail "no case $kase" ;;
+esac
+kill -TERM "$GP"
+wait "$GP" || fail "gateway exit status $? after SIGTERM"
+GP=
+echo "PASS $kase"
