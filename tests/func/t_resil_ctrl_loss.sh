@@ -50,9 +50,17 @@ echo "e1 afterwards: $err2 in $again s"
 wait "$v2" || { cat "$tmp/v2.out" "$tmp/v2.err"; fail "e2 saw errors while t1 was lost"; }
 cat "$tmp/v2.out"
 gw_alive
-# HOOK(reload): re-attaching e1 once the port is back needs a reload or an
-# operator reset, which the `control` branch adds; then: `ctl a port 1 up`,
-# reload (or `nvmf-gateway reset t1`), and assert e1 reads succeed again.
+# The port comes back; the volume is re-attached by a reload (SIGHUP, as
+# systemd's ExecReload sends it): e1 works again, e2 was never touched.
 ctl a port 1 up > /dev/null
+kill -HUP "$GPID"
+ok=0
+for _ in $(seq 1 40); do
+	sleep 0.5
+	if "$NBDPY" "$IO" verify "$tmp/e1.sock" 1 > /dev/null 2>&1; then ok=1; break; fi
+done
+[ "$ok" = 1 ] || { tail -20 "$tmp/gw.log"; fail "e1 does not work again after the port is back and a reload"; }
+echo "e1 works again after the reload"
+gw_alive
 gw_finish
 echo pass

@@ -188,9 +188,13 @@ ctrl-loss)
 	wait "$v2" || { cat "$W/v2.out"; fail "e2 saw errors"; }
 	cat "$W/v2.out"
 	kill -0 "$GP" || fail "the daemon died"
-	# HOOK(reload): re-attach after the port is back needs the `control`
-	# branch's reload or reset: relink, reload (or `nvmf-gateway reset
-	# t1`), then assert e1 reads succeed.  Not tested here yet.
+	# The port is back; a reload (SIGHUP, systemd's ExecReload)
+	# re-attaches the volume whose paths were given up.
+	linked "$pa" || fail "link"
+	kill -HUP "$GP"
+	$PY "$IO" until-ok "$W/e1.sock" 30 > "$W/ok.out" || fail "e1 never worked again after the reload"
+	echo "e1 reads again $(cat "$W/ok.out") s after the reload"
+	$PY "$IO" verify "$W/e1.sock" 3 || fail "verify after the reload"
 	;;
 fast-fail)
 	gw_up "reconnect_delay = 2; ctrl_loss_tmo = 120; fast_io_fail_tmo = 2;" "$(path 4431)"
