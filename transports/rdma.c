@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <infiniband/verbs.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
@@ -947,6 +948,13 @@ static int rdma_queue_connect(struct nvmf_queue *q)
 		if (rdma_set_option(rq->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)))
 			log_warn("%s: cannot set TOS %d: %s", q->name, rq->opts.tos,
 				 strerror(errno));
+	}
+	if (rq->opts.tos >= 0 || rq->have_src) {
+		char a[INET6_ADDRSTRLEN] = "any";
+		if (rq->have_src)
+			getnameinfo((struct sockaddr *)&rq->src, sizeof(rq->src), a, sizeof(a), NULL,
+				    0, NI_NUMERICHOST);
+		log_debug("%s: rdma: TOS %d, source address %s", q->name, rq->opts.tos, a);
 	}
 	set_conn(rq, RDMA_CONN_ADDR);
 	if (rdma_resolve_addr(rq->id, rq->have_src ? (struct sockaddr *)&rq->src : NULL,
