@@ -17,9 +17,12 @@ peer_seen 127.0.0.2 && fail "target log already names 127.0.0.2"
 
 # bench: long forms (its -T and -w are time and workload).
 have_strace=false
+# LeakSanitizer cannot run under ptrace: the traced runs of an ASan build
+# go without it (every other run here keeps it).
+traced_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0")
 command -v strace > /dev/null && strace -f -o /dev/null true 2> /dev/null && have_strace=true
 if $have_strace; then
-	timeout -s KILL 120 strace -f -e trace=setsockopt,bind -o "$TGT_DIR/strace" \
+	timeout -s KILL 120 "${traced_env[@]}" strace -f -e trace=setsockopt,bind -o "$TGT_DIR/strace" \
 		"$GW" bench -t tcp -a 127.0.0.1 -s "$TGT_PORT" -n "$A" --tos 106 \
 		--host-traddr 127.0.0.2 -w randrw -T 1 -b 4k -d 8 --verify --size 1M \
 		> "$TGT_DIR/bench.out" 2>&1 || { cat "$TGT_DIR/bench.out"; fail "bench --tos --host-traddr"; }
@@ -40,7 +43,7 @@ peer_seen 127.0.0.2 || fail "target did not see a connection from 127.0.0.2"
 
 # discover: the nvme-cli short forms.
 trace=()
-$have_strace && trace=(strace -e trace=setsockopt -o "$TGT_DIR/strace.disc")
+$have_strace && trace=("${traced_env[@]}" strace -e trace=setsockopt -o "$TGT_DIR/strace.disc")
 out=$(timeout 60 "${trace[@]}" "$GW" discover -t tcp -a 127.0.0.1 -s "$TGT_PORT" -T 40 \
 	-w 127.0.0.3 -f lo) || fail "discover -T -w -f: $out"
 if $have_strace; then
