@@ -259,6 +259,11 @@ static void free_verbs(struct rdma_queue *rq)
 	/* Backlogged requests are in the core's in-flight list, which fails
 	 * them once the queue is quiesced. */
 	list_init(&rq->backlog);
+	if (rq->nr_sends)
+		log_debug("%s: rdma: %llu sends, %llu of them signalled, %llu responses", rq->q->name,
+			  (unsigned long long)rq->nr_sends, (unsigned long long)rq->sq.nr_signalled,
+			  (unsigned long long)rq->nr_recvs);
+	rq->nr_sends = rq->nr_recvs = 0;
 	rdma_sendq_free(&rq->sq);
 	free(rq->data_buf);
 	free(rq->cap_buf);
