@@ -20,11 +20,11 @@
  * rkey is reused by every command, so the SGL descriptors never ask for
  * remote invalidation (sub-type 0, not "invalidate key") and a response
  * that invalidated a key anyway is a protocol error. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <infiniband/verbs.h>
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
