@@ -671,8 +671,8 @@ static int setup_verbs(struct rdma_queue *rq)
 	for (unsigned i = 0; i < rq->nr_recv; i++)
 		if ((ret = post_recv(rq, i)) < 0)
 			return ret;
-	log_debug("%s: rdma: %u slots of %u data bytes, %u capsules of %u bytes (every %u-th "
-		  "send signalled), %u receives",
+	log_debug("%s: rdma: %u slots of %u data bytes, %u capsules of %u bytes (one send in %u "
+		  "signalled), %u receives",
 		  q->name, rq->nr_reqs, rq->slot_size, depth, rq->cap_size, interval, rq->nr_recv);
 	return 0;
 }
