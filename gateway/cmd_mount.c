@@ -172,7 +172,8 @@ int cmd_mount(int argc, char **argv)
 	unsigned id;
 
 	session_defaults(&s, "4420");
-	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS "vhrd", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS SESSION_PATH_SHORTOPTS "vhrd", longopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			printf("usage: nvmf-gateway mount -t tcp -a ADDR [-s PORT] -n NQN [--nsid N]\n"

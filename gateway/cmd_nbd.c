@@ -237,7 +237,8 @@ int cmd_nbd(int argc, char **argv)
 	int opt, rc;
 
 	session_defaults(&s, "4420");
-	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS "vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS SESSION_PATH_SHORTOPTS "vh", longopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'h':
 			usage();

@@ -159,7 +159,8 @@ int cmd_discover(int argc, char **argv)
 
 	session_defaults(&s, "8009");
 	snprintf(s.opts.subnqn, sizeof(s.opts.subnqn), "%s", NVME_DISC_SUBSYS_NQN);
-	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS "vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS SESSION_PATH_SHORTOPTS "vh", longopts,
+				  NULL)) != -1) {
 		if (opt == 'h') {
 			printf("usage: nvmf-gateway discover -t tcp -a ADDR [-s PORT] [-q HOSTNQN] "
 			       "[-o json]\n\nReads the discovery log page (port 8009 by default for tcp, "

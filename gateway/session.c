@@ -1,6 +1,7 @@
 #include "gateway/session.h"
 
 #include <errno.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,33 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		return 1;
 	case 1001:
 		s->state_dir = arg;
+		return 1;
+	case 'T':
+	case SESSION_OPT_TOS:
+		if (parse_uint(arg, 255, &v) < 0) {
+			fprintf(stderr, "nvmf-gateway: --tos '%s': expected 0 to 255\n", arg);
+			return -1;
+		}
+		s->opts.path.tos = (int)v;
+		return 1;
+	case 'w':
+	case SESSION_OPT_HOST_TRADDR:
+		if (!*arg || strlen(arg) >= sizeof(s->opts.path.host_traddr)) {
+			fprintf(stderr, "nvmf-gateway: --host-traddr '%s': a numeric address\n", arg);
+			return -1;
+		}
+		snprintf(s->opts.path.host_traddr, sizeof(s->opts.path.host_traddr), "%s", arg);
+		return 1;
+	case 'f':
+	case SESSION_OPT_HOST_IFACE:
+		/* Checked now: a typo would otherwise only show as a failed
+		 * connect, retried until ctrl-loss-tmo by nbd and mount. */
+		if (strlen(arg) >= IF_NAMESIZE || !if_nametoindex(arg)) {
+			fprintf(stderr, "nvmf-gateway: --host-iface '%s': no such network interface\n",
+				arg);
+			return -1;
+		}
+		snprintf(s->opts.path.host_iface, sizeof(s->opts.path.host_iface), "%s", arg);
 		return 1;
 	case 1004:
 		if (config_parse_size(arg, &sz) < 0 || sz < 512 || sz > (64u << 20)) {

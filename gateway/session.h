@@ -45,8 +45,15 @@ struct session {
 	int reconnect_delay_s, ctrl_loss_tmo_s, fast_io_fail_tmo_s;
 };
 
-/* The connection options shared by every tool; see session_parse_opt. */
-#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:"
+/* The connection options shared by every tool; see session_parse_opt.
+ * -T (tos) and -w (host-traddr) are nvme-cli's letters, in
+ * SESSION_PATH_SHORTOPTS because bench has -T (time) and -w (workload)
+ * of its own and takes those two in their long form only. */
+#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:f:"
+#define SESSION_PATH_SHORTOPTS "T:w:"
+#define SESSION_OPT_TOS 1006
+#define SESSION_OPT_HOST_TRADDR 1007
+#define SESSION_OPT_HOST_IFACE 1008
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -68,6 +75,9 @@ struct session {
 		{ "connect-timeout", required_argument, 0, 1002 },         \
 		{ "io-timeout", required_argument, 0, 1003 },              \
 		{ "max-xfer", required_argument, 0, 1004 },                \
+		{ "tos", required_argument, 0, SESSION_OPT_TOS },          \
+		{ "host-traddr", required_argument, 0, SESSION_OPT_HOST_TRADDR }, \
+		{ "host-iface", required_argument, 0, SESSION_OPT_HOST_IFACE }, \
 		{ "verbose", no_argument, 0, 'v' }
 #define SESSION_HELP                                                                   \
 	"  -t, --transport tcp|rdma     transport (default tcp)\n"                       \
@@ -89,7 +99,12 @@ struct session {
 	"      --state-dir DIR          where a generated host NQN is kept\n"           \
 	"      --connect-timeout MS     bound on connecting (default 10000)\n"          \
 	"      --io-timeout MS          bound on each command (default 30000)\n"        \
-	"      --max-xfer SIZE          cap on one command's data (default 256k)\n"
+	"      --max-xfer SIZE          cap on one command's data (default 256k)\n"         \
+	"  -T, --tos N                  IP TOS (tcp) or RDMA traffic class byte 0-255\n"  \
+	"                               (bench: --tos only)\n"                          \
+	"  -w, --host-traddr ADDR       connect from this local address\n"              \
+	"                               (bench: --host-traddr only)\n"                  \
+	"  -f, --host-iface IF          connect through this interface\n"
 
 /* --mem SIZE[:BLOCK] for the exporter commands: 0, or -1 after a message. */
 int session_parse_mem(struct session *s, const char *arg);

@@ -11,7 +11,16 @@
  * registration cache keyed by address (which goes stale when the caller
  * frees and reuses memory) are both avoided at the price of one copy.
  * It also makes teardown simple: once the QP is destroyed no caller buffer
- * can be touched, whatever was in flight. */
+ * can be touched, whatever was in flight.
+ *
+ * Capsule buffers are a separate ring in posting order (rdma_sendq.c), so
+ * that sends need not all be signalled.
+ *
+ * Invalidation: the data MR is registered once for the connection and its
+ * rkey is reused by every command, so the SGL descriptors never ask for
+ * remote invalidation (sub-type 0, not "invalidate key") and a response
+ * that invalidated a key anyway is a protocol error. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -110,16 +119,7 @@ void rdma_sgl_null(struct nvme_sqe *sqe)
 void rdma_req_start(struct rdma_req *rr)
 {
 	rr->posted = true;
-	rr->send_done = false;
 	rr->resp_ready = false;
-}
-
-int rdma_req_send_done(struct rdma_req *rr)
-{
-	if (!rr->posted || rr->send_done)
-		return -EPROTO;
-	rr->send_done = true;
-	return rr->resp_ready ? 1 : 0;
 }
 
 int rdma_req_resp(struct rdma_req *rr, const struct nvme_cqe *cqe)
@@ -128,7 +128,23 @@ int rdma_req_resp(struct rdma_req *rr, const struct nvme_cqe *cqe)
 		return -EPROTO;
 	rr->resp = *cqe;
 	rr->resp_ready = true;
-	return rr->send_done ? 1 : 0;
+	return 1;
+}
+
+int rdma_recv_check(unsigned wc_flags, uint32_t byte_len, uint32_t inv_rkey, char *why,
+		    size_t size)
+{
+	if (byte_len < sizeof(struct nvme_cqe)) {
+		snprintf(why, size, "response capsule of %u bytes", byte_len);
+		return -EPROTO;
+	}
+	if (wc_flags & IBV_WC_WITH_INV) {
+		snprintf(why, size,
+			 "target sent a remote invalidation of rkey 0x%x that was never offered",
+			 inv_rkey);
+		return -EPROTO;
+	}
+	return 0;
 }
 
 /* ---- the transport ---- */
@@ -171,10 +187,12 @@ struct rdma_queue {
 
 	struct ibv_mr *data_mr, *cap_mr, *rsp_mr;
 	uint8_t *data_buf; /* nr_reqs slots of slot_size */
-	uint8_t *cap_buf; /* nr_reqs capsules of cap_size */
+	uint8_t *cap_buf; /* sq.depth capsules of cap_size, in posting order */
 	struct nvme_cqe *rsp_buf; /* nr_recv response capsules */
 	uint32_t slot_size, cap_size;
 	unsigned nr_reqs, nr_recv;
+	struct rdma_sendq sq;
+	struct list_node backlog; /* requests waiting for a free send WR */
 
 	struct reactor_op cm_op, cq_op;
 	bool cm_pending, cq_pending;
@@ -238,6 +256,15 @@ static void free_verbs(struct rdma_queue *rq)
 			*mrs[i] = NULL;
 		}
 	}
+	/* Backlogged requests are in the core's in-flight list, which fails
+	 * them once the queue is quiesced. */
+	list_init(&rq->backlog);
+	if (rq->nr_sends)
+		log_debug("%s: rdma: %llu sends, %llu of them signalled, %llu responses", rq->q->name,
+			  (unsigned long long)rq->nr_sends, (unsigned long long)rq->sq.nr_signalled,
+			  (unsigned long long)rq->nr_recvs);
+	rq->nr_sends = rq->nr_recvs = 0;
+	rdma_sendq_free(&rq->sq);
 	free(rq->data_buf);
 	free(rq->cap_buf);
 	free(rq->rsp_buf);
@@ -333,6 +360,8 @@ static int post_recv(struct rdma_queue *rq, unsigned idx)
 	return -ibv_post_recv(rq->id->qp, &wr, &bad);
 }
 
+static bool post_backlog(struct rdma_queue *rq);
+
 static const char *wr_kind(uint64_t wr_id)
 {
 	return wr_id >> 32 == RDMA_WR_SEND ? "send" : "receive";
@@ -353,38 +382,25 @@ static bool handle_wc(struct rdma_queue *rq, const struct ibv_wc *wc)
 		return false;
 	}
 	if (wc->wr_id >> 32 == RDMA_WR_SEND) {
-		if (idx >= rq->nr_reqs) {
-			nvmf_queue_transport_error(q, -EIO, "send completion for slot %u", idx);
+		uint32_t seq = (uint32_t)wc->wr_id;
+		if (wc->opcode != IBV_WC_SEND || rdma_sendq_complete(&rq->sq, seq) < 0) {
+			nvmf_queue_transport_error(q, -EIO,
+						   "unexpected send completion (opcode %d, send %u, "
+						   "oldest outstanding %u)",
+						   wc->opcode, seq, rq->sq.tail);
 			return false;
 		}
-		req = q->by_idx[idx];
-		ret = req->in_flight ? rdma_req_send_done(rdma_req_of(req)) : -EPROTO;
-		if (ret < 0) {
-			nvmf_queue_transport_error(q, -EIO, "unexpected send completion for slot %u",
-						   idx);
-			return false;
-		}
-		if (ret)
-			req_finish(rq, req);
-		return true;
+		return post_backlog(rq);
 	}
 	if (wc->opcode != IBV_WC_RECV || idx >= rq->nr_recv) {
 		nvmf_queue_transport_error(q, -EIO, "unexpected completion (opcode %d, slot %u)",
 					   wc->opcode, idx);
 		return false;
 	}
-	if (wc->byte_len < sizeof(struct nvme_cqe)) {
-		nvmf_queue_transport_error(q, -EPROTO, "response capsule of %u bytes",
-					   wc->byte_len);
-		return false;
-	}
-	if (wc->wc_flags & IBV_WC_WITH_INV) {
-		/* Our keys are plain MRs registered for the connection's life
-		 * and never offered for invalidation (type 0x40, not 0x4F). */
-		nvmf_queue_transport_error(q, -EPROTO,
-					   "target sent a remote invalidation of rkey 0x%x that "
-					   "was never offered",
-					   wc->invalidated_rkey);
+	char why[96];
+	if ((ret = rdma_recv_check(wc->wc_flags, wc->byte_len, wc->invalidated_rkey, why,
+				   sizeof(why))) < 0) {
+		nvmf_queue_transport_error(q, ret, "%s", why);
 		return false;
 	}
 	struct nvme_cqe cqe = rq->rsp_buf[idx];
@@ -400,13 +416,12 @@ static bool handle_wc(struct rdma_queue *rq, const struct ibv_wc *wc)
 					   cqe.cid);
 		return false;
 	}
-	ret = rdma_req_resp(rdma_req_of(req), &cqe);
-	if (ret < 0) {
-		nvmf_queue_transport_error(q, -EPROTO, "second response for CID 0x%04x", cqe.cid);
+	if (rdma_req_resp(rdma_req_of(req), &cqe) < 0) {
+		nvmf_queue_transport_error(q, -EPROTO, "%s response for CID 0x%04x",
+					   rdma_req_of(req)->posted ? "second" : "premature", cqe.cid);
 		return false;
 	}
-	if (ret)
-		req_finish(rq, req);
+	req_finish(rq, req);
 	return true;
 }
 
@@ -472,12 +487,68 @@ static void cq_arm(struct rdma_queue *rq)
 
 /* ---- submission ---- */
 
+/* Posts req's capsule if a send WR is free: 0, -EAGAIN, or another -errno
+ * when the QP refused it. */
+static int post_send(struct rdma_queue *rq, struct nvmf_req *req)
+{
+	struct rdma_req *rr = rdma_req_of(req);
+	uint32_t seq, len = rr->in_capsule ? req->data_len : 0;
+	bool sig;
+	int ret = rdma_sendq_post(&rq->sq, &seq, &sig);
+
+	if (ret < 0)
+		return ret;
+	uint8_t *cap = rq->cap_buf + (size_t)(seq % rq->sq.depth) * rq->cap_size;
+	memcpy(cap, &req->sqe, sizeof(req->sqe));
+	if (len)
+		iov_copy_from(req->iov, req->iovcnt, 0, cap + sizeof(struct nvme_sqe), len);
+
+	struct ibv_sge sge = { .addr = (uintptr_t)cap,
+			       .length = (uint32_t)sizeof(struct nvme_sqe) + len,
+			       .lkey = rq->cap_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND, seq), .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = sig ? IBV_SEND_SIGNALED : 0 }, *bad;
+	rdma_req_start(rr);
+	ret = ibv_post_send(rq->id->qp, &wr, &bad);
+	if (ret) {
+		rr->posted = false;
+		return -ret;
+	}
+	rq->nr_sends++;
+	return 0;
+}
+
+static struct nvmf_req *req_of_rr(struct rdma_req *rr)
+{
+	return (struct nvmf_req *)((unsigned char *)rr - offsetof(struct nvmf_req, tp));
+}
+
+/* Send WRs were freed: post what waited for them, in order.  False once
+ * the queue has failed. */
+static bool post_backlog(struct rdma_queue *rq)
+{
+	while (!list_empty(&rq->backlog)) {
+		struct list_node *n = rq->backlog.next;
+		struct nvmf_req *req = req_of_rr(container_of(n, struct rdma_req, backlog));
+		int ret = post_send(rq, req);
+		if (ret == -EAGAIN)
+			return true;
+		list_del(n);
+		if (ret < 0) {
+			nvmf_queue_transport_error(rq->q, ret, "posting a send failed: %s",
+						   strerror(-ret));
+			return false;
+		}
+	}
+	return true;
+}
+
 static int rdma_submit(struct nvmf_queue *q, struct nvmf_req *req)
 {
 	struct rdma_queue *rq = rq_of(q);
 	struct rdma_req *rr = rdma_req_of(req);
 	unsigned idx = req->cid & NVMF_CID_IDX_MASK;
-	uint8_t *cap = rq->cap_buf + (size_t)idx * rq->cap_size;
 	uint8_t *data = rq->data_buf + (size_t)idx * rq->slot_size;
 	uint32_t len = req->data_len, icmax = rq->cap_size - sizeof(struct nvme_sqe);
 
@@ -485,42 +556,32 @@ static int rdma_submit(struct nvmf_queue *q, struct nvmf_req *req)
 		return -ENOTCONN;
 	if (idx >= rq->nr_reqs)
 		return -EINVAL;
+	rr->posted = false;
 	rr->in_capsule = req->host_to_ctrl && len && len <= icmax;
 	if (!len) {
 		rdma_sgl_null(&req->sqe);
 	} else if (rr->in_capsule) {
 		rdma_sgl_inline(&req->sqe, len);
-		iov_copy_from(req->iov, req->iovcnt, 0, cap + sizeof(struct nvme_sqe), len);
 	} else {
 		if (len > rq->slot_size) {
 			log_err("%s: CID 0x%04x: %u bytes exceed the %u-byte data buffer", q->name,
 				req->cid, len, rq->slot_size);
 			return -EINVAL;
 		}
+		/* The slot's data buffer is free: its previous command got
+		 * its response, which the target sends after its RDMA reads
+		 * and writes. */
 		if (req->host_to_ctrl)
 			iov_copy_from(req->iov, req->iovcnt, 0, data, len);
 		rdma_sgl_keyed(&req->sqe, (uintptr_t)data, len, rq->data_mr->rkey);
 	}
-	memcpy(cap, &req->sqe, sizeof(req->sqe));
-
-	struct ibv_sge sge = { .addr = (uintptr_t)cap,
-			       .length = (uint32_t)sizeof(struct nvme_sqe) +
-					 (rr->in_capsule ? len : 0),
-			       .lkey = rq->cap_mr->lkey };
-	/* Every send is signalled: a request's capsule buffer may be reused
-	 * only once its own send has completed. */
-	struct ibv_send_wr wr = { .wr_id = rdma_wr_id(RDMA_WR_SEND, idx), .sg_list = &sge,
-				  .num_sge = 1, .opcode = IBV_WR_SEND,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	rdma_req_start(rr);
-	int ret = ibv_post_send(rq->id->qp, &wr, &bad);
-	if (ret) {
-		rr->posted = false;
+	int ret = list_empty(&rq->backlog) ? post_send(rq, req) : -EAGAIN;
+	if (ret == -EAGAIN) {
+		list_add_tail(&rq->backlog, &rr->backlog);
+	} else if (ret < 0) {
 		/* Accepted: the request completes when the queue drains. */
-		nvmf_queue_transport_error(q, -ret, "posting a send failed: %s", strerror(ret));
-		return 0;
+		nvmf_queue_transport_error(q, ret, "posting a send failed: %s", strerror(-ret));
 	}
-	rq->nr_sends++;
 	return 0;
 }
 
@@ -549,6 +610,20 @@ static int setup_verbs(struct rdma_queue *rq)
 
 	rq->nr_reqs = q->size - 1u;
 	rq->nr_recv = q->size;
+	/* Room for one signalling interval of sends whose requests have
+	 * completed but whose capsules are not yet proven sent, so that a
+	 * full window of requests rarely waits for a send WR. */
+	uint32_t interval = rdma_sendq_interval(rq->nr_reqs);
+	uint32_t depth = rq->nr_reqs + interval;
+	struct ibv_device_attr da;
+	if (ibv_query_device(verbs, &da) == 0 && da.max_qp_wr > 0 &&
+	    depth > (uint32_t)da.max_qp_wr)
+		depth = (uint32_t)da.max_qp_wr;
+	if (interval > depth)
+		interval = depth;
+	if ((ret = rdma_sendq_init(&rq->sq, depth, interval)) < 0)
+		return ret;
+	list_init(&rq->backlog);
 	rq->slot_size = slot_size_for(rq);
 	/* The admin queue takes no in-capsule data from Linux's target;
 	 * I/O queues up to what IOCCSZ allows. */
@@ -563,7 +638,7 @@ static int setup_verbs(struct rdma_queue *rq)
 		return -ENOMEM;
 	if ((ret = set_nonblock(rq->cc->fd)) < 0)
 		return ret;
-	rq->cq = ibv_create_cq(verbs, (int)(rq->nr_reqs + rq->nr_recv), rq, rq->cc, 0);
+	rq->cq = ibv_create_cq(verbs, (int)(depth + rq->nr_recv), rq, rq->cc, 0);
 	if (!rq->cq)
 		return errno ? -errno : -ENOMEM;
 	if (ibv_req_notify_cq(rq->cq, 0))
@@ -572,7 +647,7 @@ static int setup_verbs(struct rdma_queue *rq)
 		.send_cq = rq->cq,
 		.recv_cq = rq->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = rq->nr_reqs, .max_recv_wr = rq->nr_recv,
+		.cap = { .max_send_wr = depth, .max_recv_wr = rq->nr_recv,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	if (rdma_create_qp(rq->id, rq->pd, &qpa))
@@ -580,7 +655,7 @@ static int setup_verbs(struct rdma_queue *rq)
 	rq->qp_created = true;
 
 	size_t dsz = (size_t)rq->nr_reqs * rq->slot_size;
-	size_t csz = (size_t)rq->nr_reqs * rq->cap_size;
+	size_t csz = (size_t)depth * rq->cap_size;
 	size_t rsz = (((size_t)rq->nr_recv * sizeof(struct nvme_cqe)) + 4095) & ~(size_t)4095;
 	rq->data_buf = aligned_alloc(4096, dsz);
 	rq->cap_buf = aligned_alloc(4096, (csz + 4095) & ~(size_t)4095);
@@ -596,8 +671,9 @@ static int setup_verbs(struct rdma_queue *rq)
 	for (unsigned i = 0; i < rq->nr_recv; i++)
 		if ((ret = post_recv(rq, i)) < 0)
 			return ret;
-	log_debug("%s: rdma: %u slots of %u data + %u capsule bytes, %u receives", q->name,
-		  rq->nr_reqs, rq->slot_size, rq->cap_size, rq->nr_recv);
+	log_debug("%s: rdma: %u slots of %u data bytes, %u capsules of %u bytes (one send in %u "
+		  "signalled), %u receives",
+		  q->name, rq->nr_reqs, rq->slot_size, depth, rq->cap_size, interval, rq->nr_recv);
 	return 0;
 }
 
@@ -878,6 +954,13 @@ static int rdma_queue_connect(struct nvmf_queue *q)
 			log_warn("%s: cannot set TOS %d: %s", q->name, rq->opts.tos,
 				 strerror(errno));
 	}
+	if (rq->opts.tos >= 0 || rq->have_src) {
+		char a[INET6_ADDRSTRLEN] = "any";
+		if (rq->have_src)
+			getnameinfo((struct sockaddr *)&rq->src, sizeof(rq->src), a, sizeof(a), NULL,
+				    0, NI_NUMERICHOST);
+		log_debug("%s: rdma: TOS %d, source address %s", q->name, rq->opts.tos, a);
+	}
 	set_conn(rq, RDMA_CONN_ADDR);
 	if (rdma_resolve_addr(rq->id, rq->have_src ? (struct sockaddr *)&rq->src : NULL,
 			      (struct sockaddr *)&rq->dst, (int)rq->opts.connect_timeout_ms)) {
@@ -907,6 +990,7 @@ static int rdma_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *op
 	rq->cm_op.fn = cm_ready;
 	rq->cq_op.fn = cq_ready;
 	rq->quiesce_msg.fn = quiesce_run;
+	list_init(&rq->backlog);
 	reactor_timer_init(&rq->connect_timer, connect_timeout);
 	q->tp = rq;
 	return 0;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway/list.h"
 #include "transports/transport.h"
 
 /* A keyed SGL data block carries a 24-bit length. */
@@ -17,14 +18,15 @@
 #define RDMA_REJ_INVALID_SERVICE_ID 8 /* nobody listens on that port */
 #define RDMA_REJ_CONSUMER_DEFINED 28 /* the target's NVMe/RDMA reject */
 
-/* Per-request transport state (req->tp).  A request completes only when
- * both its send has completed (the capsule buffer is free again) and its
- * response has arrived, whichever comes first. */
+/* Per-request transport state (req->tp).  A request completes on its
+ * response: the target sends it only after its RDMA reads or writes of the
+ * request's data buffer are done, and the capsule buffer is not the
+ * request's (see struct rdma_sendq). */
 struct rdma_req {
-	bool posted; /* send posted, completion not yet seen */
-	bool send_done;
+	bool posted; /* send posted, response not yet seen */
 	bool resp_ready;
 	bool in_capsule;
+	struct list_node backlog; /* waiting for a free send WR */
 	struct nvme_cqe resp;
 };
 
@@ -50,11 +52,45 @@ void rdma_sgl_keyed(struct nvme_sqe *sqe, uint64_t addr, uint32_t len, uint32_t 
 void rdma_sgl_inline(struct nvme_sqe *sqe, uint32_t len);
 void rdma_sgl_null(struct nvme_sqe *sqe);
 
-/* Completion bookkeeping: each returns 1 when the request may complete
- * now, 0 when it waits for the other half, -EPROTO for a duplicate. */
+/* Response bookkeeping: returns 1 when the request may complete,
+ * -EPROTO for a response to a command that was not posted or a second
+ * one. */
 void rdma_req_start(struct rdma_req *rr);
-int rdma_req_send_done(struct rdma_req *rr);
 int rdma_req_resp(struct rdma_req *rr, const struct nvme_cqe *cqe);
+
+/* The send queue of one QP (rdma_sendq.c): capsule buffers are a ring of
+ * depth entries in posting order, buffer seq % depth for send seq.  At
+ * most interval sends follow each other unsignalled. */
+struct rdma_sendq {
+	uint32_t depth, interval;
+	uint32_t head; /* sequence number of the next send */
+	uint32_t tail; /* oldest send not yet proven complete */
+	uint32_t unsignalled; /* sends since the last signalled one */
+	uint8_t *signalled; /* per buffer: its send was posted signalled */
+	uint64_t nr_signalled;
+};
+
+/* The signalling interval for a queue of nr_reqs requests. */
+uint32_t rdma_sendq_interval(uint32_t nr_reqs);
+int rdma_sendq_init(struct rdma_sendq *sq, uint32_t depth, uint32_t interval);
+void rdma_sendq_free(struct rdma_sendq *sq);
+/* Takes the next send WR: its sequence number and whether to signal it;
+ * -EAGAIN while all depth WRs are still in use. */
+int rdma_sendq_post(struct rdma_sendq *sq, uint32_t *seq, bool *signal);
+/* The signalled send seq completed, and with it every earlier send.
+ * Returns the number of WRs freed, or -EPROTO when seq is not the oldest
+ * outstanding signalled send (a doubled or a lost completion). */
+int rdma_sendq_complete(struct rdma_sendq *sq, uint32_t seq);
+static inline uint32_t rdma_sendq_used(const struct rdma_sendq *sq)
+{
+	return sq->head - sq->tail;
+}
+
+/* Checks a receive completion before its response capsule is used:
+ * 0, or -EPROTO with the reason in why.  We never offer a key for remote
+ * invalidation, so a SEND with Invalidate from the target is an error. */
+int rdma_recv_check(unsigned wc_flags, uint32_t byte_len, uint32_t inv_rkey, char *why,
+		    size_t size);
 
 /* Work request ids: kind in the top half, slot index in the bottom. */
 enum { RDMA_WR_SEND = 1, RDMA_WR_RECV = 2 };

@@ -152,6 +152,7 @@ t_target_drop() {
 case_ err-target-drops$sfx t_target_drop
 t_acl_ok() { g "$GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
 case_ host-allowed-connects$sfx t_acl_ok
+. "$top/tests/interop/cases_path_opts.sh"
 done
 
 # The daemon with its NBD and FUSE exports, checked against the kernel host
