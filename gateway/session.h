@@ -46,7 +46,7 @@ struct session {
 };
 
 /* The connection options shared by every tool; see session_parse_opt. */
-#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:"
+#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:S:C:"
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -63,6 +63,8 @@ struct session {
 		{ "hdr-digest", no_argument, 0, 'g' },                     \
 		{ "data-digest", no_argument, 0, 'G' },                    \
 		{ "output-format", required_argument, 0, 'o' },            \
+		{ "dhchap-secret", required_argument, 0, 'S' },            \
+		{ "dhchap-ctrl-secret", required_argument, 0, 'C' },       \
 		{ "nsid", required_argument, 0, 1000 },                    \
 		{ "state-dir", required_argument, 0, 1001 },               \
 		{ "connect-timeout", required_argument, 0, 1002 },         \
@@ -84,6 +86,8 @@ struct session {
 	"      --fast-io-fail-tmo SEC   nbd, mount: fail I/O while reconnecting after (off)\n" \
 	"  -g, --hdr-digest             NVMe/TCP header digest\n"                       \
 	"  -G, --data-digest            NVMe/TCP data digest\n"                         \
+	"  -S, --dhchap-secret KEY      DH-HMAC-CHAP host secret (DHHC-1:XX:...:)\n"    \
+	"  -C, --dhchap-ctrl-secret KEY controller secret: authenticate the target too\n" \
 	"  -o, --output-format normal|json\n"                                           \
 	"      --nsid N                 namespace (default 1)\n"                        \
 	"      --state-dir DIR          where a generated host NQN is kept\n"           \
