@@ -97,7 +97,7 @@ exports = ( { name = \"dauth\"; target = \"tauth\"; nbd = { listen = \"unix:/tmp
 EOF
 	   cp $auth_keys/k03 /tmp/gw-auth-k; chmod 644 /tmp/gw-auth-k
 	   ! $GW check -c /tmp/gw-auth.conf 2> /tmp/chk.txt; cat /tmp/chk.txt
-	   grep -q 'gw-auth.conf:3: targets\[0\].dhchap_secret_file: /tmp/gw-auth-k holds a secret and is readable by group or others (mode 0644)' /tmp/chk.txt
+	   grep -q 'gw-auth.conf:4: targets\[0\].dhchap_secret_file: /tmp/gw-auth-k holds a secret and is readable by group or others (mode 0644)' /tmp/chk.txt
 	   chmod 600 /tmp/gw-auth-k; $GW check -c /tmp/gw-auth.conf
 	   NVMF_GATEWAY_LOG=info $GW run -c /tmp/gw-auth.conf > /tmp/gw-auth.log 2>&1
 	   pid=\$(pgrep -f 'nvmf-gateway run -c /tmp/gw-auth.conf')
