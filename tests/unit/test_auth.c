@@ -3,7 +3,9 @@
  * with OpenSSL's primitives directly (or come from nvme-cli), never from
  * the functions under test; the test plays the controller's side. */
 #include "transports/auth.h"
+#include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
+#include "transports/transport.h"
 
 #include <check.h>
 #include <errno.h>
@@ -537,6 +539,219 @@ START_TEST(no_host_key)
 }
 END_TEST
 
+/* ---- the glue: Authentication Send/Receive on a queue ---- */
+
+static struct reactor gr;
+static struct nvmf_ctrl gc;
+static struct nvmf_queue gq;
+static struct nvmf_req *gpending;
+static unsigned gsubmits, gdone_count;
+static int gdone_err;
+static struct nvmf_auth_cmd gcmd;
+static uint8_t gsent[NVMF_AUTH_BUF_SIZE];
+
+static int glue_submit(struct nvmf_queue *fq, struct nvmf_req *req)
+{
+	(void)fq;
+	ck_assert_ptr_null(gpending);
+	gsubmits++;
+	memcpy(&gcmd, &req->sqe, sizeof(gcmd));
+	ck_assert_uint_eq(req->iovcnt, 1);
+	ck_assert_uint_eq(req->data_len, gcmd.len);
+	if (req->host_to_ctrl)
+		memcpy(gsent, req->iov[0].iov_base, req->data_len);
+	gpending = req;
+	return 0;
+}
+
+static void glue_shutdown(struct nvmf_queue *fq) { nvmf_queue_transport_quiesced(fq); }
+static void glue_free(struct nvmf_queue *fq) { fq->tp = NULL; }
+
+static const struct nvmf_transport_ops glue_ops = {
+	.name = "fake",
+	.submit = glue_submit,
+	.queue_shutdown = glue_shutdown,
+	.queue_free = glue_free,
+};
+
+static void glue_done(struct nvmf_queue *fq, int err)
+{
+	ck_assert_ptr_eq(fq, &gq);
+	gdone_count++;
+	gdone_err = err;
+}
+
+/* A queue in FABRIC_CONNECT of a controller with the host key key00. */
+static void glue_setup(void)
+{
+	struct nvmf_path_opts o = { .trtype = NVMF_TR_TCP, .tos = -1 };
+	const char *why;
+
+	memset(&gc, 0, sizeof(gc));
+	snprintf(gc.opts.name, sizeof(gc.opts.name), "glue");
+	snprintf(gc.opts.hostnqn, sizeof(gc.opts.hostnqn), "%s", HOSTNQN);
+	snprintf(gc.opts.subnqn, sizeof(gc.opts.subnqn), "%s", SUBNQN);
+	ck_assert_int_eq(nvmf_dhchap_key_parse(key00, &gc.opts.dhchap_key, &why), 0);
+	ck_assert_int_eq(reactor_init(&gr, 0, 64), 0);
+	ck_assert_int_eq(nvmf_queue_init(&gq, &gc, &gr, 0, 8, &o), 0);
+	gq.ops->queue_free(&gq);
+	gq.ops = &glue_ops;
+	nvmf_queue_set_state(&gq, NVMF_Q_CONNECTING);
+	nvmf_queue_set_state(&gq, NVMF_Q_FABRIC_CONNECT);
+	gpending = NULL;
+	gsubmits = gdone_count = 0;
+	gdone_err = 1;
+}
+
+static void glue_teardown(void)
+{
+	nvmf_queue_free(&gq);
+	reactor_stop(&gr);
+	reactor_fini(&gr);
+}
+
+/* Completes the pending command with status, a Receive with msg. */
+static void glue_complete(uint16_t status, const void *msg, size_t len)
+{
+	struct nvmf_req *req = gpending;
+	struct nvme_cqe cqe = { .cid = req->cid, .status = (uint16_t)(status << 1) };
+
+	ck_assert_ptr_nonnull(req);
+	gpending = NULL;
+	if (msg) {
+		ck_assert(!req->host_to_ctrl);
+		ck_assert_uint_le(len, req->data_len);
+		memcpy(req->iov[0].iov_base, msg, len);
+	}
+	nvmf_req_complete(req, &cqe);
+}
+
+static void expect_cmd(uint8_t fctype, uint32_t len)
+{
+	ck_assert_ptr_nonnull(gpending);
+	ck_assert_int_eq(gcmd.opcode, NVME_FABRICS_COMMAND);
+	ck_assert_int_eq(gcmd.fctype, fctype);
+	ck_assert_int_eq(gcmd.secp, 0xe9);
+	ck_assert_int_eq(gcmd.spsp0, 1);
+	ck_assert_int_eq(gcmd.spsp1, 1);
+	ck_assert_uint_eq(gcmd.len, len);
+}
+
+static size_t null_challenge(uint8_t *buf, uint16_t tid)
+{
+	struct nvmf_auth_challenge ch = { .auth_type = NVMF_AUTH_DHCHAP_MESSAGES,
+					  .auth_id = NVMF_AUTH_MSG_CHALLENGE, .t_id = tid,
+					  .hl = 32, .hashid = NVMF_DHCHAP_SHA256,
+					  .dhgid = NVMF_DHCHAP_DH_NULL, .seqnum = 77 };
+	memcpy(buf, &ch, sizeof(ch));
+	memset(buf + sizeof(ch), 0x33, 32);
+	return sizeof(ch) + 32;
+}
+
+START_TEST(glue_success)
+{
+	uint8_t msg[256];
+	uint16_t tid;
+
+	nvmf_queue_authenticate(&gq, glue_done);
+	expect_cmd(NVMF_FCTYPE_AUTH_SEND, 72);
+	ck_assert_int_eq(gsent[1], NVMF_AUTH_MSG_NEGOTIATE);
+	tid = (uint16_t)(gsent[4] | gsent[5] << 8);
+	glue_complete(0, NULL, 0);
+	expect_cmd(NVMF_FCTYPE_AUTH_RECV, NVMF_AUTH_BUF_SIZE);
+	glue_complete(0, msg, null_challenge(msg, tid));
+	expect_cmd(NVMF_FCTYPE_AUTH_SEND, 16 + 64);
+	ck_assert_int_eq(gsent[1], NVMF_AUTH_MSG_REPLY);
+	glue_complete(0, NULL, 0);
+	expect_cmd(NVMF_FCTYPE_AUTH_RECV, NVMF_AUTH_BUF_SIZE);
+	struct nvmf_auth_success1 s1 = { .auth_type = NVMF_AUTH_DHCHAP_MESSAGES,
+					 .auth_id = NVMF_AUTH_MSG_SUCCESS1, .t_id = tid, .hl = 32 };
+	ck_assert_uint_eq(gdone_count, 0);
+	glue_complete(0, &s1, sizeof(s1));
+	ck_assert_ptr_null(gpending);
+	ck_assert_uint_eq(gsubmits, 4);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, 0);
+	ck_assert_uint_eq(gq.nr_in_flight, 0);
+}
+END_TEST
+
+/* The target refuses an Authentication Send: -EACCES, nothing more sent. */
+START_TEST(glue_status_error)
+{
+	nvmf_queue_authenticate(&gq, glue_done);
+	expect_cmd(NVMF_FCTYPE_AUTH_SEND, 72);
+	glue_complete(0x0002 | 0x4000, NULL, 0); /* Invalid Field, DNR */
+	ck_assert_ptr_null(gpending);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, -EACCES);
+}
+END_TEST
+
+START_TEST(glue_failure1)
+{
+	struct nvmf_auth_failure f = { .auth_type = NVMF_AUTH_COMMON_MESSAGES,
+				       .auth_id = NVMF_AUTH_MSG_FAILURE1, .rescode = 1,
+				       .rescode_exp = NVMF_AUTH_FAIL_HASH_UNUSABLE };
+
+	nvmf_queue_authenticate(&gq, glue_done);
+	f.t_id = (uint16_t)(gsent[4] | gsent[5] << 8);
+	glue_complete(0, NULL, 0);
+	glue_complete(0, &f, sizeof(f));
+	ck_assert_ptr_null(gpending);
+	ck_assert_uint_eq(gsubmits, 2);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, -EACCES);
+}
+END_TEST
+
+/* A malformed challenge: Failure2 goes out, then -EPROTO. */
+START_TEST(glue_malformed)
+{
+	uint8_t msg[256];
+
+	nvmf_queue_authenticate(&gq, glue_done);
+	uint16_t tid = (uint16_t)(gsent[4] | gsent[5] << 8);
+	glue_complete(0, NULL, 0);
+	null_challenge(msg, tid);
+	msg[6] = 48; /* hl for SHA-256 */
+	glue_complete(0, msg, 64);
+	expect_cmd(NVMF_FCTYPE_AUTH_SEND, 8);
+	ck_assert_int_eq(gsent[1], NVMF_AUTH_MSG_FAILURE2);
+	ck_assert_int_eq(gsent[7], NVMF_AUTH_FAIL_HASH_UNUSABLE);
+	ck_assert_uint_eq(gdone_count, 0);
+	glue_complete(0, NULL, 0);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, -EPROTO);
+}
+END_TEST
+
+/* The connection drops mid-transaction: the queue's own teardown reports,
+ * the transaction is freed without calling done (ASan checks the rest). */
+START_TEST(glue_queue_lost)
+{
+	nvmf_queue_authenticate(&gq, glue_done);
+	glue_complete(0, NULL, 0);
+	ck_assert_ptr_nonnull(gpending);
+	gpending = NULL;
+	nvmf_queue_shutdown(&gq, -ECONNRESET);
+	ck_assert_int_eq(gq.state, NVMF_Q_DEAD);
+	ck_assert_uint_eq(gdone_count, 0);
+	ck_assert_uint_eq(gq.nr_in_flight, 0);
+}
+END_TEST
+
+/* No key configured but the target asks: -EACCES at once. */
+START_TEST(glue_no_key)
+{
+	memset(&gc.opts.dhchap_key, 0, sizeof(gc.opts.dhchap_key));
+	nvmf_queue_authenticate(&gq, glue_done);
+	ck_assert_uint_eq(gsubmits, 0);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, -EACCES);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -560,6 +775,15 @@ int main(void)
 	tcase_add_test(tc, controller_response_wrong);
 	tcase_add_test(tc, no_host_key);
 	suite_add_tcase(s, tc);
+	TCase *tg = tcase_create("queue");
+	tcase_add_checked_fixture(tg, glue_setup, glue_teardown);
+	tcase_add_test(tg, glue_success);
+	tcase_add_test(tg, glue_status_error);
+	tcase_add_test(tg, glue_failure1);
+	tcase_add_test(tg, glue_malformed);
+	tcase_add_test(tg, glue_queue_lost);
+	tcase_add_test(tg, glue_no_key);
+	suite_add_tcase(s, tg);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
