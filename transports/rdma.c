@@ -713,10 +713,6 @@ static void handle_cm_event(struct rdma_queue *rq, enum rdma_cm_event_type type,
 					   port, rdma_event_str(type), status);
 		return;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		/* A target may answer and then disconnect at once (nvmet after
-		 * an authentication Failure1): the CM event can overtake that
-		 * answer, so what the completion queue holds goes first. */
-		cq_drain(rq);
 		nvmf_queue_transport_error(q, -ECONNRESET, "target disconnected");
 		return;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
