@@ -371,7 +371,19 @@ static void auth_cmd_done(struct nvmf_req *req, int err)
 
 	nvmf_req_put(req);
 	if (err) {
-		/* The queue is going down; its connect_cb reports. */
+		/* The queue is going down; its connect_cb reports with q->error.
+		 * nvmet answers a wrong response with Failure1 and tears the
+		 * association down at the same moment; on RDMA the disconnect
+		 * often wins and the Failure1 never arrives.  A connection
+		 * closed while the verdict on our response was due is that
+		 * refusal: reported as such, so that the path is not retried. */
+		if (a->state == NVMF_AUTH_RECV_SUCCESS1) {
+			log_err("%s: authentication failed with %s: the target closed the connection "
+				"instead of accepting the host's response; check dhchap_secret and the "
+				"target's dhchap_key for host %s",
+				a->p.name, a->p.subnqn, a->p.hostnqn);
+			a->q->error = -EACCES;
+		}
 		nvmf_auth_clear(a);
 		free(a);
 		return;

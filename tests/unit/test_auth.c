@@ -741,6 +741,49 @@ START_TEST(glue_queue_lost)
 }
 END_TEST
 
+static int gconnect_err;
+
+static void glue_connect_cb(struct nvmf_queue *fq, int err)
+{
+	(void)fq;
+	gconnect_err = err;
+}
+
+/* The connection closes while the verdict on the host's response is due
+ * (nvmet on RDMA: its disconnect overtakes the Failure1): the queue's
+ * connect_cb sees -EACCES, not a retryable reset. */
+START_TEST(glue_closed_after_reply)
+{
+	uint8_t msg[256];
+
+	gq.connect_cb = glue_connect_cb;
+	gconnect_err = 1;
+	nvmf_queue_authenticate(&gq, glue_done);
+	uint16_t tid = (uint16_t)(gsent[4] | gsent[5] << 8);
+	glue_complete(0, NULL, 0);
+	glue_complete(0, msg, null_challenge(msg, tid));
+	glue_complete(0, NULL, 0); /* the Reply was accepted */
+	expect_cmd(NVMF_FCTYPE_AUTH_RECV, NVMF_AUTH_BUF_SIZE);
+	gpending = NULL;
+	nvmf_queue_shutdown(&gq, -ECONNRESET);
+	ck_assert_uint_eq(gdone_count, 0);
+	ck_assert_int_eq(gconnect_err, -EACCES);
+}
+END_TEST
+
+/* Closed earlier (waiting for the challenge): an ordinary lost connection. */
+START_TEST(glue_closed_before_reply)
+{
+	gq.connect_cb = glue_connect_cb;
+	gconnect_err = 1;
+	nvmf_queue_authenticate(&gq, glue_done);
+	glue_complete(0, NULL, 0);
+	gpending = NULL;
+	nvmf_queue_shutdown(&gq, -ECONNRESET);
+	ck_assert_int_eq(gconnect_err, -ECONNRESET);
+}
+END_TEST
+
 /* No key configured but the target asks: -EACCES at once. */
 START_TEST(glue_no_key)
 {
@@ -782,6 +825,8 @@ int main(void)
 	tcase_add_test(tg, glue_failure1);
 	tcase_add_test(tg, glue_malformed);
 	tcase_add_test(tg, glue_queue_lost);
+	tcase_add_test(tg, glue_closed_after_reply);
+	tcase_add_test(tg, glue_closed_before_reply);
 	tcase_add_test(tg, glue_no_key);
 	suite_add_tcase(s, tg);
 	sr = srunner_create(s);
