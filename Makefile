@@ -11,7 +11,9 @@ BUILD ?= build
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 # Libraries of the design card, added here as their modules land.
-PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm
+# libcrypto (OpenSSL, Debian's standard crypto library): HMAC, SHA-2 and the
+# FFDHE named groups that DH-HMAC-CHAP authentication needs, via EVP_PKEY.
+PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 OPT ?= -O2

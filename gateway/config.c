@@ -14,8 +14,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "transports/auth.h"
 
 #define DIGITS "0123456789"
 #define ALPHA "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -218,11 +222,6 @@ static const char *chk_sockpath(const char *s)
 	return why;
 }
 
-static const char *chk_dhchap(const char *s)
-{
-	return strncmp(s, "DHHC-1:", 7) == 0 ? NULL
-					      : "must start with \"DHHC-1:\"";
-}
 
 /* ---- shared parsers ---- */
 
@@ -523,6 +522,47 @@ static void parse_listen(struct ctx *c, const config_setting_t *s,
 		       path, v);
 }
 
+/* A file holding a secret must be for its owner's eyes only. */
+static bool secret_file_private(struct ctx *c, const config_setting_t *s,
+				const char *path, const char *file, int fd)
+{
+	struct stat st;
+
+	if ((fd >= 0 ? fstat(fd, &st) : stat(file, &st)) < 0) {
+		err_at(c, s, "%s: cannot stat %s: %s", path, file, strerror(errno));
+		return false;
+	}
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		err_at(c, s, "%s: %s holds a secret and is readable by group or others "
+		       "(mode %04o); refusing it: chmod go-rwx %s",
+		       path, file, (unsigned)(st.st_mode & 07777), file);
+		return false;
+	}
+	return true;
+}
+
+/* The secret itself is never echoed in a message. */
+static void parse_secret(struct ctx *c, const config_setting_t *s,
+			 const char *path, void *dst)
+{
+	struct nvmf_dhchap_key key;
+	const char *why = NULL;
+
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		err_type(c, s, path, "a string");
+		return;
+	}
+	const char *v = config_setting_get_string(s);
+	if (nvmf_dhchap_key_parse(v, &key, &why)) {
+		err_at(c, s, "%s: invalid secret: %s", path, why);
+		return;
+	}
+	if (!secret_file_private(c, s, path, setting_file(c, s), -1))
+		return;
+	free(*(char **)dst);
+	dup_str(c, dst, v);
+}
+
 static const struct choice transports[] = {
 	{ "tcp", GW_TRANSPORT_TCP },
 	{ "rdma", GW_TRANSPORT_RDMA },
@@ -593,7 +633,10 @@ static const struct field target_fields[] = {
 	F_INT(T, "io_timeout", io_timeout, 1, 3600),
 	F_INT(T, "max_retries", max_retries, 0, 100),
 	F_ENUM(T, "multipath", multipath, multipaths, false),
-	F_STR(T, "dhchap_secret", dhchap_secret, chk_dhchap, false),
+	F_FN(T, "dhchap_secret", dhchap_secret, char *, parse_secret, release_str),
+	F_FN(T, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
+	F_STR(T, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
+	F_STR(T, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
 	F_END,
 };
 #undef T
@@ -987,12 +1030,77 @@ struct gw_target *config_find_target(const struct gw_config *cfg,
 	return NULL;
 }
 
+/* Reads a secret file named by KEY of target I into *secret. */
+static void load_secret_file(struct ctx *c, const config_setting_t *list,
+			     size_t i, const char *key, const char *file,
+			     char **secret)
+{
+	const config_setting_t *s = where(list, i, key);
+	struct nvmf_dhchap_key k;
+	const char *why = NULL;
+	char path[PATH_LEN], buf[256];
+	ssize_t n;
+
+	path_fmt(path, "targets[%zu].%s", i, key);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err_at(c, s, "%s: cannot open %s: %s", path, file, strerror(errno));
+		return;
+	}
+	if (!secret_file_private(c, s, path, file, fd)) {
+		close(fd);
+		return;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		err_at(c, s, "%s: cannot read %s: %s", path, file, strerror(errno));
+		return;
+	}
+	/* One line, as nvme gen-dhchap-key > FILE writes it. */
+	while (n > 0 && isspace((unsigned char)buf[n - 1]))
+		n--;
+	buf[n] = 0;
+	if (nvmf_dhchap_key_parse(buf, &k, &why))
+		err_at(c, s, "%s: %s does not hold a DH-HMAC-CHAP secret: %s", path,
+		       file, why);
+	else
+		dup_str(c, secret, buf);
+	memset(buf, 0, sizeof(buf));
+}
+
+static void check_secrets(struct ctx *c, struct gw_target *t,
+			  const config_setting_t *list, size_t i)
+{
+	if (t->dhchap_secret_file && t->dhchap_secret)
+		err_at(c, where(list, i, "dhchap_secret_file"),
+		       "targets[%zu]: set dhchap_secret or dhchap_secret_file, not both", i);
+	else if (t->dhchap_secret_file)
+		load_secret_file(c, list, i, "dhchap_secret_file",
+				 t->dhchap_secret_file, &t->dhchap_secret);
+	if (t->dhchap_ctrl_secret_file && t->dhchap_ctrl_secret)
+		err_at(c, where(list, i, "dhchap_ctrl_secret_file"),
+		       "targets[%zu]: set dhchap_ctrl_secret or dhchap_ctrl_secret_file, not both",
+		       i);
+	else if (t->dhchap_ctrl_secret_file)
+		load_secret_file(c, list, i, "dhchap_ctrl_secret_file",
+				 t->dhchap_ctrl_secret_file, &t->dhchap_ctrl_secret);
+	if ((t->dhchap_ctrl_secret || t->dhchap_ctrl_secret_file) &&
+	    !t->dhchap_secret && !t->dhchap_secret_file)
+		err_at(c, where(list, i, t->dhchap_ctrl_secret ? "dhchap_ctrl_secret"
+							      : "dhchap_ctrl_secret_file"),
+		       "targets[%zu]: the controller's secret needs the host's "
+		       "(dhchap_secret or dhchap_secret_file) too", i);
+}
+
 static void check_targets(struct ctx *c, struct gw_config *cfg,
 			  const config_setting_t *list)
 {
-	for (size_t i = 0; i < cfg->nr_targets; i++)
+	for (size_t i = 0; i < cfg->nr_targets; i++) {
 		if (!cfg->targets[i].nr_io_queues)
 			cfg->targets[i].nr_io_queues = cfg->reactors;
+		check_secrets(c, &cfg->targets[i], list, i);
+	}
 	check_unique_names(c, list, "targets", (const char *)cfg->targets,
 			   cfg->nr_targets, sizeof(struct gw_target),
 			   offsetof(struct gw_target, name), "target name");

@@ -51,7 +51,13 @@ struct gw_target {
 	int io_timeout;		/* seconds */
 	int max_retries;
 	enum gw_multipath multipath;
-	char *dhchap_secret;	/* optional (NULL), "DHHC-1:..." */
+	/* DH-HMAC-CHAP: the host's secret and the controller's (mutual
+	 * authentication), "DHHC-1:..." and checked; from the key itself or
+	 * read from the *_file named.  All optional (NULL). */
+	char *dhchap_secret;
+	char *dhchap_ctrl_secret;
+	char *dhchap_secret_file;
+	char *dhchap_ctrl_secret_file;
 };
 
 enum gw_listen_kind {

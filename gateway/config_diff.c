@@ -32,7 +32,10 @@ bool config_target_equal(const struct gw_target *a, const struct gw_target *b)
 	    a->reconnect_delay != b->reconnect_delay || a->ctrl_loss_tmo != b->ctrl_loss_tmo ||
 	    a->fast_io_fail_tmo != b->fast_io_fail_tmo || a->io_timeout != b->io_timeout ||
 	    a->max_retries != b->max_retries || a->multipath != b->multipath ||
-	    !str_eq(a->dhchap_secret, b->dhchap_secret))
+	    !str_eq(a->dhchap_secret, b->dhchap_secret) ||
+	    !str_eq(a->dhchap_ctrl_secret, b->dhchap_ctrl_secret) ||
+	    !str_eq(a->dhchap_secret_file, b->dhchap_secret_file) ||
+	    !str_eq(a->dhchap_ctrl_secret_file, b->dhchap_ctrl_secret_file))
 		return false;
 	for (size_t i = 0; i < a->nr_paths; i++)
 		if (!path_eq(&a->paths[i], &b->paths[i]))

@@ -806,6 +806,12 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	o->ctrl.queue_size = (unsigned)c->queue_size;
 	o->ctrl.kato_ms = (unsigned)c->keep_alive_tmo * 1000;
 	o->ctrl.io_timeout_ms = (unsigned)c->io_timeout * 1000;
+	/* Both were checked when the file was loaded. */
+	const char *why;
+	if (c->dhchap_secret)
+		nvmf_dhchap_key_parse(c->dhchap_secret, &o->ctrl.dhchap_key, &why);
+	if (c->dhchap_ctrl_secret)
+		nvmf_dhchap_key_parse(c->dhchap_ctrl_secret, &o->ctrl.dhchap_ctrl_key, &why);
 	if (c->nr_paths > MP_MAX_PATHS)
 		log_warn("target %s: only the first %u of %zu paths are used", c->name,
 			 MP_MAX_PATHS, c->nr_paths);

@@ -84,6 +84,19 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		}
 		s->json = strcmp(arg, "json") == 0;
 		return 1;
+	case 'S':
+	case 'C': {
+		const char *why = NULL;
+		struct nvmf_dhchap_key *k = opt == 'S' ? &s->opts.dhchap_key
+							: &s->opts.dhchap_ctrl_key;
+		/* The secret is not echoed: it may end up in a log. */
+		if (nvmf_dhchap_key_parse(arg, k, &why) < 0) {
+			fprintf(stderr, "nvmf-gateway: --%s: invalid secret: %s\n",
+				opt == 'S' ? "dhchap-secret" : "dhchap-ctrl-secret", why);
+			return -1;
+		}
+		return 1;
+	}
 	case 1001:
 		s->state_dir = arg;
 		return 1;
@@ -334,6 +347,10 @@ int session_run(struct session *s, session_job_fn job)
 	}
 	if (!s->opts.subnqn[0]) {
 		fprintf(stderr, "nvmf-gateway: -n/--nqn is required\n");
+		return 1;
+	}
+	if (s->opts.dhchap_ctrl_key.len && !s->opts.dhchap_key.len) {
+		fprintf(stderr, "nvmf-gateway: -C/--dhchap-ctrl-secret needs -S/--dhchap-secret\n");
 		return 1;
 	}
 	if (nvmf_host_identity(s->hostnqn, s->hostid, s->state_dir, s->opts.hostnqn,

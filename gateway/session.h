@@ -49,7 +49,7 @@ struct session {
  * -T (tos) and -w (host-traddr) are nvme-cli's letters, in
  * SESSION_PATH_SHORTOPTS because bench has -T (time) and -w (workload)
  * of its own and takes those two in their long form only. */
-#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:f:"
+#define SESSION_SHORTOPTS "t:a:s:n:q:I:i:Q:k:c:l:gGo:f:S:C:"
 #define SESSION_PATH_SHORTOPTS "T:w:"
 #define SESSION_OPT_TOS 1006
 #define SESSION_OPT_HOST_TRADDR 1007
@@ -70,6 +70,8 @@ struct session {
 		{ "hdr-digest", no_argument, 0, 'g' },                     \
 		{ "data-digest", no_argument, 0, 'G' },                    \
 		{ "output-format", required_argument, 0, 'o' },            \
+		{ "dhchap-secret", required_argument, 0, 'S' },            \
+		{ "dhchap-ctrl-secret", required_argument, 0, 'C' },       \
 		{ "nsid", required_argument, 0, 1000 },                    \
 		{ "state-dir", required_argument, 0, 1001 },               \
 		{ "connect-timeout", required_argument, 0, 1002 },         \
@@ -94,6 +96,8 @@ struct session {
 	"      --fast-io-fail-tmo SEC   nbd, mount: fail I/O while reconnecting after (off)\n" \
 	"  -g, --hdr-digest             NVMe/TCP header digest\n"                       \
 	"  -G, --data-digest            NVMe/TCP data digest\n"                         \
+	"  -S, --dhchap-secret KEY      DH-HMAC-CHAP host secret (DHHC-1:XX:...:)\n"    \
+	"  -C, --dhchap-ctrl-secret KEY controller secret: authenticate the target too\n" \
 	"  -o, --output-format normal|json\n"                                           \
 	"      --nsid N                 namespace (default 1)\n"                        \
 	"      --state-dir DIR          where a generated host NQN is kept\n"           \

@@ -12,6 +12,7 @@ pkgs=(
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
 	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2
 	libnbd-bin nbdkit python3-libnbd
+	libssl-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -133,6 +133,24 @@ static void describe_connect_error(struct nvmf_queue *q, const struct nvme_cqe *
 	snprintf(buf, len, "connect rejected: %s", sbuf);
 }
 
+static void queue_live(struct nvmf_queue *q)
+{
+	nvmf_queue_set_state(q, NVMF_Q_LIVE);
+	nvmf_queue_cb cb = q->connect_cb;
+	q->connect_cb = NULL;
+	cb(q, 0);
+}
+
+static void queue_authenticated(struct nvmf_queue *q, int err)
+{
+	if (err) {
+		/* The reason was logged by the transaction. */
+		nvmf_queue_shutdown(q, err);
+		return;
+	}
+	queue_live(q);
+}
+
 static void fabric_connect_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_queue *q = req->q;
@@ -153,10 +171,20 @@ static void fabric_connect_done(struct nvmf_req *req, int err)
 	}
 	if (q->qid == 0)
 		q->ctrl->cntlid = cqe.result.u16;
-	nvmf_queue_set_state(q, NVMF_Q_LIVE);
-	nvmf_queue_cb cb = q->connect_cb;
-	q->connect_cb = NULL;
-	cb(q, 0);
+	if (cqe.result.dw0 & NVMF_CONNECT_AUTHREQ_ASCR) {
+		log_err("%s: the target requires a secure channel (TLS), which this gateway "
+			"does not do",
+			q->name);
+		nvmf_queue_shutdown(q, -EACCES);
+		return;
+	}
+	/* Every queue of an authenticating target authenticates on its own,
+	 * so a reconnect authenticates again. */
+	if (cqe.result.dw0 & NVMF_CONNECT_AUTHREQ_ATR) {
+		nvmf_queue_authenticate(q, queue_authenticated);
+		return;
+	}
+	queue_live(q);
 }
 
 void nvmf_fabric_connect(struct nvmf_queue *q)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gateway/reactor.h"
+#include "transports/auth.h"
 #include "transports/transport.h"
 
 struct nvmf_ctrl_opts {
@@ -23,6 +24,10 @@ struct nvmf_ctrl_opts {
 	/* Cap on the bytes of one NVMe command, below MDTS; 0 = MDTS only. */
 	uint32_t max_xfer;
 	bool discovery;
+	/* DH-HMAC-CHAP secrets (len 0 = none), used when a Connect response
+	 * asks for authentication; the controller key makes it mutual. */
+	struct nvmf_dhchap_key dhchap_key;
+	struct nvmf_dhchap_key dhchap_ctrl_key;
 };
 
 struct nvmf_ns {

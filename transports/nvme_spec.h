@@ -234,6 +234,167 @@ enum {
 	NVMF_SC_AUTH_REQUIRED = 0x91,
 };
 
+/* Connect response dword 0 bits 17/18: the queue must authenticate
+ * (ATR) or set up a secure channel (ASCR) before any other command. */
+#define NVMF_CONNECT_AUTHREQ_ATR (1u << 17)
+#define NVMF_CONNECT_AUTHREQ_ASCR (1u << 18)
+
+/* ---- In-band authentication (TP 8006, base spec 2.0 section 8.13) ---- */
+
+/* Authentication Send (tl) and Receive (al) share this layout. */
+struct nvmf_auth_cmd {
+	uint8_t opcode;
+	uint8_t flags;
+	uint16_t cid;
+	uint8_t fctype;
+	uint8_t rsvd1[19];
+	struct nvme_sgl_desc dptr;
+	uint8_t rsvd2;
+	uint8_t spsp0;
+	uint8_t spsp1;
+	uint8_t secp;
+	uint32_t len; /* TL for Send, AL for Receive */
+	uint8_t rsvd3[16];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_cmd) == 64, "auth cmd");
+_Static_assert(offsetof(struct nvmf_auth_cmd, spsp0) == 41, "spsp0");
+_Static_assert(offsetof(struct nvmf_auth_cmd, len) == 44, "tl/al");
+
+#define NVMF_AUTH_SECP_DHCHAP 0xe9
+
+enum {
+	NVMF_AUTH_COMMON_MESSAGES = 0x00,
+	NVMF_AUTH_DHCHAP_MESSAGES = 0x01,
+};
+
+enum {
+	NVMF_AUTH_MSG_NEGOTIATE = 0x00,
+	NVMF_AUTH_MSG_CHALLENGE = 0x01,
+	NVMF_AUTH_MSG_REPLY = 0x02,
+	NVMF_AUTH_MSG_SUCCESS1 = 0x03,
+	NVMF_AUTH_MSG_SUCCESS2 = 0x04,
+	NVMF_AUTH_MSG_FAILURE2 = 0xf0,
+	NVMF_AUTH_MSG_FAILURE1 = 0xf1,
+};
+
+#define NVMF_AUTH_ID_DHCHAP 0x01
+
+enum nvmf_dhchap_hash {
+	NVMF_DHCHAP_SHA256 = 0x01,
+	NVMF_DHCHAP_SHA384 = 0x02,
+	NVMF_DHCHAP_SHA512 = 0x03,
+};
+
+enum nvmf_dhchap_dhgroup {
+	NVMF_DHCHAP_DH_NULL = 0x00,
+	NVMF_DHCHAP_DH_2048 = 0x01,
+	NVMF_DHCHAP_DH_3072 = 0x02,
+	NVMF_DHCHAP_DH_4096 = 0x03,
+	NVMF_DHCHAP_DH_6144 = 0x04,
+	NVMF_DHCHAP_DH_8192 = 0x05,
+};
+
+/* Failure reason code explanations (rescode is always 1, "failed"). */
+enum {
+	NVMF_AUTH_FAIL_FAILED = 0x01,
+	NVMF_AUTH_FAIL_NOT_USABLE = 0x02,
+	NVMF_AUTH_FAIL_CONCAT_MISMATCH = 0x03,
+	NVMF_AUTH_FAIL_HASH_UNUSABLE = 0x04,
+	NVMF_AUTH_FAIL_DHGROUP_UNUSABLE = 0x05,
+	NVMF_AUTH_FAIL_INCORRECT_PAYLOAD = 0x06,
+	NVMF_AUTH_FAIL_INCORRECT_MESSAGE = 0x07,
+};
+
+struct nvmf_dhchap_protocol_desc {
+	uint8_t authid;
+	uint8_t rsvd;
+	uint8_t halen;
+	uint8_t dhlen;
+	uint8_t idlist[60]; /* hash IDs at 0.., DH group IDs at 30.. */
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_dhchap_protocol_desc) == 64, "dhchap descriptor");
+
+struct nvmf_auth_negotiate {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd;
+	uint16_t t_id;
+	uint8_t sc_c;
+	uint8_t napd;
+	struct nvmf_dhchap_protocol_desc proto[1];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_negotiate) == 72, "negotiate");
+
+/* The common head of every message the controller sends. */
+struct nvmf_auth_hdr {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd;
+	uint16_t t_id;
+} __attribute__((packed));
+
+struct nvmf_auth_challenge {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd1;
+	uint16_t t_id;
+	uint8_t hl;
+	uint8_t rsvd2;
+	uint8_t hashid;
+	uint8_t dhgid;
+	uint16_t dhvlen;
+	uint32_t seqnum;
+	/* hl bytes of challenge C1, then dhvlen bytes of the DH value */
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_challenge) == 16, "challenge");
+
+struct nvmf_auth_reply {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd1;
+	uint16_t t_id;
+	uint8_t hl;
+	uint8_t rsvd2;
+	uint8_t cvalid;
+	uint8_t rsvd3;
+	uint16_t dhvlen;
+	uint32_t seqnum;
+	/* hl bytes of response, hl bytes of challenge C2, dhvlen of DH value */
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_reply) == 16, "reply");
+
+struct nvmf_auth_success1 {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd1;
+	uint16_t t_id;
+	uint8_t hl;
+	uint8_t rsvd2;
+	uint8_t rvalid;
+	uint8_t rsvd3[7];
+	/* hl bytes of the controller's response when rvalid */
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_success1) == 16, "success1");
+
+struct nvmf_auth_success2 {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd1;
+	uint16_t t_id;
+	uint8_t rsvd2[10];
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_success2) == 16, "success2");
+
+struct nvmf_auth_failure {
+	uint8_t auth_type;
+	uint8_t auth_id;
+	uint16_t rsvd1;
+	uint16_t t_id;
+	uint8_t rescode;
+	uint8_t rescode_exp;
+} __attribute__((packed));
+_Static_assert(sizeof(struct nvmf_auth_failure) == 8, "failure");
+
 struct nvmf_property_cmd {
 	uint8_t opcode;
 	uint8_t flags;

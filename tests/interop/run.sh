@@ -153,6 +153,8 @@ case_ err-target-drops$sfx t_target_drop
 t_acl_ok() { g "$GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqnacl -q $hostok -w randrw -T 1 --verify --size 4M"; }
 case_ host-allowed-connects$sfx t_acl_ok
 . "$top/tests/interop/cases_path_opts.sh"
+# DH-HMAC-CHAP in-band authentication.
+. "$top/tests/interop/cases_auth.sh"
 done
 
 # The daemon with its NBD and FUSE exports, checked against the kernel host

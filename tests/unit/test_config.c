@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* A loaded file: its temporary path, config_load's status and output. */
@@ -106,7 +107,7 @@ static const char full_conf[] =
 	"  nr_io_queues = 7; queue_size = 256; hdr_digest = true; data_digest = true;\n"
 	"  keep_alive_tmo = 0; reconnect_delay = 2; ctrl_loss_tmo = -1;\n"
 	"  fast_io_fail_tmo = 5; io_timeout = 60; max_retries = 0;\n"
-	"  multipath = \"round-robin\"; dhchap_secret = \"DHHC-1:00:c2VjcmV0:\";\n"
+	"  multipath = \"round-robin\"; dhchap_secret = \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\";\n"
 	"}, {\n"
 	"  name = \"lab.box_2\"; subnqn = \"nqn.2026-01.com.example:lab\";\n"
 	"  paths = ( { transport = \"tcp\"; traddr = \"127.0.0.1\"; } );\n"
@@ -175,7 +176,8 @@ START_TEST(full_file)
 	ck_assert_int_eq(t->io_timeout, 60);
 	ck_assert_int_eq(t->max_retries, 0);
 	ck_assert_int_eq(t->multipath, GW_MULTIPATH_ROUND_ROBIN);
-	ck_assert_str_eq(t->dhchap_secret, "DHHC-1:00:c2VjcmV0:");
+	ck_assert_str_eq(t->dhchap_secret, "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:");
+	ck_assert_ptr_null(t->dhchap_ctrl_secret);
 	ck_assert_int_eq(c->targets[1].multipath, GW_MULTIPATH_QUEUE_DEPTH);
 
 	ck_assert_uint_eq(c->nr_exports, 4);
@@ -453,7 +455,19 @@ static const struct bad_case bad_cases[] = {
 	{ TARGETS("  multipath = \"random\"; #!\n"),
 	  "unknown value \"random\" (expected failover|round-robin|queue-depth)" },
 	{ TARGETS("  dhchap_secret = \"secret\"; #!\n"),
-	  "targets[0].dhchap_secret: invalid value \"secret\": must start with \"DHHC-1:\"" },
+	  "targets[0].dhchap_secret: invalid secret: must start with \"DHHC-1:\"" },
+	/* one character changed: the CRC-32 catches it, the value is not echoed */
+	{ TARGETS("  dhchap_ctrl_secret = \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaS:\"; #!\n"),
+	  "targets[0].dhchap_ctrl_secret: invalid secret: the key's CRC-32 does not match" },
+	{ TARGETS("  dhchap_secret = \"DHHC-1:05:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\"; #!\n"),
+	  "the transform must be 00, 01, 02 or 03" },
+	{ TARGETS("  dhchap_ctrl_secret = \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\"; #!\n"),
+	  "targets[0]: the controller's secret needs the host's" },
+	{ TARGETS("  dhchap_secret = \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\";\n dhchap_secret_file = \"/tmp/x\"; #!\n"),
+	  "targets[0]: set dhchap_secret or dhchap_secret_file, not both" },
+	{ TARGETS("  dhchap_secret_file = \"/nonexistent/key\"; #!\n"),
+	  "targets[0].dhchap_secret_file: cannot open /nonexistent/key: No such file or directory" },
+	{ TARGETS("  dhchap_secret_file = \"key\"; #!\n"), "must be an absolute path" },
 	{ TARGETS("") EXPORTS("  nbd = { device = \"/dev/sda\"; }; #!\n"),
 	  "exports[0].nbd.device: invalid value \"/dev/sda\": expected \"/dev/nbdN\" or \"auto\"" },
 	{ TARGETS("") EXPORTS("  nbd = { device = \"/dev/nbd01\"; }; #!\n"), "expected \"/dev/nbdN\"" },
@@ -606,6 +620,85 @@ START_TEST(length_limits)
 			free(text);
 		}
 	}
+}
+END_TEST
+
+/* Secrets: in the file itself, or in files it names; either file must be
+ * private to its owner, and only a file holding a secret is checked. */
+START_TEST(secrets)
+{
+	static const char key[] = "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:";
+	char kpath[64], text[1024];
+	struct loaded l;
+	const char *msg;
+
+	/* A secret file, as nvme gen-dhchap-key > FILE writes it. */
+	char ktext[128];
+	snprintf(ktext, sizeof(ktext), "%s\n", key);
+	write_file(kpath, ktext, strlen(ktext));
+	ck_assert_int_eq(chmod(kpath, 0600), 0);
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } );\n"
+		 "  dhchap_secret_file = \"%s\";\n"
+		 "  dhchap_ctrl_secret_file = \"%s\"; } );\n", kpath, kpath);
+	load(&l, text);
+	ck_assert_msg(l.rc == 0, "%s", l.errs);
+	ck_assert_str_eq(l.cfg->targets[0].dhchap_secret, key);
+	ck_assert_str_eq(l.cfg->targets[0].dhchap_ctrl_secret, key);
+	ck_assert_str_eq(l.cfg->targets[0].dhchap_secret_file, kpath);
+	unload(&l);
+
+	/* The secret file readable by the group: refused at its line. */
+	ck_assert_int_eq(chmod(kpath, 0640), 0);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(count_lines(l.errs), 2);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 3);
+	ck_assert_ptr_nonnull(strstr(msg, "holds a secret and is readable by group or others (mode 0640)"));
+	ck_assert_int_eq(error_line(&l, 1, &msg), 4);
+	ck_assert_ptr_null(l.cfg);
+	unload(&l);
+
+	/* Not a secret inside. */
+	ck_assert_int_eq(chmod(kpath, 0400), 0);
+	unlink(kpath);
+	write_file(kpath, "hello\n", 6);
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } );\n"
+		 "  dhchap_secret_file = \"%s\"; } );\n", kpath);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 3);
+	ck_assert_ptr_nonnull(strstr(msg, "does not hold a DH-HMAC-CHAP secret"));
+	unload(&l);
+	unlink(kpath);
+
+	/* The configuration file itself holding a secret must be private... */
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } );\n"
+		 "  dhchap_secret = \"%s\"; } );\n", key);
+	write_file(l.path, text, strlen(text));
+	ck_assert_int_eq(chmod(l.path, 0644), 0);
+	load_path(&l);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 3);
+	ck_assert_ptr_nonnull(strstr(msg, "targets[0].dhchap_secret: "));
+	ck_assert_ptr_nonnull(strstr(msg, "is readable by group or others (mode 0644)"));
+	ck_assert_ptr_null(strstr(l.errs, key));
+	unload(&l);
+	/* ...and a world-readable one without a secret is fine. */
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } ); } );\n");
+	write_file(l.path, text, strlen(text));
+	ck_assert_int_eq(chmod(l.path, 0644), 0);
+	load_path(&l);
+	ck_assert_msg(l.rc == 0, "%s", l.errs);
+	ck_assert_ptr_null(l.cfg->targets[0].dhchap_secret);
+	unload(&l);
 }
 END_TEST
 
@@ -790,6 +883,7 @@ int main(void)
 	tcase_add_loop_test(tc, bad, 0, sizeof(bad_cases) / sizeof(bad_cases[0]));
 	tcase_add_test(tc, many_errors);
 	tcase_add_test(tc, length_limits);
+	tcase_add_test(tc, secrets);
 	tcase_add_test(tc, cannot_open);
 	tcase_add_test(tc, nul_byte);
 	tcase_add_test(tc, wide_literals);
