@@ -55,13 +55,20 @@ done
 path() { echo "{ transport = \"$tr\"; traddr = \"10.0.2.15\"; trsvcid = \"$1\"; }"; }
 # gw_up TARGET_OPTS PATHS [KDEV]: the daemon with export e1 (unix socket
 # $W/e1.sock, and /dev/nbdN when KDEV=1), metrics on $W/metrics.sock.
+# With KDEV=1 e1 is also a file in the FUSE filesystem at $W/fuse ($FUSEF),
+# so that fio verifies through both the kernel device and the FUSE file.
 gw_up() {
-	local dev=''
-	[ "${3:-0}" = 1 ] && dev='device = "auto";'
+	local dev='' fuse='' fusecfg=''
+	if [ "${3:-0}" = 1 ]; then
+		dev='device = "auto";' fuse='fuse = true;'
+		mkdir -p "$W/fuse"
+		fusecfg="fuse = { mountpoint = \"$W/fuse\"; };"
+	fi
 	cat > "$W/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "/tmp/gw-state"; metrics = "unix:$W/metrics.sock"; };
 targets = ( { name = "t1"; subnqn = "$nqn"; $1 paths = ( $2 ); } $EXTRA_T );
-exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$W/e1.sock"; $dev }; } $EXTRA_E );
+exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$W/e1.sock"; $dev }; $fuse } $EXTRA_E );
+$fusecfg
 CONF
 	"$GW" check -c "$W/gw.conf" || fail "config"
 	"$GW" run -f -c "$W/gw.conf" > "$W/gw.log" 2>&1 &
@@ -74,6 +81,12 @@ CONF
 	[ -S "$W/e1.sock" ] || fail "gateway did not start"
 	DEV=$(grep -o 'attached as /dev/nbd[0-9]*' "$W/gw.log" | grep -o '/dev/nbd[0-9]*' | head -1)
 	[ -z "$dev" ] || [ -b "$DEV" ] || fail "no /dev/nbdN"
+	FUSEF=
+	if [ -n "$fuse" ]; then
+		for _ in $(seq 100); do [ -f "$W/fuse/e1" ] && break; sleep 0.1; done
+		[ -f "$W/fuse/e1" ] || fail "no FUSE file $W/fuse/e1"
+		FUSEF=$W/fuse/e1
+	fi
 }
 EXTRA_T='' EXTRA_E=''
 io_of() { # reads + writes of path $1
@@ -85,18 +98,33 @@ ana_is() { # ana_is PATH STATE
 		grep -q "^nvmf_gateway_path_ana_state{target=\"t1\",path=\"$1\",ana_state=\"$2\"} 1"
 }
 wait_ana() { for _ in $(seq 150); do ana_is "$1" "$2" && return 0; sleep 0.1; done; fail "path $1 never $2"; }
-fio_start() { # fio_start SECONDS: verified random writes on $DEV
+# fio_start SECONDS: verified random writes on $DEV (the first 24 MiB) and,
+# when e1 has a FUSE file, on it too (24 MiB from offset 32 MiB: the two
+# verifiers never write each other's blocks).
+fio_start() {
 	fio --name=resil --filename="$DEV" --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
-		--iodepth=8 --size=48M --time_based --runtime="$1" --verify=crc32c \
+		--iodepth=8 --size=24M --time_based --runtime="$1" --verify=crc32c \
 		--verify_backlog=64 --verify_fatal=1 --verify_state_save=0 --output="$W/fio.txt" &
 	FP=$!
+	FFP=
+	if [ -n "${FUSEF:-}" ]; then
+		fio --name=resil-fuse --filename="$FUSEF" --direct=1 --ioengine=io_uring --rw=randwrite \
+			--bs=4k --iodepth=4 --offset=32M --size=24M --time_based --runtime="$1" \
+			--verify=crc32c --verify_backlog=64 --verify_fatal=1 --verify_state_save=0 \
+			--output="$W/fio-fuse.txt" &
+		FFP=$!
+	fi
+}
+fio_check() { # fio_check PID OUTPUT WHAT
+	wait "$1"
+	local r=$?
+	grep -E 'err=|verify' "$2"
+	[ $r = 0 ] && grep -q 'err= 0' "$2" || fail "fio on the $3: exit $r"
+	! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$2" || fail "verify errors on the $3"
 }
 fio_ok() {
-	wait "$FP"
-	local r=$?
-	grep -E 'err=|verify' "$W/fio.txt"
-	[ $r = 0 ] && grep -q 'err= 0' "$W/fio.txt" || fail "fio exit $r"
-	! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$W/fio.txt" || fail "verify errors"
+	fio_check "$FP" "$W/fio.txt" "NBD device"
+	[ -z "$FFP" ] || fio_check "$FFP" "$W/fio-fuse.txt" "FUSE file"
 }
 lives() { grep -c 'path 0 live again' "$W/gw.log"; }
 # remove_and_time_eio: unlinks port pa with first-error running ($fe) and
