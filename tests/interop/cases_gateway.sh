@@ -10,11 +10,12 @@ gw_sfx=${gw_sfx:-}
 gw_conf=/tmp/gw-run.conf
 gw_sock=/tmp/gw-d512.sock
 gw_mnt=/tmp/gw-fuse
+gw_ctl=/tmp/gw-run.control
 gw_uri="nbd+unix:///d512?socket=$gw_sock"
 
 t_run_start() {
 	g "mkdir -p $gw_mnt && cat > $gw_conf <<EOF
-gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; };
+gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; control = \"$gw_ctl\"; };
 targets = ( { name = \"t512\"; subnqn = \"$nqn512\";
               paths = ( { transport = \"$gw_tr\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
 exports = ( { name = \"d512\"; target = \"t512\"; nsid = 1;
@@ -78,6 +79,58 @@ t_kdev_fs() {
 	   mount \$dev \$m; (cd \$m && sha256sum -c /tmp/gw-k.sum); umount \$m"
 }
 
+# Live reload with the kernel device (issue 7): fio verifies on d512's
+# /dev/nbdN while a reload adds export d4k (a second target, its own
+# /dev/nbdN and FUSE file), and a SIGHUP with the original file removes it
+# again (its device detached, its FUSE file gone).  d512 is untouched: no
+# I/O error, the same cntlid, no reconnect.
+t_run_reload() {
+	g "set -e; ctl=$gw_ctl; dev=\$(cat /tmp/gw-run.dev); pid=\$(cat /tmp/gw-run.pid)
+	   st() { $GW status -s \$ctl -o json | jq -r \"\$1\"; }
+	   c0=\$(st '.targets[0].paths[0].cntlid'); [ \"\$c0\" -gt 0 ]
+	   fio --name=rl --filename=\$dev --direct=1 --ioengine=libaio --rw=randwrite --bs=4k \
+	       --iodepth=8 --offset=192M --size=16M --time_based --runtime=25 --verify=crc32c \
+	       --verify_backlog=64 --verify_fatal=1 --verify_state_save=0 --output=/tmp/gw-rl.txt &
+	   fp=\$!
+	   sleep 2
+	   cp $gw_conf /tmp/gw-run.conf.orig
+	   cat > $gw_conf <<EOF
+gateway = { reactors = 2; state_dir = \"/tmp/gw-state\"; control = \"$gw_ctl\"; };
+targets = ( { name = \"t512\"; subnqn = \"$nqn512\";
+              paths = ( { transport = \"$gw_tr\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); },
+            { name = \"t4k\"; subnqn = \"$nqn4k\";
+              paths = ( { transport = \"$gw_tr\"; traddr = \"10.0.2.15\"; trsvcid = \"4420\"; } ); } );
+exports = ( { name = \"d512\"; target = \"t512\"; nsid = 1;
+              nbd = { listen = \"unix:$gw_sock\"; device = \"auto\"; connections = 2; }; fuse = true; },
+            { name = \"d4k\"; target = \"t4k\"; nsid = 1; nbd = { device = \"auto\"; }; fuse = true; } );
+fuse = { mountpoint = \"$gw_mnt\"; };
+EOF
+	   $GW reload -s \$ctl
+	   d4=''
+	   for i in \$(seq 100); do
+	       d4=\$(st '.exports[] | select(.name == \"d4k\") | .nbd_device // empty'); [ -n \"\$d4\" ] && break; sleep 0.2
+	   done
+	   echo \"d4k attached as \$d4\"; [ -b \"\$d4\" ]; [ \"\$d4\" != \"\$dev\" ]
+	   blockdev --getsize64 \$d4 | grep -qx 268435456
+	   stat -c %s $gw_mnt/d4k | grep -qx 268435456
+	   head -c 4M /dev/urandom > /tmp/gw-rl-a
+	   dd if=/tmp/gw-rl-a of=\$d4 oflag=direct bs=1M status=none
+	   cmp -n 4194304 /tmp/gw-rl-a $gw_mnt/d4k
+	   cp /tmp/gw-run.conf.orig $gw_conf
+	   kill -HUP \$pid
+	   for i in \$(seq 100); do [ \"\$(blockdev --getsize64 \$d4 2>/dev/null || echo 0)\" = 0 ] && break; sleep 0.2; done
+	   [ \"\$(blockdev --getsize64 \$d4 2>/dev/null || echo 0)\" = 0 ]
+	   for i in \$(seq 50); do [ ! -e $gw_mnt/d4k ] && break; sleep 0.2; done
+	   [ ! -e $gw_mnt/d4k ]
+	   st '.exports | map(.name) | join(\",\")' | grep -qx d512
+	   wait \$fp; grep -E 'err=' /tmp/gw-rl.txt; grep -q 'err= 0' /tmp/gw-rl.txt
+	   if grep -qi 'verify.*fail\|bad magic' /tmp/gw-rl.txt; then exit 1; fi
+	   [ \"\$(st '.targets[0].paths[0].cntlid')\" = \"\$c0\" ]
+	   [ \"\$(st '.targets[0].paths[0].reconnects')\" = 0 ]
+	   [ \"\$(st '.exports[0].errors')\" = 0 ]
+	   echo 'reload with the kernel device OK: d4k attached and detached, d512 untouched'"
+}
+
 # SIGTERM: the exporters close, the controller shuts down, exit 0.
 t_run_stop() {
 	g "pid=\$(cat /tmp/gw-run.pid); kill -TERM \$pid;
@@ -92,4 +145,5 @@ case_ run-start$gw_sfx t_run_start
 case_ run-cross-kernel$gw_sfx t_cross_kernel
 case_ run-nbd-tools$gw_sfx t_nbd_tools
 case_ run-kdev-ext4$gw_sfx t_kdev_fs
+case_ run-reload-kdev$gw_sfx t_run_reload
 case_ run-stop$gw_sfx t_run_stop
