@@ -28,15 +28,7 @@ SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
 # The other export keeps being verified while t1 is lost.
 "$NBDPY" "$IO" verify "$tmp/e2.sock" 12 > "$tmp/v2.out" 2> "$tmp/v2.err" &
 v2=$!
-"$NBDPY" "$IO" first-error "$tmp/e1.sock" > "$tmp/e1.out" &
-fe=$!
-sleep 1
-down=$(date +%s.%N)
-ctl a port 1 down
-wait "$fe" || fail "no error on e1 within 60 s"
-read -r _ err at < "$tmp/e1.out"
-took=$(echo "$at - $down" | bc -l)
-echo "e1: $err $took s after the path was lost"
+lose_port_time_error
 [ "$err" = EIO ] || fail "e1 failed with $err, not EIO"
 echo "$took >= 3.5 && $took <= 6.5" | bc -l | grep -q 1 || fail "EIO after $took s, not 5 +- 1.5 s"
 grep -q 'ctrl_loss_tmo expired' "$tmp/gw.log" || fail "no ctrl_loss_tmo line in the log"

@@ -21,15 +21,7 @@ CONF
 SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
 "$NBDPY" "$IO" verify "$tmp/e1.sock" 1 > /dev/null || fail "e1 does not work at start"
 
-"$NBDPY" "$IO" first-error "$tmp/e1.sock" > "$tmp/e1.out" &
-fe=$!
-sleep 1
-down=$(date +%s.%N)
-ctl a port 1 down
-wait "$fe" || fail "no error on e1 within 60 s"
-read -r _ err at < "$tmp/e1.out"
-took=$(echo "$at - $down" | bc -l)
-echo "e1: $err $took s after the path was lost"
+lose_port_time_error
 [ "$err" = EIO ] || fail "e1 failed with $err, not EIO"
 echo "$took >= 0.5 && $took <= 3.5" | bc -l | grep -q 1 || fail "EIO after $took s, not 2 +- 1.5 s"
 # Reconnecting goes on after the EIO.

@@ -105,3 +105,19 @@ gw_finish() {
 metric() {
 	curl -fsS "$1" | awk -v k="$2{$3}" '$1 == k { print $2; f=1 } END { if (!f) print "none" }'
 }
+
+# lose_port_time_error: with a reader waiting for its first error on
+# $tmp/e1.sock, target a's port 1 goes down; sets err (the errno name) and
+# took (seconds from the port going down to that error).
+lose_port_time_error() {
+	local fe down at
+	"$NBDPY" "$IO" first-error "$tmp/e1.sock" > "$tmp/e1.out" &
+	fe=$!
+	sleep 1
+	down=$(date +%s.%N)
+	ctl a port 1 down
+	wait "$fe" || fail "no error on e1 within 60 s"
+	read -r _ err at < "$tmp/e1.out"
+	took=$(echo "$at - $down" | bc -l)
+	echo "e1: $err $took s after the path was lost"
+}
