@@ -47,8 +47,7 @@ grep -q "path 0: local interface p1-g (by route), up" "$tmp/gw.log" || fail "pat
 grep -q "path 1: local interface p2-g (by route), up" "$tmp/gw.log" || fail "path 1's interface not found"
 grep -q "p1-g has MTU 1500, path 1's p2-g has 1400" "$tmp/gw.log" || fail "no MTU mismatch warning"
 
-"$NBDPY" "$IO" verify "$tmp/e1.sock" 600 "$tmp/stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
-vpid=$!
+verify_start
 sleep 1.5
 a0=$(stat_field a port1_io) b0=$(stat_field a port2_io)
 sleep 1
@@ -100,11 +99,7 @@ a1=$(stat_field a port1_io)
 echo "link up: port 1 +$((a1 - a0))"
 [ $((a1 - a0)) -gt 100 ] || fail "I/O did not come back to path 0"
 
-touch "$tmp/stop"
-wait "$vpid"
-vst=$?
-cat "$tmp/verify.out" "$tmp/verify.err"
-[ "$vst" = 0 ] || fail "the verify loop saw errors"
+verify_stop_ok
 gw_alive
 gw_finish
 echo pass

@@ -54,8 +54,7 @@ phase() {
 	[ $((u1 - u0)) = 0 ] || fail "$1: port $(($3 + 1)) saw $((u1 - u0)) I/O commands"
 }
 
-"$NBDPY" "$IO" verify "$tmp/e1.sock" 600 "$tmp/stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
-vpid=$!
+verify_start
 sleep 1
 # Both optimized: round-robin uses both.
 a0=$(io_of 0) b0=$(io_of 1)
@@ -76,11 +75,7 @@ for round in 1 2 3; do
 	wait_ana 0 inaccessible
 	phase "round $round, port 1 inaccessible" 1 0
 done
-touch "$tmp/stop"
-wait "$vpid"
-vst=$?
-cat "$tmp/verify.out" "$tmp/verify.err"
-[ "$vst" = 0 ] || fail "the verify loop saw errors"
+verify_stop_ok
 gw_alive
 gw_finish
 echo pass

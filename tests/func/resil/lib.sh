@@ -121,3 +121,18 @@ lose_port_time_error() {
 	took=$(echo "$at - $down" | bc -l)
 	echo "e1: $err $took s after the path was lost"
 }
+
+# verify_start: a verified write/read loop on $tmp/e1.sock in the background
+# until verify_stop_ok, which ends it and fails the test on any error it saw.
+verify_start() {
+	"$NBDPY" "$IO" verify "$tmp/e1.sock" 600 "$tmp/stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
+	vpid=$!
+}
+verify_stop_ok() {
+	local vst
+	touch "$tmp/stop"
+	wait "$vpid"
+	vst=$?
+	cat "$tmp/verify.out" "$tmp/verify.err"
+	[ "$vst" = 0 ] || fail "the verify loop saw errors"
+}
