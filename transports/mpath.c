@@ -19,6 +19,9 @@
  * that waits for a usable path is looked at again (and the ANA log of a
  * path that blocks it re-read) at this period. */
 #define MP_BACKOFF_NS (1000 * NSEC_PER_MSEC)
+/* After export-remove or SIGTERM (vol_mp_drain), I/O still waiting for a
+ * path gets this much longer, then fails with EIO. */
+#define MP_DRAIN_NS (5 * NSEC_PER_SEC)
 /* ANATT when Identify says 0. */
 #define MP_DEFAULT_ANATT_S 10
 #define MP_FOREVER UINT64_MAX
@@ -154,6 +157,7 @@ struct vol_mp {
 	struct mp_target *t;
 	struct nvmf_ns ns; /* geometry copy: the controllers' tables change on reconnect */
 	bool failed; /* atomic: the namespace changed under us */
+	uint64_t drain_at; /* atomic: vol_mp_drain's deadline for waiting I/O, 0 = none */
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
 	struct vpath vp[MP_MAX_PATHS];
@@ -439,10 +443,19 @@ static uint64_t wait_limit(struct rview *v, struct vol_io *io)
 static void wait_for_path(struct rview *v, struct vol_io *io)
 {
 	struct mpio *m = mpio_of(io);
-	uint64_t now = reactor_now_ns(), lim = wait_limit(v, io);
+	struct vol_mp *n = io->vol->priv;
+	uint64_t now = reactor_now_ns(), lim = wait_limit(v, io), drain = LOAD(n->drain_at);
 
 	if (!m->wait_start)
 		m->wait_start = now;
+	if (drain && now >= drain) {
+		log_err("%s: %s of %llu bytes at %llu failed with EIO: the export is being removed "
+			"and no path was usable for %.3f s",
+			io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			(unsigned long long)io->offset, (double)(now - m->wait_start) / 1e9);
+		finish(v, io, -EIO);
+		return;
+	}
 	if (lim == MP_FOREVER || now - m->wait_start < lim) {
 		park(v, io);
 		if (lim != MP_FOREVER)
@@ -1409,6 +1422,16 @@ static const struct vol_ops mp_vol_ops = {
 	.submit = mp_submit,
 	.destroy = mp_vol_destroy,
 };
+
+void vol_mp_drain(struct volume *vol)
+{
+	struct vol_mp *n = vol->priv;
+
+	if (vol->ops != &mp_vol_ops || LOAD(n->drain_at))
+		return;
+	/* Parked I/O is looked at every MP_BACKOFF_NS: no message needed. */
+	STORE(n->drain_at, reactor_now_ns() + MP_DRAIN_NS);
+}
 
 int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool read_only,
 		  struct volume **out)
