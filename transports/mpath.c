@@ -180,6 +180,7 @@ struct mpio {
 	uint8_t path;
 	uint8_t retries;
 	uint8_t flush_next;
+	uint8_t flush_for; /* the path whose writes this flush covers */
 	bool flushing;
 	bool transition; /* came back with ANA Transition: may wait up to ANATT */
 };
@@ -644,14 +645,14 @@ static void nio_done(struct nvmf_io *nio, int err)
 				      n->acked[v - v->t->views].n[m->path] + 1);
 		}
 		if (m->flushing) {
-			struct vpath *vp = &n->vp[m->path];
+			struct vpath *vp = &n->vp[m->flush_for];
 			uint64_t cur = LOAD(vp->flushed_upto);
 			while (cur < m->flush_snap &&
 			       !__atomic_compare_exchange_n(&vp->flushed_upto, &cur, m->flush_snap,
 							    false, __ATOMIC_RELAXED,
 							    __ATOMIC_RELAXED))
 				;
-			m->flush_next = (uint8_t)(m->path + 1);
+			m->flush_next = (uint8_t)(m->flush_for + 1);
 			flush_step(v, io);
 			return;
 		}
@@ -740,24 +741,38 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		 * that carries no I/O, or resetting, is waited for (bounded),
 		 * never sent to again at once. */
 		struct nvmf_queue *q = live_queue(v, i);
-		if (!q || v->stale_until[i] || !ana_usable(ana_of(sp, n->ns.anagrpid))) {
+		unsigned via = i;
+		if (q && !v->stale_until[i] && !ana_usable(ana_of(sp, n->ns.anagrpid))) {
+			/* The controller says it cannot reach the namespace
+			 * now (inaccessible, persistent loss, change): flush
+			 * the namespace through a usable path, as the Linux
+			 * host sends every flush down one path. */
+			int j = pick_path(v, n, &q);
+			if (j >= 0)
+				via = (unsigned)j;
+			else
+				q = NULL;
+		}
+		if (!q || v->stale_until[i]) {
 			if (v->cur->failfast)
 				finish(v, io, -EIO);
 			else
 				wait_for_path(v, io);
 			return;
 		}
-		m->path = (uint8_t)i;
+		sp = &v->cur->p[via];
+		m->path = (uint8_t)via;
+		m->flush_for = (uint8_t)i;
 		m->flushing = true;
 		m->flush_snap = acked;
 		memset(&m->nio, 0, sizeof(m->nio));
 		m->nio.op = NVMF_IO_FLUSH;
 		m->nio.cb = nio_done;
 		m->nio.ctx = io;
-		STORE(v->st[i].in_flight, v->st[i].in_flight + 1);
+		STORE(v->st[via].in_flight, v->st[via].in_flight + 1);
 		int ret = nvmf_io_submit(q, &n->ns, sp->max_xfer, &m->nio);
 		if (ret < 0) {
-			STORE(v->st[i].in_flight, v->st[i].in_flight - 1);
+			STORE(v->st[via].in_flight, v->st[via].in_flight - 1);
 			finish(v, io, ret);
 		}
 		return;
