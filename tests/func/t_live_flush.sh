@@ -8,7 +8,8 @@
 # answered.  Now: while it waits the target sees at most a few flushes a
 # second; once the namespace is optimized again the flush succeeds; left
 # inaccessible, it fails with EIO after fast_io_fail_tmo by the gateway's
-# own clock; SIGTERM then ends the daemon.
+# own clock; answered with ANA Inaccessible by the target itself (no
+# event), it is re-sent about once a second; SIGTERM then ends the daemon.
 set -u
 . "$TOP/tests/func/live/lib.sh"
 command -v curl > /dev/null || skip "curl is not installed"
@@ -64,6 +65,26 @@ awk -v w="$waited" 'BEGIN { exit !(w >= 3.9 && w <= 10) }' ||
 
 ctl a ana "$A" 1 optimized > /dev/null
 sleep 1
+
+# 3: no event this time: the target answers the flush itself with ANA
+# Inaccessible (the log still says optimized).  The flush is re-sent
+# about once a second (each re-read of the log finds nothing new), not
+# at once, and succeeds when the status goes off.
+[ "$("$NBDPY" "$LIO" write "$S" 10)" = ok ] || fail "write"
+ctl a status 3 2 > /dev/null
+e0=$(errors)
+"$NBDPY" "$LIO" flush "$S" 30 > "$tmp/f.out" &
+fp=$!
+sleep 1.5 # well inside fast_io_fail_tmo (4 s), which counts from the first answer
+e1=$(errors)
+ctl a status off > /dev/null
+wait "$fp"
+r=$(cat "$tmp/f.out")
+echo "flush answered ANA Inaccessible for 1.5 s, then ok: $r; path errors: $((e1 - e0))"
+[ "$r" = ok ] || fail "the flush says '$r', want ok once the status is off"
+[ $((e1 - e0)) -ge 1 ] || fail "the target's status was never seen: test broken"
+[ $((e1 - e0)) -le 10 ] || fail "the flush was re-sent $((e1 - e0)) times in 1.5 s: spinning"
+
 [ "$("$NBDPY" "$LIO" write "$S" 10)" = ok ] || fail "write after recovery"
 r=$("$NBDPY" "$LIO" flush "$S" 20)
 [ "$r" = ok ] || fail "flush after recovery: $r"
