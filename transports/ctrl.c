@@ -477,11 +477,19 @@ static void ana_read_done(struct nvmf_req *req, int err)
 		ana_read_finish(c, -EMSGSIZE);
 		return;
 	}
-	c->ana_want = (need + ANA_FIRST_READ - 1) & ~(uint64_t)(ANA_FIRST_READ - 1);
-	if (c->ana_want > NVMF_ANA_LOG_MAX)
-		c->ana_want = NVMF_ANA_LOG_MAX;
-	if (c->ana_want <= chunk)
+	/* Rounded up to pages, and at least doubled so that a long page
+	 * takes a few rounds, not one per descriptor: a read past the end of
+	 * a page returns zeroes, but a command starting past it fails, so a
+	 * piece at an offset always starts below the length known. */
+	size_t want = (need + ANA_FIRST_READ - 1) & ~(uint64_t)(ANA_FIRST_READ - 1);
+	if (want <= chunk) {
+		if (2 * c->ana_have > want)
+			want = 2 * c->ana_have < chunk ? 2 * c->ana_have : chunk;
 		c->ana_have = 0; /* again, whole, in one command */
+	} else if (c->ana_have + chunk > want) {
+		want = c->ana_have + chunk;
+	}
+	c->ana_want = want < NVMF_ANA_LOG_MAX ? want : NVMF_ANA_LOG_MAX;
 	log_info("ctrl %s: the ANA log page is at least %llu bytes: reading %zu bytes%s",
 		 c->opts.name, (unsigned long long)need, c->ana_want,
 		 c->ana_have ? " on, at increasing offsets" : " in one command");

@@ -671,10 +671,12 @@ static size_t build_ana_log(struct tgt_ctrl *ctrl, bool groups_only)
 	struct ana_log_hdr *h = (void *)b;
 	p = b + sizeof(*h);
 	h->ngrps = (uint16_t)(ss->nr_ns + T.ana_pad);
+	/* First, so that the real groups' descriptors lie beyond 4 KiB. */
 	for (unsigned i = 0; i < T.ana_pad; i++) {
-		struct ana_group_desc *d = (void *)(b + size - (i + 1) * sizeof(*d));
+		struct ana_group_desc *d = (void *)p;
 		d->grpid = 1000 + i;
 		d->state = ANA_OPTIMIZED;
+		p += sizeof(*d);
 	}
 	for (unsigned i = 0; i < ss->nr_ns; i++) {
 		struct tgt_ns *ns = &ss->ns[i];
