@@ -507,6 +507,44 @@ static int ana_read_start(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *, 
 	return ana_read_chunk(c);
 }
 
+static int ana_grp_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct nvmf_ana_grp *)a)->grp, y = ((const struct nvmf_ana_grp *)b)->grp;
+	return x < y ? -1 : x > y;
+}
+
+unsigned nvmf_ctrl_ana_groups(const struct nvmf_ctrl *c, struct nvmf_ana_grp *out)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_ns; i++)
+		out[i] = (struct nvmf_ana_grp){ c->ns[i].anagrpid, c->ns[i].ana_state };
+	if (c->nr_ns > 1)
+		qsort(out, c->nr_ns, sizeof(*out), ana_grp_cmp);
+	/* The namespaces of one group share its state (ana_group sets them
+	 * together): the first of each group stands for it. */
+	for (unsigned i = 0; i < c->nr_ns; i++)
+		if (!n || out[i].grp != out[n - 1].grp)
+			out[n++] = out[i];
+	return n;
+}
+
+uint8_t nvmf_ana_grp_state(const struct nvmf_ana_grp *a, unsigned n, uint32_t grp)
+{
+	unsigned lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (a[mid].grp == grp)
+			return a[mid].state;
+		if (a[mid].grp < grp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
 static void ana_refresh_start(struct nvmf_ctrl *c);
 
 static void ana_refresh_read(struct nvmf_ctrl *c, int err)

@@ -161,6 +161,16 @@ void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *ctrl);
  * -EPROTO when the page is shorter than it claims. */
 int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
 		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg);
+/* The ANA state of one group, as the multipath snapshot keeps it. */
+struct nvmf_ana_grp {
+	uint32_t grp;
+	uint8_t state;
+};
+/* The state of every group of c's namespaces into out (room for
+ * c->nr_ns entries), sorted by group ID, each group once; the count. */
+unsigned nvmf_ctrl_ana_groups(const struct nvmf_ctrl *c, struct nvmf_ana_grp *out);
+/* The state of group grp in a sorted array of n, 0 when it is not there. */
+uint8_t nvmf_ana_grp_state(const struct nvmf_ana_grp *a, unsigned n, uint32_t grp);
 /* The ANA log page's length as far as buf[0..len) tells: the whole page's
  * when every group descriptor lies within len, else (more than len) the
  * end of the first descriptor that does not.  Never reads past len. */

@@ -16,12 +16,6 @@
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
-/* The ANA state of one group behind one path. */
-struct snap_ana {
-	uint32_t grp;
-	uint8_t state;
-};
-
 /* What one reactor may use of one path. */
 struct snap_path {
 	bool attached;
@@ -31,7 +25,7 @@ struct snap_path {
 	/* Every group of the path's namespaces, sorted by group ID; in the
 	 * snapshot's own allocation (struct snap's ana_store). */
 	unsigned nr_ana;
-	struct snap_ana *ana;
+	struct nvmf_ana_grp *ana;
 };
 
 struct bcast;
@@ -44,7 +38,7 @@ struct snap {
 	struct bcast *bc;
 	bool failfast;
 	struct snap_path p[MP_MAX_PATHS];
-	struct snap_ana ana_store[]; /* the paths' nr_ana entries, in order */
+	struct nvmf_ana_grp ana_store[]; /* the paths' nr_ana entries, in order */
 };
 
 /* Counters of one path on one reactor: one writer, read by reactor 0. */
@@ -252,31 +246,6 @@ static bool any_attached(const struct mp_target *t)
 	return false;
 }
 
-static int ana_cmp(const void *a, const void *b)
-{
-	uint32_t x = ((const struct snap_ana *)a)->grp, y = ((const struct snap_ana *)b)->grp;
-	return x < y ? -1 : x > y;
-}
-
-/* The state of every group of c's namespaces into out (room for c->nr_ns),
- * sorted by group and once each; the count.  Not static: fuzz_ana checks
- * it against the ANA log parse. */
-unsigned mp_ana_collect(const struct nvmf_ctrl *c, struct snap_ana *out);
-unsigned mp_ana_collect(const struct nvmf_ctrl *c, struct snap_ana *out)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < c->nr_ns; i++)
-		out[i] = (struct snap_ana){ c->ns[i].anagrpid, c->ns[i].ana_state };
-	qsort(out, c->nr_ns, sizeof(*out), ana_cmp);
-	/* Namespaces of one group share its state (ctrl.c sets them
-	 * together): keep the first of each group. */
-	for (unsigned i = 0; i < c->nr_ns; i++)
-		if (!n || out[i].grp != out[n - 1].grp)
-			out[n++] = out[i];
-	return n;
-}
-
 /* Sends every reactor its view of the current path states; then(p) runs
  * on reactor 0 once every reactor has dropped what it had before (the
  * queues it referred to may then be freed). */
@@ -300,7 +269,7 @@ static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), stru
 			nr_ns += t->paths[i].ctrl.nr_ns;
 	for (unsigned k = 0; k < t->nr_reactors; k++) {
 		struct snap *s = calloc(1, sizeof(*s) + nr_ns * sizeof(s->ana_store[0]));
-		struct snap_ana *ana = s ? s->ana_store : NULL;
+		struct nvmf_ana_grp *ana = s ? s->ana_store : NULL;
 		if (!s)
 			abort();
 		s->m.fn = snap_apply;
@@ -319,7 +288,7 @@ static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), stru
 				if (pp->ctrl.ioq[q].r == t->reactors[k])
 					sp->qs[sp->nq++] = &pp->ctrl.ioq[q];
 			sp->ana = ana;
-			sp->nr_ana = mp_ana_collect(&pp->ctrl, ana);
+			sp->nr_ana = nvmf_ctrl_ana_groups(&pp->ctrl, ana);
 			ana += sp->nr_ana;
 		}
 		reactor_send_msg(t->reactors[k], &s->m);
@@ -334,18 +303,7 @@ static void mp_start(struct vol_io *io);
  * policy uses.  Without ANA every namespace is OPTIMIZED in its group. */
 static uint8_t ana_of(const struct snap_path *sp, uint32_t grp)
 {
-	unsigned lo = 0, hi = sp->nr_ana;
-
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (sp->ana[mid].grp == grp)
-			return sp->ana[mid].state;
-		if (sp->ana[mid].grp < grp)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return 0;
+	return nvmf_ana_grp_state(sp->ana, sp->nr_ana, grp);
 }
 
 static struct nvmf_queue *live_queue(struct rview *v, unsigned i)
