@@ -342,13 +342,16 @@ uint64_t nvmf_ana_log_need(const void *buf, size_t len)
 	memcpy(&h, p, sizeof(h));
 	for (unsigned i = 0; i < h.ngrps; i++) {
 		struct nvme_ana_group_desc d;
+		/* Each descriptor after this one takes at least its 32 bytes:
+		 * a bound that lets the next read take them all at once. */
+		uint64_t rest = (uint64_t)(h.ngrps - i - 1) * sizeof(d);
 		if (len - off < sizeof(d))
-			return off + sizeof(d);
+			return off + sizeof(d) + rest;
 		memcpy(&d, p + off, sizeof(d));
 		/* 64-bit: a descriptor claiming 2^32 - 1 IDs cannot wrap. */
 		uint64_t end = off + sizeof(d) + (uint64_t)d.nnsids * 4;
 		if (end > len)
-			return end;
+			return end + rest;
 		off = end;
 	}
 	return off;
@@ -375,8 +378,7 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state)
 	}
 }
 
-/* 1 when a namespace's state changed, 0 when not, -EPROTO. */
-static int ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
+int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
 {
 	struct ana_apply_ctx a = { .c = c };
 	int ret = nvmf_ana_log_parse(buf, len, &c->ana_chgcnt, ana_group, &a);
@@ -401,6 +403,27 @@ static uint32_t ana_chunk_max(const struct nvmf_ctrl *c)
 {
 	uint32_t n = c->max_xfer & ~(ANA_FIRST_READ - 1);
 	return n < ANA_FIRST_READ ? ANA_FIRST_READ : n;
+}
+
+int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
+		       bool *restart)
+{
+	if (need > NVMF_ANA_LOG_MAX)
+		return -EMSGSIZE;
+	/* Rounded up to pages, and at least doubled so that a long page
+	 * takes a few rounds, not one per descriptor: a read past the end of
+	 * a page returns zeroes, but a command starting past it fails, so a
+	 * piece at an offset always starts below the length known. */
+	size_t w = (need + ANA_FIRST_READ - 1) & ~(uint64_t)(ANA_FIRST_READ - 1);
+	*restart = w <= chunk;
+	if (*restart) {
+		if (2 * have > w)
+			w = 2 * have < chunk ? 2 * have : chunk;
+	} else if (have + chunk > w) {
+		w = have + chunk;
+	}
+	*want = w < NVMF_ANA_LOG_MAX ? w : NVMF_ANA_LOG_MAX;
+	return 0;
 }
 
 static void ana_read_finish(struct nvmf_ctrl *c, int err)
@@ -470,26 +493,18 @@ static void ana_read_done(struct nvmf_req *req, int err)
 		ana_read_finish(c, 0);
 		return;
 	}
-	if (need > NVMF_ANA_LOG_MAX) {
+	bool restart;
+	size_t want;
+	if (nvmf_ana_next_read(c->ana_have, need, chunk, &want, &restart) < 0) {
 		log_err("ctrl %s: the ANA log page claims at least %llu bytes, more than the %u "
 			"this host reads; refused",
 			c->opts.name, (unsigned long long)need, NVMF_ANA_LOG_MAX);
 		ana_read_finish(c, -EMSGSIZE);
 		return;
 	}
-	/* Rounded up to pages, and at least doubled so that a long page
-	 * takes a few rounds, not one per descriptor: a read past the end of
-	 * a page returns zeroes, but a command starting past it fails, so a
-	 * piece at an offset always starts below the length known. */
-	size_t want = (need + ANA_FIRST_READ - 1) & ~(uint64_t)(ANA_FIRST_READ - 1);
-	if (want <= chunk) {
-		if (2 * c->ana_have > want)
-			want = 2 * c->ana_have < chunk ? 2 * c->ana_have : chunk;
+	c->ana_want = want;
+	if (restart)
 		c->ana_have = 0; /* again, whole, in one command */
-	} else if (c->ana_have + chunk > want) {
-		want = c->ana_have + chunk;
-	}
-	c->ana_want = want < NVMF_ANA_LOG_MAX ? want : NVMF_ANA_LOG_MAX;
 	log_info("ctrl %s: the ANA log page is at least %llu bytes: reading %zu bytes%s",
 		 c->opts.name, (unsigned long long)need, c->ana_want,
 		 c->ana_have ? " on, at increasing offsets" : " in one command");
@@ -554,7 +569,7 @@ static void ana_refresh_read(struct nvmf_ctrl *c, int err)
 	c->ana_busy = false;
 	if (c->state != NVMF_CTRL_LIVE)
 		return; /* the queue is going down; read again after reconnect */
-	if (!err && (ret = ana_apply(c, c->ana_log, c->ana_have)) < 0)
+	if (!err && (ret = nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have)) < 0)
 		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
 	if (ret > 0 && c->ana_cb)
 		c->ana_cb(c);
@@ -696,6 +711,17 @@ uint32_t nvmf_pick_max_xfer(uint64_t cap_reg, uint8_t mdts, uint32_t opt_max)
 	return cap;
 }
 
+uint32_t nvmf_in_capsule_max(uint32_t ioccsz)
+{
+	/* 16-byte units including the 64-byte command: 64-bit, so that a
+	 * huge IOCCSZ cannot wrap into a small (or any) other value. */
+	uint64_t b = (uint64_t)ioccsz * 16u;
+
+	if (ioccsz < 4)
+		return 0;
+	return b - 64 > UINT32_MAX ? UINT32_MAX : (uint32_t)(b - 64);
+}
+
 int nvmf_ns_from_id(const char *name, uint32_t nsid, const struct nvme_id_ns *id,
 		    struct nvmf_ns *ns)
 {
@@ -768,7 +794,7 @@ static void ana_init_read(struct nvmf_ctrl *c, int err)
 							: "ANA log page not read");
 		return;
 	}
-	if (ana_apply(c, c->ana_log, c->ana_have) < 0) {
+	if (nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have) < 0) {
 		init_fail(c, -EPROTO, "malformed ANA log page");
 		return;
 	}
@@ -848,7 +874,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 				 c->opts.name, (c->id->vwc & NVME_CTRL_VWC_PRESENT) ? "present" : "absent",
 				 c->vwc_before ? "present" : "absent");
 		c->vwc_before = c->id->vwc & NVME_CTRL_VWC_PRESENT;
-		c->in_capsule_max = c->id->ioccsz >= 4 ? c->id->ioccsz * 16u - 64u : 0;
+		c->in_capsule_max = nvmf_in_capsule_max(c->id->ioccsz);
 		log_info("ctrl %s: cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
 			 "in-capsule %u, %u namespaces",
 			 c->opts.name, c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,

@@ -172,8 +172,9 @@ unsigned nvmf_ctrl_ana_groups(const struct nvmf_ctrl *c, struct nvmf_ana_grp *ou
 /* The state of group grp in a sorted array of n, 0 when it is not there. */
 uint8_t nvmf_ana_grp_state(const struct nvmf_ana_grp *a, unsigned n, uint32_t grp);
 /* The ANA log page's length as far as buf[0..len) tells: the whole page's
- * when every group descriptor lies within len, else (more than len) the
- * end of the first descriptor that does not.  Never reads past len. */
+ * when every group descriptor lies within len, else a lower bound of it
+ * larger than len (the end of the first descriptor that does not fit, and
+ * 32 bytes for each one after it).  Never reads past len. */
 uint64_t nvmf_ana_log_need(const void *buf, size_t len);
 /* The most this host reads of an ANA log page.  The page lists each group
  * (32 bytes) and each namespace ID (4 bytes) once: 1 MiB is room for 4096
@@ -181,6 +182,18 @@ uint64_t nvmf_ana_log_need(const void *buf, size_t len);
  * namespaces a controller is used with; a page claiming more is a broken
  * or hostile target, and the buffer stays allocated with the controller. */
 #define NVMF_ANA_LOG_MAX (1u << 20)
+/* After have bytes of the page were read and its descriptors need `need`
+ * (> have) bytes: the bytes to have next (*want), and whether to read
+ * them again from offset 0 in one command (*restart, when they fit one
+ * transfer of chunk bytes) or on from have at increasing offsets.
+ * -EMSGSIZE when need is beyond NVMF_ANA_LOG_MAX. */
+int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
+		       bool *restart);
+/* Applies an ANA log page to c's namespaces: 1 when a state changed, 0
+ * when not, -EPROTO when the page is shorter than it claims. */
+int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len);
+/* I/O queue in-capsule data bytes from Identify's IOCCSZ. */
+uint32_t nvmf_in_capsule_max(uint32_t ioccsz);
 /* Bytes per NVMe command: the option (0 = 256 KiB), MDTS (in units of
  * CAP.MPSMIN pages, 0 = no limit) and what one request's iovec array can
  * carry, whichever is smallest.  Defined for every MDTS and CAP. */

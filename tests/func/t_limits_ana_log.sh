@@ -22,7 +22,7 @@ bench_ok() { # bench_ok WHAT ARGS...: a verified 4k run must pass
 # 20 * 36 = 10336 bytes, the real descriptors beyond the first 4 KiB.
 tgt_start --ana-pad 300 --subsys "$A:8M:512:20"
 bench_ok "10 KiB ANA log"
-grep -q 'ANA log page is at least .* reading 16384 bytes in one command' "$TGT_DIR/bench.out" ||
+grep -q 'ANA log page is at least .* reading 12288 bytes in one command' "$TGT_DIR/bench.out" ||
 	fail "the 10 KiB page was not read again whole in one command"
 bench_ok "10 KiB ANA log, 4k transfers" --max-xfer 4k
 grep -q 'reading 12288 bytes on, at increasing offsets' "$TGT_DIR/bench.out" ||

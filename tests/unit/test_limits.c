@@ -140,10 +140,14 @@ START_TEST(ana_need_walks_within_len)
 	ck_assert_uint_eq(nvmf_ana_log_need(buf, len), len);
 	ck_assert_uint_eq(nvmf_ana_log_need(buf, cap), len);
 	/* Within the first 4 KiB, the end of the first descriptor that does
-	 * not fit: 102 whole ones (16 + 102 * 40 = 4096), the next header. */
-	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4096), 4096 + 32);
-	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4100), 4096 + 32);
-	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4128), 4096 + 40);
+	 * not fit: 102 whole ones (16 + 102 * 40 = 4096), the next header;
+	 * and 32 bytes at least for each of the 197 after it. */
+	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4096), 4096 + 32 + 197 * 32);
+	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4100), 4096 + 32 + 197 * 32);
+	ck_assert_uint_eq(nvmf_ana_log_need(buf, 4128), 4096 + 40 + 197 * 32);
+	/* Never more than the page itself. */
+	for (size_t l = 0; l < len; l += 97)
+		ck_assert_uint_le(nvmf_ana_log_need(buf, l), len);
 	/* The parse agrees once everything is there, and refuses less. */
 	n = 0;
 	ck_assert_int_eq(nvmf_ana_log_parse(buf, len, NULL, count_grp, &n), 0);
@@ -156,12 +160,13 @@ START_TEST(ana_need_walks_within_len)
 	d.nnsids = UINT32_MAX;
 	memcpy(buf + 16, &d, sizeof(d));
 	uint64_t need = nvmf_ana_log_need(buf, 48);
-	ck_assert_uint_eq(need, 16 + 32 + 4ull * UINT32_MAX);
+	ck_assert_uint_eq(need, 16 + 32 + 4ull * UINT32_MAX + 299 * 32);
 	ck_assert_uint_gt(need, NVMF_ANA_LOG_MAX);
 	/* 65535 groups claimed in a 16-byte page. */
 	struct nvme_ana_log_hdr h = { .ngrps = 0xffff };
 	memcpy(buf, &h, sizeof(h));
-	ck_assert_uint_eq(nvmf_ana_log_need(buf, 16), 48);
+	ck_assert_uint_eq(nvmf_ana_log_need(buf, 16), 16 + 65535 * 32);
+	ck_assert_uint_gt(nvmf_ana_log_need(buf, 16), NVMF_ANA_LOG_MAX);
 	free(buf);
 }
 END_TEST
