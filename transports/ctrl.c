@@ -569,6 +569,8 @@ static void ana_refresh_read(struct nvmf_ctrl *c, int err)
 	c->ana_busy = false;
 	if (c->state != NVMF_CTRL_LIVE)
 		return; /* the queue is going down; read again after reconnect */
+	if (err == -EBUSY || err == -ENOMEM)
+		c->ana_again = true; /* no request for a piece: the next event retries */
 	if (!err && (ret = nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have)) < 0)
 		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
 	if (ret > 0 && c->ana_cb)
