@@ -274,7 +274,9 @@ static void prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void
 	admin_data(req, buf, 4096, false);
 }
 
-static void prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len)
+/* len bytes of log page lid from byte off: NUMDU/NUMDL and LPOU/LPOL. */
+static void prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len,
+			 uint64_t off)
 {
 	uint32_t numd = len / 4 - 1;
 
@@ -282,6 +284,8 @@ static void prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t 
 	req->sqe.nsid = 0xffffffff;
 	req->sqe.cdw10 = lid | ((numd & 0xffff) << 16);
 	req->sqe.cdw11 = numd >> 16;
+	req->sqe.cdw12 = (uint32_t)off;
+	req->sqe.cdw13 = (uint32_t)(off >> 32);
 	admin_data(req, buf, len, false);
 }
 
@@ -327,6 +331,32 @@ int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
 	return 0;
 }
 
+uint64_t nvmf_ana_log_need(const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	struct nvme_ana_log_hdr h;
+	uint64_t off = sizeof(h);
+
+	if (len < sizeof(h))
+		return sizeof(h);
+	memcpy(&h, p, sizeof(h));
+	for (unsigned i = 0; i < h.ngrps; i++) {
+		struct nvme_ana_group_desc d;
+		/* Each descriptor after this one takes at least its 32 bytes:
+		 * a bound that lets the next read take them all at once. */
+		uint64_t rest = (uint64_t)(h.ngrps - i - 1) * sizeof(d);
+		if (len - off < sizeof(d))
+			return off + sizeof(d) + rest;
+		memcpy(&d, p + off, sizeof(d));
+		/* 64-bit: a descriptor claiming 2^32 - 1 IDs cannot wrap. */
+		uint64_t end = off + sizeof(d) + (uint64_t)d.nnsids * 4;
+		if (end > len)
+			return end + rest;
+		off = end;
+	}
+	return off;
+}
+
 struct ana_apply_ctx {
 	struct nvmf_ctrl *c;
 	bool changed;
@@ -348,8 +378,7 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state)
 	}
 }
 
-/* 1 when a namespace's state changed, 0 when not, -EPROTO. */
-static int ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
+int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
 {
 	struct ana_apply_ctx a = { .c = c };
 	int ret = nvmf_ana_log_parse(buf, len, &c->ana_chgcnt, ana_group, &a);
@@ -359,26 +388,191 @@ static int ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
 	return a.changed;
 }
 
-static void ana_refresh_start(struct nvmf_ctrl *c);
+/* ---- reading the whole ANA log page ----
+ * The first command reads 4 KiB, which holds most pages.  When the
+ * descriptors say the page is longer, the whole page is read again from
+ * offset 0 in one command if it fits one transfer, as the Linux host reads
+ * it (some targets, nvmet among them, ignore the offset for this page);
+ * only a page larger than one transfer is read on in pieces at increasing
+ * offsets.  Every length comes from descriptors already read and checked
+ * against what was read, and the total is capped at NVMF_ANA_LOG_MAX. */
 
-static void ana_refresh_done(struct nvmf_req *req, int err)
+#define ANA_FIRST_READ 4096u
+
+static uint32_t ana_chunk_max(const struct nvmf_ctrl *c)
+{
+	uint32_t n = c->max_xfer & ~(ANA_FIRST_READ - 1);
+	return n < ANA_FIRST_READ ? ANA_FIRST_READ : n;
+}
+
+int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
+		       bool *restart)
+{
+	if (need > NVMF_ANA_LOG_MAX)
+		return -EMSGSIZE;
+	/* Rounded up to pages, and at least doubled so that a long page
+	 * takes a few rounds, not one per descriptor: a read past the end of
+	 * a page returns zeroes, but a command starting past it fails, so a
+	 * piece at an offset always starts below the length known. */
+	size_t w = (need + ANA_FIRST_READ - 1) & ~(uint64_t)(ANA_FIRST_READ - 1);
+	*restart = w <= chunk;
+	if (*restart) {
+		if (2 * have > w)
+			w = 2 * have < chunk ? 2 * have : chunk;
+	} else if (have + chunk > w) {
+		w = have + chunk;
+	}
+	*want = w < NVMF_ANA_LOG_MAX ? w : NVMF_ANA_LOG_MAX;
+	return 0;
+}
+
+static void ana_read_finish(struct nvmf_ctrl *c, int err)
+{
+	void (*then)(struct nvmf_ctrl *, int) = c->ana_then;
+
+	c->ana_then = NULL;
+	if (then)
+		then(c, err);
+}
+
+static void ana_read_done(struct nvmf_req *req, int err);
+
+static int ana_read_chunk(struct nvmf_ctrl *c)
+{
+	uint64_t len = c->ana_want - c->ana_have;
+	struct nvmf_req *req;
+
+	if (len > ana_chunk_max(c))
+		len = ana_chunk_max(c);
+	if (c->ana_want > c->ana_log_alloc) {
+		/* Control path, once per size the target's page reaches. */
+		size_t sz = (c->ana_want + 4095) & ~(size_t)4095;
+		uint8_t *b = aligned_alloc(4096, sz);
+		if (!b)
+			return -ENOMEM;
+		if (c->ana_have)
+			memcpy(b, c->ana_log, c->ana_have);
+		free(c->ana_log);
+		c->ana_log = b;
+		c->ana_log_alloc = sz;
+	}
+	if (!(req = nvmf_admin_req(c)))
+		return -EBUSY;
+	c->ana_chunk = (uint32_t)len;
+	req->done = ana_read_done;
+	prep_get_log(req, NVME_LOG_ANA, c->ana_log + c->ana_have, (uint32_t)len, c->ana_have);
+	nvmf_req_submit(req);
+	return 0;
+}
+
+static void ana_read_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_ctrl *c = req->ctx;
 	uint16_t st = (uint16_t)(req->cqe.status >> 1);
-	void *buf = req->ctx2;
+	uint32_t chunk = ana_chunk_max(c);
 	char sbuf[96];
-	int ret = 0;
+	uint64_t need;
 
 	nvmf_req_put(req);
-	c->ana_busy = false;
-	if (!err && st)
-		log_warn("ctrl %s: reading the ANA log failed: %s", c->opts.name,
-			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
-	else if (!err && (ret = ana_apply(c, buf, 4096)) < 0)
-		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
-	free(buf);
-	if (err || c->state != NVMF_CTRL_LIVE)
+	if (err) {
+		ana_read_finish(c, err);
 		return;
+	}
+	if (st) {
+		log_warn("ctrl %s: reading the ANA log (bytes %zu to %zu) failed: %s", c->opts.name,
+			 c->ana_have, c->ana_have + c->ana_chunk,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		ana_read_finish(c, nvme_status_to_errno(st) ?: -EIO);
+		return;
+	}
+	c->ana_have += c->ana_chunk;
+	if (c->ana_have < c->ana_want)
+		goto more;
+	need = nvmf_ana_log_need(c->ana_log, c->ana_have);
+	if (need <= c->ana_have) {
+		ana_read_finish(c, 0);
+		return;
+	}
+	bool restart;
+	size_t want;
+	if (nvmf_ana_next_read(c->ana_have, need, chunk, &want, &restart) < 0) {
+		log_err("ctrl %s: the ANA log page claims at least %llu bytes, more than the %u "
+			"this host reads; refused",
+			c->opts.name, (unsigned long long)need, NVMF_ANA_LOG_MAX);
+		ana_read_finish(c, -EMSGSIZE);
+		return;
+	}
+	c->ana_want = want;
+	if (restart)
+		c->ana_have = 0; /* again, whole, in one command */
+	log_info("ctrl %s: the ANA log page is at least %llu bytes: reading %zu bytes%s",
+		 c->opts.name, (unsigned long long)need, c->ana_want,
+		 c->ana_have ? " on, at increasing offsets" : " in one command");
+more:
+	if ((err = ana_read_chunk(c)) < 0)
+		ana_read_finish(c, err);
+}
+
+/* Reads the page into c->ana_log[0..c->ana_have); then(c, 0 or -errno). */
+static int ana_read_start(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *, int))
+{
+	c->ana_then = then;
+	c->ana_have = 0;
+	c->ana_want = ANA_FIRST_READ;
+	return ana_read_chunk(c);
+}
+
+static int ana_grp_cmp(const void *a, const void *b)
+{
+	uint32_t x = ((const struct nvmf_ana_grp *)a)->grp, y = ((const struct nvmf_ana_grp *)b)->grp;
+	return x < y ? -1 : x > y;
+}
+
+unsigned nvmf_ctrl_ana_groups(const struct nvmf_ctrl *c, struct nvmf_ana_grp *out)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_ns; i++)
+		out[i] = (struct nvmf_ana_grp){ c->ns[i].anagrpid, c->ns[i].ana_state };
+	if (c->nr_ns > 1)
+		qsort(out, c->nr_ns, sizeof(*out), ana_grp_cmp);
+	/* The namespaces of one group share its state (ana_group sets them
+	 * together): the first of each group stands for it. */
+	for (unsigned i = 0; i < c->nr_ns; i++)
+		if (!n || out[i].grp != out[n - 1].grp)
+			out[n++] = out[i];
+	return n;
+}
+
+uint8_t nvmf_ana_grp_state(const struct nvmf_ana_grp *a, unsigned n, uint32_t grp)
+{
+	unsigned lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (a[mid].grp == grp)
+			return a[mid].state;
+		if (a[mid].grp < grp)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+static void ana_refresh_start(struct nvmf_ctrl *c);
+
+static void ana_refresh_read(struct nvmf_ctrl *c, int err)
+{
+	int ret = 0;
+
+	c->ana_busy = false;
+	if (c->state != NVMF_CTRL_LIVE)
+		return; /* the queue is going down; read again after reconnect */
+	if (err == -EBUSY || err == -ENOMEM)
+		c->ana_again = true; /* no request for a piece: the next event retries */
+	if (!err && (ret = nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have)) < 0)
+		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
 	if (ret > 0 && c->ana_cb)
 		c->ana_cb(c);
 	if (c->ana_again) {
@@ -389,27 +583,16 @@ static void ana_refresh_done(struct nvmf_req *req, int err)
 
 static void ana_refresh_start(struct nvmf_ctrl *c)
 {
-	struct nvmf_req *req;
-	void *buf;
-
 	if (c->ana_busy) {
 		c->ana_again = true;
 		return;
 	}
-	/* Its own buffer: admin_buf may be in use by the caller's command. */
-	if (!(buf = aligned_alloc(4096, 4096)))
-		return;
-	if (!(req = nvmf_admin_req(c))) {
-		free(buf);
-		c->ana_again = true; /* the next AEN or ANA status retries */
-		return;
-	}
 	c->ana_busy = true;
-	req->done = ana_refresh_done;
-	req->ctx = c;
-	req->ctx2 = buf;
-	prep_get_log(req, NVME_LOG_ANA, buf, 4096);
-	nvmf_req_submit(req);
+	if (ana_read_start(c, ana_refresh_read) < 0) {
+		c->ana_busy = false;
+		c->ana_then = NULL;
+		c->ana_again = true; /* the next AEN or ANA status retries */
+	}
 }
 
 void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *c)
@@ -514,16 +697,15 @@ static void init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	ctrl_teardown(c, init_failed_down);
 }
 
-static uint32_t pick_max_xfer(struct nvmf_ctrl *c)
+uint32_t nvmf_pick_max_xfer(uint64_t cap_reg, uint8_t mdts, uint32_t opt_max)
 {
-	uint32_t cap = c->opts.max_xfer ? c->opts.max_xfer : DEFAULT_MAX_XFER;
-	uint32_t mps = 4096u << NVME_CAP_MPSMIN(c->cap);
+	uint32_t cap = opt_max ? opt_max : DEFAULT_MAX_XFER;
+	/* At most 2^27 (MPSMIN is 4 bits) shifted by less than 32: no
+	 * overflow in 64 bits; 2^32 pages or more is no limit for us. */
+	uint64_t mps = 4096ull << NVME_CAP_MPSMIN(cap_reg);
 
-	if (c->id->mdts) {
-		uint64_t mdts = (uint64_t)mps << c->id->mdts;
-		if (mdts < cap)
-			cap = (uint32_t)mdts;
-	}
+	if (mdts && mdts < 32 && (mps << mdts) < cap)
+		cap = (uint32_t)(mps << mdts);
 	/* Each command's data must fit the request's iovec array even when
 	 * the caller's buffer is page-fragmented. */
 	if (cap > (NVMF_REQ_MAX_IOV - 1) * 4096u)
@@ -531,21 +713,39 @@ static uint32_t pick_max_xfer(struct nvmf_ctrl *c)
 	return cap;
 }
 
-static int parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns *id)
+uint32_t nvmf_in_capsule_max(uint32_t ioccsz)
+{
+	/* 16-byte units including the 64-byte command: 64-bit, so that a
+	 * huge IOCCSZ cannot wrap into a small (or any) other value. */
+	uint64_t b = (uint64_t)ioccsz * 16u;
+
+	if (ioccsz < 4)
+		return 0;
+	return b - 64 > UINT32_MAX ? UINT32_MAX : (uint32_t)(b - 64);
+}
+
+int nvmf_ns_from_id(const char *name, uint32_t nsid, const struct nvme_id_ns *id,
+		    struct nvmf_ns *ns)
 {
 	unsigned idx = NVME_NS_FLBAS_INDEX(id->flbas);
-	struct nvmf_ns *ns = &c->ns[c->nr_ns];
 
 	if (id->nsze == 0)
 		return 0; /* inactive after all */
 	if (idx > id->nlbaf || id->lbaf[idx].ds < 9 || id->lbaf[idx].ds > 16) {
 		log_warn("ctrl %s: nsid %u has an unusable LBA format (index %u, ds %u); skipped",
-			 c->opts.name, nsid, idx, idx < 64 ? id->lbaf[idx].ds : 0);
+			 name, nsid, idx, idx < 64 ? id->lbaf[idx].ds : 0);
+		return 0;
+	}
+	/* Sizes in bytes are signed 64-bit (off_t) further up: a size that
+	 * does not fit would wrap into a small or negative one. */
+	if (id->nsze > (uint64_t)INT64_MAX >> id->lbaf[idx].ds) {
+		log_warn("ctrl %s: nsid %u claims %llu blocks of %u bytes, more than 2^63 bytes; "
+			 "skipped",
+			 name, nsid, (unsigned long long)id->nsze, 1u << id->lbaf[idx].ds);
 		return 0;
 	}
 	if (id->lbaf[idx].ms && (id->flbas & 0x10) == 0)
-		log_warn("ctrl %s: nsid %u has separate metadata, which is ignored", c->opts.name,
-			 nsid);
+		log_warn("ctrl %s: nsid %u has separate metadata, which is ignored", name, nsid);
 	memset(ns, 0, sizeof(*ns));
 	ns->nsid = nsid;
 	ns->nsze = id->nsze;
@@ -558,11 +758,50 @@ static int parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns 
 	memcpy(ns->eui64, id->eui64, sizeof(ns->eui64));
 	ns->anagrpid = id->anagrpid;
 	ns->ana_state = NVME_ANA_OPTIMIZED;
-	c->nr_ns++;
-	log_info("ctrl %s: nsid %u: %llu blocks of %u bytes (%.1f GiB)", c->opts.name, nsid,
+	log_info("ctrl %s: nsid %u: %llu blocks of %u bytes (%.1f GiB)", name, nsid,
 		 (unsigned long long)ns->nsze, ns->lba_size,
 		 (double)(ns->nsze << ns->lba_shift) / (1024.0 * 1024 * 1024));
-	return 0;
+	return 1;
+}
+
+unsigned nvmf_ns_list_count(const char *name, const uint32_t *list, unsigned max)
+{
+	unsigned n;
+
+	for (n = 0; n < max && list[n]; n++) {
+		/* The list is in increasing order (NVMe base spec, Identify
+		 * CNS 02h); a repeated ID would become two namespaces. */
+		if (list[n] == 0xffffffff || (n && list[n] <= list[n - 1])) {
+			log_warn("ctrl %s: active namespace list entry %u (nsid %u) is out of "
+				 "order or invalid; the list is used up to there",
+				 name, n, list[n]);
+			break;
+		}
+	}
+	return n;
+}
+
+static void parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns *id)
+{
+	if (nvmf_ns_from_id(c->opts.name, nsid, id, &c->ns[c->nr_ns]) > 0)
+		c->nr_ns++;
+}
+
+static void ana_init_read(struct nvmf_ctrl *c, int err)
+{
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	if (err) {
+		init_fail(c, err, "%s", err == -EMSGSIZE ? "ANA log page too large"
+							: "ANA log page not read");
+		return;
+	}
+	if (nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have) < 0) {
+		init_fail(c, -EPROTO, "malformed ANA log page");
+		return;
+	}
+	c->step = (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE) ? INIT_AEN_CONFIG : INIT_IO_QUEUES;
+	init_next(c);
 }
 
 static void init_cmd_done(struct nvmf_req *req, int err)
@@ -627,8 +866,17 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		break;
 	case INIT_IDENTIFY_CTRL:
 		c->ana = !c->opts.discovery && (c->id->cmic & NVME_CTRL_CMIC_ANA);
-		c->max_xfer = pick_max_xfer(c);
-		c->in_capsule_max = c->id->ioccsz >= 4 ? c->id->ioccsz * 16u - 64u : 0;
+		c->max_xfer = nvmf_pick_max_xfer(c->cap, c->id->mdts, c->opts.max_xfer);
+		if (c->vwc_before >= 0 && c->vwc_before != (int)(c->id->vwc & NVME_CTRL_VWC_PRESENT))
+			/* The volume's flush capability was settled at export
+			 * time from every path (vol_mp_create); say so when a
+			 * controller changes its mind across a reconnect. */
+			log_warn("ctrl %s: the volatile write cache is now %s (it was %s before "
+				 "the reconnect)",
+				 c->opts.name, (c->id->vwc & NVME_CTRL_VWC_PRESENT) ? "present" : "absent",
+				 c->vwc_before ? "present" : "absent");
+		c->vwc_before = c->id->vwc & NVME_CTRL_VWC_PRESENT;
+		c->in_capsule_max = nvmf_in_capsule_max(c->id->ioccsz);
 		log_info("ctrl %s: cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
 			 "in-capsule %u, %u namespaces",
 			 c->opts.name, c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
@@ -655,20 +903,13 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	}
 	case INIT_NS_LIST:
 		memcpy(c->ns_list, c->admin_buf, 4096);
+		c->ns_list_len = nvmf_ns_list_count(c->opts.name, c->ns_list, 1024);
 		c->ns_list_idx = 0;
 		c->step = INIT_IDENTIFY_NS;
 		break;
 	case INIT_IDENTIFY_NS:
 		parse_ns(c, c->ns_list[c->ns_list_idx], c->admin_buf);
 		c->ns_list_idx++;
-		break;
-	case INIT_ANA_LOG:
-		if (ana_apply(c, c->admin_buf, 4096) < 0) {
-			init_fail(c, -EPROTO, "malformed ANA log page");
-			return;
-		}
-		c->step = (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE) ? INIT_AEN_CONFIG
-								    : INIT_IO_QUEUES;
 		break;
 	case INIT_AEN_CONFIG:
 		c->step = INIT_IO_QUEUES;
@@ -687,8 +928,7 @@ static void init_next(struct nvmf_ctrl *c)
 {
 	struct nvmf_req *req;
 
-	if (c->step == INIT_IDENTIFY_NS &&
-	    (c->ns_list_idx >= 1024 || c->ns_list[c->ns_list_idx] == 0)) {
+	if (c->step == INIT_IDENTIFY_NS && c->ns_list_idx >= c->ns_list_len) {
 		if (c->ns_list_idx == 1024)
 			log_warn("ctrl %s: more than 1024 namespaces; only the first 1024 are used",
 				 c->opts.name);
@@ -704,6 +944,13 @@ static void init_next(struct nvmf_ctrl *c)
 	}
 	if (c->step != INIT_WAIT_RDY)
 		arm_step(c, DEFAULT_STEP_TIMEOUT_MS);
+	if (c->step == INIT_ANA_LOG) {
+		/* Possibly several commands, all within this step's timer. */
+		int ret = ana_read_start(c, ana_init_read);
+		if (ret < 0)
+			init_fail(c, ret, "no free admin request");
+		return;
+	}
 	req = nvmf_admin_req(c);
 	if (!req) {
 		init_fail(c, -EBUSY, "no free admin request");
@@ -738,9 +985,6 @@ static void init_next(struct nvmf_ctrl *c)
 		break;
 	case INIT_IDENTIFY_NS:
 		prep_identify(req, NVME_ID_CNS_NS, c->ns_list[c->ns_list_idx], c->admin_buf);
-		break;
-	case INIT_ANA_LOG:
-		prep_get_log(req, NVME_LOG_ANA, c->admin_buf, 4096);
 		break;
 	case INIT_AEN_CONFIG:
 		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
@@ -1058,6 +1302,7 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 		return -ENOMEM;
 	}
 	memset(c->id, 0, sizeof(*c->id));
+	c->vwc_before = -1;
 	ret = ctrl_start(c);
 	if (ret < 0)
 		nvmf_ctrl_free(c);
@@ -1107,6 +1352,7 @@ int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 	c->kato_missed = 0;
 	c->aer_armed = false;
 	c->ana_busy = c->ana_again = false;
+	c->ana_then = NULL;
 	c->ready_cb = cb;
 	c->shutdown_cb = NULL;
 	c->reconnecting = true;
@@ -1376,6 +1622,9 @@ void nvmf_ctrl_free(struct nvmf_ctrl *c)
 	free(c->admin_buf);
 	free(c->ns_list);
 	free(c->ns);
+	free(c->ana_log);
+	c->ana_log = NULL;
+	c->ana_log_alloc = 0;
 	c->id = NULL;
 	c->admin_buf = NULL;
 	c->ns_list = NULL;

@@ -98,8 +98,16 @@ struct nvmf_ctrl {
 	unsigned nr_ns;
 	struct nvmf_ns *ns;
 	uint32_t *ns_list; /* 1024 entries, from Identify */
-	unsigned ns_list_idx;
+	unsigned ns_list_idx, ns_list_len;
 	void *admin_buf; /* 4 KiB for Identify and logs */
+	/* The ANA log page, read whole (in several commands when it is
+	 * larger than one transfer); grown as needed up to NVMF_ANA_LOG_MAX. */
+	uint8_t *ana_log;
+	size_t ana_log_alloc;
+	size_t ana_have, ana_want; /* bytes read / to read */
+	uint32_t ana_chunk; /* bytes asked by the command in flight */
+	void (*ana_then)(struct nvmf_ctrl *c, int err);
+	int vwc_before; /* VWC of the previous bring-up, -1 before the first */
 	uint64_t deadline_ns; /* of the current waiting step */
 	struct reactor_timer step_timer;
 	struct reactor_timer kato_timer;
@@ -153,6 +161,52 @@ void nvmf_ctrl_ana_refresh(struct nvmf_ctrl *ctrl);
  * -EPROTO when the page is shorter than it claims. */
 int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
 		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg);
+/* The ANA state of one group, as the multipath snapshot keeps it. */
+struct nvmf_ana_grp {
+	uint32_t grp;
+	uint8_t state;
+};
+/* The state of every group of c's namespaces into out (room for
+ * c->nr_ns entries), sorted by group ID, each group once; the count. */
+unsigned nvmf_ctrl_ana_groups(const struct nvmf_ctrl *c, struct nvmf_ana_grp *out);
+/* The state of group grp in a sorted array of n, 0 when it is not there. */
+uint8_t nvmf_ana_grp_state(const struct nvmf_ana_grp *a, unsigned n, uint32_t grp);
+/* The ANA log page's length as far as buf[0..len) tells: the whole page's
+ * when every group descriptor lies within len, else a lower bound of it
+ * larger than len (the end of the first descriptor that does not fit, and
+ * 32 bytes for each one after it).  Never reads past len. */
+uint64_t nvmf_ana_log_need(const void *buf, size_t len);
+/* The most this host reads of an ANA log page.  The page lists each group
+ * (32 bytes) and each namespace ID (4 bytes) once: 1 MiB is room for 4096
+ * groups and more than 200,000 namespaces, far more than the 1024
+ * namespaces a controller is used with; a page claiming more is a broken
+ * or hostile target, and the buffer stays allocated with the controller. */
+#define NVMF_ANA_LOG_MAX (1u << 20)
+/* After have bytes of the page were read and its descriptors need `need`
+ * (> have) bytes: the bytes to have next (*want), and whether to read
+ * them again from offset 0 in one command (*restart, when they fit one
+ * transfer of chunk bytes) or on from have at increasing offsets.
+ * -EMSGSIZE when need is beyond NVMF_ANA_LOG_MAX. */
+int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
+		       bool *restart);
+/* Applies an ANA log page to c's namespaces: 1 when a state changed, 0
+ * when not, -EPROTO when the page is shorter than it claims. */
+int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len);
+/* I/O queue in-capsule data bytes from Identify's IOCCSZ. */
+uint32_t nvmf_in_capsule_max(uint32_t ioccsz);
+/* Bytes per NVMe command: the option (0 = 256 KiB), MDTS (in units of
+ * CAP.MPSMIN pages, 0 = no limit) and what one request's iovec array can
+ * carry, whichever is smallest.  Defined for every MDTS and CAP. */
+uint32_t nvmf_pick_max_xfer(uint64_t cap, uint8_t mdts, uint32_t opt_max);
+struct nvme_id_ns;
+/* Fills ns from Identify Namespace data; 1 when usable, 0 when the
+ * namespace is inactive or cannot be used (the reason is logged). */
+int nvmf_ns_from_id(const char *ctrl_name, uint32_t nsid, const struct nvme_id_ns *id,
+		    struct nvmf_ns *ns);
+/* How many leading entries of an active namespace list (max entries) to
+ * use: up to the first 0, stopping (logged) at an entry that is not
+ * larger than the one before or is the broadcast NSID. */
+unsigned nvmf_ns_list_count(const char *ctrl_name, const uint32_t *list, unsigned max);
 const char *nvme_ana_state_name(uint8_t state);
 const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s);
 void nvmf_ctrl_set_state(struct nvmf_ctrl *ctrl, enum nvmf_ctrl_state s);

@@ -12,7 +12,6 @@
 #include "transports/status.h"
 
 #define MP_MAX_QS 64 /* queues of one path on one reactor */
-#define MP_MAX_ANA 16 /* ANA groups remembered per path */
 
 /* A path put aside by the data path (a path-related or ANA status) is
  * tried again after this long, or sooner when a new snapshot arrives; I/O
@@ -35,11 +34,10 @@ struct snap_path {
 	uint32_t max_xfer;
 	unsigned nq;
 	struct nvmf_queue *qs[MP_MAX_QS];
+	/* Every group of the path's namespaces, sorted by group ID; in the
+	 * snapshot's own allocation (struct snap's ana_store). */
 	unsigned nr_ana;
-	struct {
-		uint32_t grp;
-		uint8_t state;
-	} ana[MP_MAX_ANA];
+	struct nvmf_ana_grp *ana;
 };
 
 struct bcast;
@@ -52,6 +50,7 @@ struct snap {
 	struct bcast *bc;
 	bool failfast;
 	struct snap_path p[MP_MAX_PATHS];
+	struct nvmf_ana_grp ana_store[]; /* the paths' nr_ana entries, in order */
 };
 
 /* Counters of one path on one reactor: one writer, read by reactor 0. */
@@ -294,8 +293,13 @@ static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), stru
 		bc->p = p;
 		bc->pending = t->nr_reactors;
 	}
+	size_t nr_ns = 0;
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (t->paths[i].attached)
+			nr_ns += t->paths[i].ctrl.nr_ns;
 	for (unsigned k = 0; k < t->nr_reactors; k++) {
-		struct snap *s = calloc(1, sizeof(*s));
+		struct snap *s = calloc(1, sizeof(*s) + nr_ns * sizeof(s->ana_store[0]));
+		struct nvmf_ana_grp *ana = s ? s->ana_store : NULL;
 		if (!s)
 			abort();
 		s->m.fn = snap_apply;
@@ -313,17 +317,9 @@ static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), stru
 			for (unsigned q = 0; q < pp->ctrl.nr_ioq && sp->nq < MP_MAX_QS; q++)
 				if (pp->ctrl.ioq[q].r == t->reactors[k])
 					sp->qs[sp->nq++] = &pp->ctrl.ioq[q];
-			for (unsigned n = 0; n < pp->ctrl.nr_ns && sp->nr_ana < MP_MAX_ANA; n++) {
-				const struct nvmf_ns *ns = &pp->ctrl.ns[n];
-				bool seen = false;
-				for (unsigned a = 0; a < sp->nr_ana; a++)
-					seen |= sp->ana[a].grp == ns->anagrpid;
-				if (seen)
-					continue;
-				sp->ana[sp->nr_ana].grp = ns->anagrpid;
-				sp->ana[sp->nr_ana].state = ns->ana_state;
-				sp->nr_ana++;
-			}
+			sp->ana = ana;
+			sp->nr_ana = nvmf_ctrl_ana_groups(&pp->ctrl, ana);
+			ana += sp->nr_ana;
 		}
 		reactor_send_msg(t->reactors[k], &s->m);
 	}
@@ -333,12 +329,11 @@ static void broadcast(struct mp_target *t, void (*then)(struct mp_path *p), stru
 
 static void mp_start(struct vol_io *io);
 
+/* A group no namespace of the path is in has no state here: 0, which no
+ * policy uses.  Without ANA every namespace is OPTIMIZED in its group. */
 static uint8_t ana_of(const struct snap_path *sp, uint32_t grp)
 {
-	for (unsigned a = 0; a < sp->nr_ana; a++)
-		if (sp->ana[a].grp == grp)
-			return sp->ana[a].state;
-	return NVME_ANA_OPTIMIZED; /* no ANA: every path is as good */
+	return nvmf_ana_grp_state(sp->ana, sp->nr_ana, grp);
 }
 
 static struct nvmf_queue *live_queue(struct rview *v, unsigned i)
@@ -1500,8 +1495,27 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	if (read_only)
 		n->v.caps |= VOL_CAP_READ_ONLY;
 	const struct nvme_id_ctrl *id = from->ctrl.id;
-	if (id->vwc & 1)
+	/* Writes may sit in the volatile cache of whichever path took them:
+	 * flush is offered when any live path has one, and when a path is
+	 * not up yet (its cache is unknown and the capability cannot change
+	 * once exported; a flush to a controller without one is harmless). */
+	unsigned vwc = 0, unknown = 0;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		const struct mp_path *p = &t->paths[i];
+		if (!p->attached)
+			unknown++;
+		else if (p->ctrl.id->vwc & NVME_CTRL_VWC_PRESENT)
+			vwc++;
+	}
+	if (vwc || unknown)
 		n->v.caps |= VOL_CAP_FLUSH;
+	if (unknown && !vwc)
+		log_info("%s: flush offered: %u of %u paths not connected yet, their write cache "
+			 "unknown",
+			 name, unknown, t->o.nr_paths);
+	else if (vwc && vwc + unknown < t->o.nr_paths)
+		log_info("%s: flush offered: %u of %u paths have a volatile write cache", name, vwc,
+			 t->o.nr_paths);
 	if (id->oncs & NVME_CTRL_ONCS_DSM)
 		n->v.caps |= VOL_CAP_TRIM;
 	if (id->oncs & NVME_CTRL_ONCS_WRITE_ZEROES) {

@@ -394,6 +394,8 @@ static void usage(FILE *out)
 		"                   (write-through, no volatile write cache, unless --vwc)\n"
 		"  --vwc            with --persist: a volatile write cache; a restart keeps only\n"
 		"                   what was flushed or written with FUA (both before --subsys)\n"
+		"  --ana-pad N      N more (empty) ANA groups in the ANA log, ids from 1000, so\n"
+		"                   that the page outgrows 4 KiB\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -406,7 +408,7 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
-	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC };
+	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -422,6 +424,7 @@ int main(int argc, char **argv)
 		{ "dlfeat", required_argument, 0, O_DLFEAT },
 		{ "persist", required_argument, 0, O_PERSIST },
 		{ "vwc", no_argument, 0, O_VWC },
+		{ "ana-pad", required_argument, 0, O_ANA_PAD },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -492,6 +495,13 @@ int main(int argc, char **argv)
 				T.persist_dir = optarg;
 			else
 				T.vwc = true;
+			break;
+		case O_ANA_PAD:
+			T.ana_pad = (unsigned)strtoul(optarg, NULL, 0);
+			if (T.ana_pad > 60000) {
+				fprintf(stderr, "nvmf-test-target: --ana-pad: at most 60000\n");
+				return 2;
+			}
 			break;
 		case O_DLFEAT:
 			T.dlfeat = (int)(strtoul(optarg, NULL, 0) & 0xff);

@@ -541,8 +541,8 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	put32(b + IDC_OAES, 1u << 11); /* ANA change notices */
 	id->anatt = 10;
 	b[IDC_ANACAP] = 0x1f; /* reports every state; group ids never change */
-	put32(b + IDC_ANAGRPMAX, TGT_MAX_NS);
-	put32(b + IDC_NANAGRPID, ss->nr_ns);
+	put32(b + IDC_ANAGRPMAX, TGT_MAX_NS + (T.ana_pad ? 1000 + T.ana_pad : 0));
+	put32(b + IDC_NANAGRPID, ss->nr_ns + T.ana_pad);
 	id->nn = ss->nr_ns;
 	id->oncs = NVME_CTRL_ONCS_DSM | NVME_CTRL_ONCS_WRITE_ZEROES;
 	if (tgt_vwc_present())
@@ -663,13 +663,21 @@ static size_t build_ana_log(struct tgt_ctrl *ctrl, bool groups_only)
 {
 	struct tgt_subsys *ss = ctrl->ss;
 	size_t size = sizeof(struct ana_log_hdr) +
-		      ss->nr_ns * (sizeof(struct ana_group_desc) + (groups_only ? 0 : 4));
+		      ss->nr_ns * (sizeof(struct ana_group_desc) + (groups_only ? 0 : 4)) +
+		      T.ana_pad * sizeof(struct ana_group_desc);
 	uint8_t *b = log_space(size), *p;
 	if (!b)
 		return 0;
 	struct ana_log_hdr *h = (void *)b;
 	p = b + sizeof(*h);
-	h->ngrps = (uint16_t)ss->nr_ns;
+	h->ngrps = (uint16_t)(ss->nr_ns + T.ana_pad);
+	/* First, so that the real groups' descriptors lie beyond 4 KiB. */
+	for (unsigned i = 0; i < T.ana_pad; i++) {
+		struct ana_group_desc *d = (void *)p;
+		d->grpid = 1000 + i;
+		d->state = ANA_OPTIMIZED;
+		p += sizeof(*d);
+	}
 	for (unsigned i = 0; i < ss->nr_ns; i++) {
 		struct tgt_ns *ns = &ss->ns[i];
 		struct ana_group_desc *d = (void *)p;

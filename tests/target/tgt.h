@@ -257,6 +257,7 @@ struct tgt {
 	 * survives, else every acknowledged write (write-through, no VWC). */
 	const char *persist_dir;
 	bool vwc;
+	unsigned ana_pad; /* --ana-pad: empty ANA groups after the real ones */
 	uint64_t genctr;
 	uint64_t nr_conns_total, nr_cmds_total;
 };
