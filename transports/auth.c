@@ -429,6 +429,17 @@ static void auth_issue(struct nvmf_auth *a)
 	nvmf_req_submit(req);
 }
 
+int nvmf_auth_check_unasked(const struct nvmf_queue *q)
+{
+	if (!q->ctrl->opts.dhchap_ctrl_key.len)
+		return 0;
+	log_err("%s: the target did not authenticate itself: a controller key "
+		"(dhchap_ctrl_secret) is configured but its Connect response did not ask "
+		"for DH-HMAC-CHAP; refusing the connection",
+		q->name);
+	return -EACCES;
+}
+
 void nvmf_queue_authenticate(struct nvmf_queue *q, void (*done)(struct nvmf_queue *q, int err))
 {
 	static _Atomic uint16_t next_tid;

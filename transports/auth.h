@@ -132,4 +132,10 @@ void nvmf_auth_clear(struct nvmf_auth *a);
  * queue's own connect_cb reports. */
 void nvmf_queue_authenticate(struct nvmf_queue *q, void (*done)(struct nvmf_queue *q, int err));
 
+/* The Connect response on q did not ask to authenticate.  With a controller
+ * key configured that is a target which cannot prove who it is (the host
+ * would send its data to any impostor): -EACCES, logged, and not retried
+ * by the callers, like refused credentials.  0 otherwise. */
+int nvmf_auth_check_unasked(const struct nvmf_queue *q);
+
 #endif

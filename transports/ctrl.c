@@ -184,6 +184,11 @@ static void fabric_connect_done(struct nvmf_req *req, int err)
 		nvmf_queue_authenticate(q, queue_authenticated);
 		return;
 	}
+	int ret = nvmf_auth_check_unasked(q);
+	if (ret < 0) {
+		nvmf_queue_shutdown(q, ret);
+		return;
+	}
 	queue_live(q);
 }
 

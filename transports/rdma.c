@@ -147,6 +147,58 @@ int rdma_recv_check(unsigned wc_flags, uint32_t byte_len, uint32_t inv_rkey, cha
 	return 0;
 }
 
+static const char *wr_kind(uint64_t wr_id)
+{
+	return wr_id >> 32 == RDMA_WR_SEND ? "send" : "receive";
+}
+
+int rdma_wc_process(struct nvmf_queue *q, struct rdma_sendq *sq, unsigned nr_recv,
+		    const struct nvme_cqe *rsp_buf, const struct ibv_wc *wc,
+		    struct nvmf_req **req, unsigned *slot, char *why, size_t size)
+{
+	unsigned idx = (unsigned)wc->wr_id;
+	int ret;
+
+	*req = NULL;
+	if (wc->status != IBV_WC_SUCCESS) {
+		snprintf(why, size, "%s completion failed: %s (vendor error 0x%x)",
+			 wr_kind(wc->wr_id), ibv_wc_status_str(wc->status), wc->vendor_err);
+		return -EIO;
+	}
+	if (wc->wr_id >> 32 == RDMA_WR_SEND) {
+		uint32_t seq = (uint32_t)wc->wr_id;
+		if (wc->opcode != IBV_WC_SEND || rdma_sendq_complete(sq, seq) < 0) {
+			snprintf(why, size,
+				 "unexpected send completion (opcode %d, send %u, oldest "
+				 "outstanding %u)",
+				 wc->opcode, seq, sq->tail);
+			return -EIO;
+		}
+		return RDMA_WC_SENDS_FREED;
+	}
+	if (wc->wr_id >> 32 != RDMA_WR_RECV || wc->opcode != IBV_WC_RECV || idx >= nr_recv) {
+		snprintf(why, size, "unexpected completion (opcode %d, slot %u)", wc->opcode, idx);
+		return -EIO;
+	}
+	if ((ret = rdma_recv_check(wc->wc_flags, wc->byte_len, wc->invalidated_rkey, why, size)) <
+	    0)
+		return ret;
+	const struct nvme_cqe *cqe = &rsp_buf[idx];
+	struct nvmf_req *r = nvmf_queue_find_req(q, cqe->cid);
+	if (!r) {
+		snprintf(why, size, "response for CID 0x%04x not in flight", cqe->cid);
+		return -EPROTO;
+	}
+	if (rdma_req_resp(rdma_req_of(r), cqe) < 0) {
+		snprintf(why, size, "%s response for CID 0x%04x",
+			 rdma_req_of(r)->posted ? "second" : "premature", cqe->cid);
+		return -EPROTO;
+	}
+	*req = r;
+	*slot = idx;
+	return RDMA_WC_RESPONSE;
+}
+
 /* ---- the transport ---- */
 
 #define RDMA_CQ_BATCH 32
@@ -362,65 +414,30 @@ static int post_recv(struct rdma_queue *rq, unsigned idx)
 
 static bool post_backlog(struct rdma_queue *rq);
 
-static const char *wr_kind(uint64_t wr_id)
-{
-	return wr_id >> 32 == RDMA_WR_SEND ? "send" : "receive";
-}
-
 /* One work completion; false once the queue has failed. */
 static bool handle_wc(struct rdma_queue *rq, const struct ibv_wc *wc)
 {
-	struct nvmf_queue *q = rq->q;
-	unsigned idx = (unsigned)wc->wr_id;
 	struct nvmf_req *req;
-	int ret;
+	unsigned slot = 0;
+	char why[160];
+	int ret = rdma_wc_process(rq->q, &rq->sq, rq->nr_recv, rq->rsp_buf, wc, &req, &slot, why,
+				  sizeof(why));
 
-	if (wc->status != IBV_WC_SUCCESS) {
-		nvmf_queue_transport_error(q, -EIO, "%s completion failed: %s (vendor error 0x%x)",
-					   wr_kind(wc->wr_id), ibv_wc_status_str(wc->status),
-					   wc->vendor_err);
+	if (ret < 0) {
+		nvmf_queue_transport_error(rq->q, ret, "%s", why);
 		return false;
 	}
-	if (wc->wr_id >> 32 == RDMA_WR_SEND) {
-		uint32_t seq = (uint32_t)wc->wr_id;
-		if (wc->opcode != IBV_WC_SEND || rdma_sendq_complete(&rq->sq, seq) < 0) {
-			nvmf_queue_transport_error(q, -EIO,
-						   "unexpected send completion (opcode %d, send %u, "
-						   "oldest outstanding %u)",
-						   wc->opcode, seq, rq->sq.tail);
-			return false;
-		}
+	if (ret == RDMA_WC_SENDS_FREED)
 		return post_backlog(rq);
-	}
-	if (wc->opcode != IBV_WC_RECV || idx >= rq->nr_recv) {
-		nvmf_queue_transport_error(q, -EIO, "unexpected completion (opcode %d, slot %u)",
-					   wc->opcode, idx);
-		return false;
-	}
-	char why[96];
-	if ((ret = rdma_recv_check(wc->wc_flags, wc->byte_len, wc->invalidated_rkey, why,
-				   sizeof(why))) < 0) {
-		nvmf_queue_transport_error(q, ret, "%s", why);
-		return false;
-	}
-	struct nvme_cqe cqe = rq->rsp_buf[idx];
-	ret = post_recv(rq, idx);
+	/* The capsule is copied out (the request holds its response): the
+	 * slot may take the next one. */
+	ret = post_recv(rq, slot);
 	if (ret) {
-		nvmf_queue_transport_error(q, ret, "cannot re-post a receive: %s", strerror(-ret));
+		nvmf_queue_transport_error(rq->q, ret, "cannot re-post a receive: %s",
+					   strerror(-ret));
 		return false;
 	}
 	rq->nr_recvs++;
-	req = nvmf_queue_find_req(q, cqe.cid);
-	if (!req) {
-		nvmf_queue_transport_error(q, -EPROTO, "response for CID 0x%04x not in flight",
-					   cqe.cid);
-		return false;
-	}
-	if (rdma_req_resp(rdma_req_of(req), &cqe) < 0) {
-		nvmf_queue_transport_error(q, -EPROTO, "%s response for CID 0x%04x",
-					   rdma_req_of(req)->posted ? "second" : "premature", cqe.cid);
-		return false;
-	}
 	req_finish(rq, req);
 	return true;
 }

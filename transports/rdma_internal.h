@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <infiniband/verbs.h>
+
 #include "gateway/list.h"
 #include "transports/transport.h"
 
@@ -98,5 +100,19 @@ static inline uint64_t rdma_wr_id(unsigned kind, unsigned idx)
 {
 	return (uint64_t)kind << 32 | idx;
 }
+
+/* What one work completion means for the queue, decided without a device
+ * (the fuzzer feeds it made-up ones).  A send completion must be the
+ * oldest outstanding signalled send of sq: its WRs are freed.  A receive
+ * must be in one of nr_recv slots, hold a whole response capsule
+ * (rsp_buf[*slot]) for a request of q whose command was posted and has no
+ * response yet: the response is recorded in it, *req is set, and the
+ * caller re-posts the slot and completes the request.  Anything else,
+ * including a failed completion, is -errno with the reason in why: the
+ * queue must fail. */
+enum rdma_wc_kind { RDMA_WC_SENDS_FREED = 1, RDMA_WC_RESPONSE = 2 };
+int rdma_wc_process(struct nvmf_queue *q, struct rdma_sendq *sq, unsigned nr_recv,
+		    const struct nvme_cqe *rsp_buf, const struct ibv_wc *wc,
+		    struct nvmf_req **req, unsigned *slot, char *why, size_t size);
 
 #endif

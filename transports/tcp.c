@@ -2,6 +2,7 @@
  * send path (capsules, H2CData for R2Ts, batched into one sendmsg) and the
  * receive loop feeding tcp_rx.c.  All on the queue's reactor. */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/ip.h>
@@ -59,10 +60,47 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 		struct io_uring_sqe *sqe = reactor_sqe(q->r, NULL);
 		io_uring_prep_cancel(sqe, &tq->connect_op, 0);
 	}
-	/* Wakes a pending recv (returns 0) and fails a pending send. */
+	/* Wakes a pending recv (returns 0) and fails a pending send; unless
+	 * a TermReq waits for that send, which then gets a bounded time to
+	 * finish (send_done, term_timeout). */
+	if (tq->fd >= 0) {
+		if (tq->term_deferred && tq->send_pending) {
+			shutdown(tq->fd, SHUT_RD);
+			reactor_timer_arm(q->r, &tq->term_timer,
+					  (uint64_t)TCP_TERM_WAIT_MS * NSEC_PER_MSEC);
+		} else {
+			tq->term_deferred = false;
+			shutdown(tq->fd, SHUT_RDWR);
+		}
+	}
+	maybe_quiesced(tq);
+}
+
+static void term_timeout(struct reactor_timer *t)
+{
+	struct tcp_queue *tq = container_of(t, struct tcp_queue, term_timer);
+
+	log_debug("%s: send still in flight after %u ms: closing without a TermReq",
+		  tq->q->name, TCP_TERM_WAIT_MS);
+	tq->term_deferred = false;
 	if (tq->fd >= 0)
 		shutdown(tq->fd, SHUT_RDWR);
-	maybe_quiesced(tq);
+}
+
+/* The send in flight when the queue started closing was reaped: the
+ * deferred TermReq goes out if that send ended on a PDU boundary. */
+static void closing_send_reaped(struct tcp_queue *tq, int res)
+{
+	if (!tq->term_deferred)
+		return;
+	tq->term_deferred = false;
+	reactor_timer_cancel(&tq->term_timer);
+	if (res > 0 && tq->siov_first + iov_advance(tq->siov + tq->siov_first,
+						     tq->siov_cnt - tq->siov_first,
+						     (size_t)res) == tq->siov_cnt)
+		tcp_send_term(tq);
+	if (tq->fd >= 0)
+		shutdown(tq->fd, SHUT_RDWR);
 }
 
 /* ---- send path ---- */
@@ -90,6 +128,9 @@ static void req_finish_if_ready(struct tcp_queue *tq, struct nvmf_req *req)
 	(void)tq;
 	if (!tr->resp_ready || tr->cmd_item.in_batch || tr->h2c_item.in_batch)
 		return;
+	/* Once completed, the owner may free the buffer and reuse the slot:
+	 * nothing of ours may still point at it. */
+	assert(!tr->cmd_item.queued && !tr->h2c_item.queued);
 	tr->resp_ready = false;
 	nvmf_req_complete(req, &tr->resp);
 }
@@ -239,6 +280,11 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 	tq->send_pending = false;
 	tq->ops_in_flight--;
 	if (tq->conn == TCP_CONN_CLOSING) {
+		closing_send_reaped(tq, res);
+		/* The requests are failed at quiesce; none is in a send now. */
+		for (unsigned i = 0; i < tq->batch_cnt; i++)
+			tq->batch[i]->in_batch = false;
+		tq->batch_cnt = 0;
 		maybe_quiesced(tq);
 		return;
 	}
@@ -282,6 +328,9 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 
 	if (tq->conn != TCP_CONN_LIVE)
 		return -ENOTCONN;
+	/* A free slot is on no send list and in no send. */
+	assert(!tr->cmd_item.queued && !tr->cmd_item.in_batch && !tr->h2c_item.queued &&
+	       !tr->h2c_item.in_batch);
 	tr->cmd_item.req = tr->h2c_item.req = req;
 	tr->cmd_item.kind = TCP_ITEM_CMD;
 	tr->h2c_item.kind = TCP_ITEM_H2C;
@@ -591,6 +640,7 @@ static int tcp_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *opt
 	tq->send_op.fn = send_done;
 	tq->quiesce_msg.fn = quiesce_run;
 	reactor_timer_init(&tq->connect_timer, connect_timeout);
+	reactor_timer_init(&tq->term_timer, term_timeout);
 	list_init(&tq->sendq);
 	tcp_rx_reset(tq);
 	q->tp = tq;
@@ -602,6 +652,7 @@ static void tcp_queue_free(struct nvmf_queue *q)
 	struct tcp_queue *tq = tq_of(q);
 
 	reactor_timer_cancel(&tq->connect_timer);
+	reactor_timer_cancel(&tq->term_timer);
 	if (tq->fd >= 0)
 		close(tq->fd);
 	free(tq->rbuf);

@@ -16,6 +16,8 @@
  * buffer instead of through the staging buffer: the kernel's copy is then
  * the only one. */
 #define TCP_DIRECT_MIN 4096u
+/* How long a deferred TermReq may wait for the send in flight. */
+#define TCP_TERM_WAIT_MS 1000u
 
 enum tcp_item_kind { TCP_ITEM_CMD, TCP_ITEM_H2C };
 
@@ -100,6 +102,11 @@ struct tcp_queue {
 		struct nvme_tcp_term pdu;
 		uint8_t data[NVME_TCP_TERM_MAX_DATA];
 	} __attribute__((packed)) term;
+	/* A protocol error found while a sendmsg was in flight: the TermReq
+	 * goes out once that send is reaped whole (so it does not land inside
+	 * another PDU), or not at all if term_timer fires first. */
+	bool term_deferred;
+	struct reactor_timer term_timer;
 
 	/* Receive side. */
 	uint8_t *rbuf;
@@ -133,9 +140,14 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len);
 int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n);
 void tcp_rx_reset(struct tcp_queue *tq);
 /* Fails the connection for a protocol error: sends an H2C TermReq with
- * fes/fei when the send side is idle, then tears the queue down. */
+ * fes/fei (now if the send side is idle, else after the send in flight is
+ * reaped), and tears the queue down. */
 int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei,
 		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Writes the TermReq prepared in tq->term straight to the socket, best
+ * effort: only when no sendmsg of ours is in flight. */
+void tcp_send_term(struct tcp_queue *tq);
 
 /* Send side (tcp.c), used by the receive path. */
 void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);

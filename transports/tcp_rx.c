@@ -164,6 +164,11 @@ static int handle_r2t(struct tcp_queue *tq)
 		return tcp_protocol_error(tq, NVME_TCP_FES_INVALID_PDU_HDR, 8,
 					  "R2T for CID 0x%04x not in flight", p->cccid);
 	tr = tcp_req_of(req);
+	/* The response may be waiting for the command's send to be reaped;
+	 * data queued now would be built after the owner freed the buffer. */
+	if (tr->resp_ready)
+		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 8,
+					  "R2T for CID 0x%04x after its response", p->cccid);
 	if (!req->host_to_ctrl || tr->in_capsule || !req->data_len)
 		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 8,
 					  "R2T for CID 0x%04x, which has no data to send",
@@ -196,7 +201,10 @@ static int start_c2h_data(struct tcp_queue *tq)
 		return tcp_protocol_error(tq, NVME_TCP_FES_INVALID_PDU_HDR, 8,
 					  "C2HData for CID 0x%04x not in flight", p->cccid);
 	tr = tcp_req_of(req);
-	if (req->host_to_ctrl || !req->data_len || tr->resp_ready)
+	if (tr->resp_ready)
+		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 8,
+					  "C2HData for CID 0x%04x after its response", p->cccid);
+	if (req->host_to_ctrl || !req->data_len)
 		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 8,
 					  "C2HData for CID 0x%04x, which expects no data",
 					  p->cccid);
@@ -390,6 +398,13 @@ int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)
 	return tq->rx_data_left ? 0 : data_done(tq);
 }
 
+void tcp_send_term(struct tcp_queue *tq)
+{
+	ssize_t r = send(tq->fd, &tq->term, tq->term.pdu.hdr.plen, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+	(void)r;
+}
+
 int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei, const char *fmt, ...)
 {
 	char msg[200];
@@ -398,11 +413,11 @@ int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei, const c
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	/* Best effort: a TermReq tells the target why.  Only when no send is
-	 * in flight, or it would land in the middle of another PDU.  A data
-	 * digest error has no fatal error status of its own (fes 0): the
-	 * connection is closed without one. */
-	if (fes && tq->fd >= 0 && !tq->send_pending && tq->conn != TCP_CONN_CLOSING) {
+	/* Best effort: a TermReq tells the target why.  With a send in flight
+	 * it waits for that send (see tcp_queue_shutdown), or it would land in
+	 * the middle of another PDU.  A data digest error has no fatal error
+	 * status of its own (fes 0): the connection is closed without one. */
+	if (fes && tq->fd >= 0 && tq->conn != TCP_CONN_CLOSING && tq->conn != TCP_CONN_IDLE) {
 		uint32_t echo = tq->rhdr_len < NVME_TCP_TERM_MAX_DATA ? tq->rhdr_len :
 									NVME_TCP_TERM_MAX_DATA;
 		memset(&tq->term, 0, sizeof(tq->term));
@@ -412,9 +427,10 @@ int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei, const c
 		tq->term.pdu.fes = fes;
 		tq->term.pdu.fei = fei;
 		memcpy(tq->term.data, tq->rhdr, echo);
-		ssize_t r = send(tq->fd, &tq->term, tq->term.pdu.hdr.plen,
-				 MSG_DONTWAIT | MSG_NOSIGNAL);
-		(void)r;
+		if (tq->send_pending)
+			tq->term_deferred = true;
+		else
+			tcp_send_term(tq);
 	}
 	nvmf_queue_transport_error(tq->q, -EPROTO, "protocol error: %s", msg);
 	return -EPROTO;

@@ -6,12 +6,23 @@
  *
  * Input: a 22-byte header, then the byte stream.
  *   [0]      bit 0 header digest, bit 1 data digest; bits 4-7: feed the
- *            stream in pieces of 1 << (n - 1) bytes (0: all at once)
+ *            stream in pieces of 1 << (n - 1) bytes (0: all at once);
+ *            bit 2: scripted (below)
  *   [1]      number of requests (1..4, taken modulo)
  *   [2..21]  per request: 1 byte write (bit 0), 4 bytes LE data length
  *            (capped at 256 KiB; 0 = no data)
  * Request k gets CID k | (k + 1) << 12 (a fresh pool hands them out in
- * that order), which tests/fuzz/pcap2corpus.py relies on. */
+ * that order), which tests/fuzz/pcap2corpus.py relies on.
+ *
+ * Scripted (bit 2): the input also decides when the host's sends settle,
+ * so that a PDU can arrive while the command it answers is still being
+ * sent (issue 14 defect 3).  The requests are submitted without reaping
+ * their sends, and the stream is a sequence of steps, each a control byte
+ * and the piece it announces:
+ *   bits 0-4  n: piece length n + 1 (n < 24) or 32 << (n - 24) bytes
+ *   bits 5-7  before feeding: 0-3 nothing, 4-5 one non-blocking reactor
+ *             pass (what is done is reaped), 6-7 settle everything. */
+#include <sanitizer/asan_interface.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +56,29 @@ static uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* Nothing completes twice, at any point (not only at the end, where a
+ * double completion could hide behind a reused slot). */
+static void check_once(unsigned nreq, const unsigned *slots)
+{
+	for (unsigned k = 0; k < nreq; k++) {
+		if (fx.done_count[slots[k]] > 1) {
+			fprintf(stderr, "request %u completed %u times\n", k,
+				fx.done_count[slots[k]]);
+			abort();
+		}
+	}
+}
+
+/* A completed request's buffer is the owner's again: poison it, so that
+ * the transport touching it later is a use-after-poison under ASan. */
+static void poison_done(struct tcp_fixture *f, struct nvmf_req *req, int err)
+{
+	(void)f;
+	(void)err;
+	for (unsigned i = 0; i < (unsigned)req->iovcnt; i++)
+		ASAN_POISON_MEMORY_REGION(req->iov[i].iov_base, req->iov[i].iov_len);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nvmf_req *reqs[NREQ];
@@ -54,13 +88,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return -1;
 	if (tcpfx_init(&fx, &reactor, 16, data[0] & 1, data[0] & 2) < 0)
 		abort();
+	fx.on_done = poison_done;
 	nreq = data[1] % NREQ + 1;
+	bool scripted = data[0] & 4;
 	for (unsigned k = 0; k < nreq; k++) {
 		const uint8_t *d = data + 2 + k * 5;
 		uint32_t len = le32(d + 1);
 		if (len > MAX_LEN)
 			len %= MAX_LEN + 1;
-		reqs[k] = tcpfx_submit(&fx, d[0] & 1, bufs[k], len);
+		reqs[k] = scripted ? tcpfx_submit_nowait(&fx, d[0] & 1, bufs[k], len) :
+				     tcpfx_submit(&fx, d[0] & 1, bufs[k], len);
 		if (!reqs[k])
 			abort();
 		slots[k] = tcpfx_slot(reqs[k]);
@@ -72,6 +109,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t piece = shift ? (size_t)1 << (shift - 1) : left;
 	while (left && fx.q.state == NVMF_Q_LIVE) {
 		uint32_t n = (uint32_t)(left < piece ? left : piece);
+		if (scripted) {
+			uint8_t ctl = *s++;
+			unsigned ln = ctl & 31, act = ctl >> 5;
+			left--;
+			n = ln < 24 ? ln + 1 : 32u << (ln - 24);
+			if (n > left)
+				n = (uint32_t)left;
+			if (act == 4 || act == 5)
+				reactor_poll(fx.r, 0);
+			else if (act >= 6)
+				tcpfx_settle(&fx);
+			if (fx.q.state != NVMF_Q_LIVE || !n)
+				break;
+		}
 		int ret = tcp_rx_consume(fx.tq, s, n);
 		if (ret < 0) {
 			/* A rejection always takes the connection down. */
@@ -88,9 +139,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s += n;
 		left -= n;
 		/* As between two receives: sends reaped, deferred work run. */
+		if (!scripted)
+			tcpfx_settle(&fx);
+		check_once(nreq, slots);
+	}
+	/* The input ends, the host's reactor goes on: what is in flight is
+	 * reaped on the live queue before the teardown. */
+	if (fx.q.state == NVMF_Q_LIVE) {
 		tcpfx_settle(&fx);
+		check_once(nreq, slots);
 	}
 	tcpfx_fini(&fx);
+	for (unsigned k = 0; k < nreq; k++)
+		ASAN_UNPOISON_MEMORY_REGION(bufs[k], MAX_LEN);
 	for (unsigned k = 0; k < nreq; k++) {
 		if (fx.done_count[slots[k]] != 1) {
 			fprintf(stderr, "request %u completed %u times\n", k, fx.done_count[slots[k]]);

@@ -81,6 +81,27 @@ t_auth_bidi_wrong() {
 	   [ \$r = 1 ] && echo \"\$out\" | grep -q \"the controller's response is wrong\""
 }
 
+# An impostor (issue 14 defect 4): a subsystem any host may use, without
+# keys, never asks to authenticate.  With -C the gateway must refuse it:
+# one clear error, exit 1, and no second attempt from the nbd command.
+nqnopen=nqn.2014-08.org.nvmf-gateway:interop-auth-open
+hostopen=nqn.2014-08.org.nvmf-gateway:host-open
+t_auth_impostor() {
+	g "set -e; . tests/interop/nvmet.sh
+	   [ -d \$NVMET/subsystems/$nqnopen ] || nvmet_subsys $nqnopen 16M 512
+	   [ -e \$NVMET/ports/$auth_port/subsystems/$nqnopen ] || nvmet_link $nqnopen $auth_port
+	   k=\$(cat $auth_keys/kbidi) c=\$(cat $auth_keys/kctrl)
+	   # Without -C the same target is fine: authentication is the target's call.
+	   $GW bench -t $tr -a 10.0.2.15 -s 4420 -n $nqnopen -q $hostopen -S \"\$k\" -T 1 > /tmp/open.txt 2>&1 ||
+	     { cat /tmp/open.txt; false; }
+	   set +e
+	   out=\$(timeout 60 $GW nbd -t $tr -a 10.0.2.15 -s 4420 -n $nqnopen -q $hostopen -S \"\$k\" -C \"\$c\" \
+	       -c 1 unix:/tmp/gw-auth-open.sock 2>&1)
+	   r=\$?; echo \"\$out\"; echo rc=\$r
+	   [ \$r = 1 ] && [ \$(echo \"\$out\" | grep -c 'the target did not authenticate itself') = 1 ] &&
+	   echo \"\$out\" | grep -q 'dhchap_ctrl_secret' && ! echo \"\$out\" | grep -qF \"\$c\""
+}
+
 # The daemon with the key in a file: a secret file others may read is
 # refused by check; then NBD I/O after authentication, and a reconnect
 # (the subsystem leaves the port and comes back) authenticates again.
@@ -129,4 +150,5 @@ case_ auth-wrong-key$sfx t_auth_wrong
 case_ auth-no-key$sfx t_auth_nokey
 case_ auth-bidirectional$sfx t_auth_bidi
 case_ auth-bidirectional-wrong-ctrl-key$sfx t_auth_bidi_wrong
+case_ auth-ctrl-key-target-never-asks$sfx t_auth_impostor
 case_ auth-daemon-reconnect$sfx t_auth_daemon

@@ -19,6 +19,8 @@ static void fx_done(struct nvmf_req *req, int err)
 	struct tcp_fixture *f = req->ctx;
 	unsigned s = tcpfx_slot(req);
 
+	if (f->on_done)
+		f->on_done(f, req, err);
 	if (s < TCPFX_MAX_REQS) {
 		f->done_count[s]++;
 		f->done_err[s] = err;
@@ -122,7 +124,8 @@ void tcpfx_fini(struct tcp_fixture *f)
 	}
 }
 
-struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint32_t len)
+struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
+				     uint32_t len)
 {
 	struct nvmf_req *req = nvmf_req_get(&f->q);
 	struct iovec iov = { buf, len };
@@ -135,7 +138,15 @@ struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint
 	req->done = fx_done;
 	req->ctx = f;
 	nvmf_req_submit(req);
-	tcpfx_settle(f);
+	return req;
+}
+
+struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint32_t len)
+{
+	struct nvmf_req *req = tcpfx_submit_nowait(f, write, buf, len);
+
+	if (req)
+		tcpfx_settle(f);
 	return req;
 }
 

@@ -23,6 +23,9 @@ struct tcp_fixture {
 	unsigned done_count[TCPFX_MAX_REQS];
 	int done_err[TCPFX_MAX_REQS];
 	uint16_t done_status[TCPFX_MAX_REQS];
+	/* Called first in each completion, as a request's owner would (e.g.
+	 * to free the data buffer); NULL: nothing. */
+	void (*on_done)(struct tcp_fixture *f, struct nvmf_req *req, int err);
 	/* What the host sent, not read by the test yet. */
 	uint8_t sent[128 * 1024];
 	size_t sent_len;
@@ -37,6 +40,10 @@ void tcpfx_fini(struct tcp_fixture *f);
 /* A read (write=false) or write of len bytes into/from buf, submitted and
  * its command handed to the socket.  NULL if the pool is empty. */
 struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint32_t len);
+/* The same, but the command's send is left in flight, not reaped: what
+ * the target sees before the host's reactor runs again. */
+struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
+				     uint32_t len);
 /* Runs the reactor until nothing of the queue's is pending: sends reaped,
  * deferred work done.  false if that did not happen (bounded). */
 bool tcpfx_settle(struct tcp_fixture *f);

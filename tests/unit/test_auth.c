@@ -10,7 +10,10 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -557,7 +560,8 @@ static int glue_submit(struct nvmf_queue *fq, struct nvmf_req *req)
 	gsubmits++;
 	memcpy(&gcmd, &req->sqe, sizeof(gcmd));
 	ck_assert_uint_eq(req->iovcnt, 1);
-	ck_assert_uint_eq(req->data_len, gcmd.len);
+	if (gcmd.fctype != NVMF_FCTYPE_CONNECT)
+		ck_assert_uint_eq(req->data_len, gcmd.len);
 	if (req->host_to_ctrl)
 		memcpy(gsent, req->iov[0].iov_base, req->data_len);
 	gpending = req;
@@ -795,6 +799,96 @@ START_TEST(glue_no_key)
 }
 END_TEST
 
+/* ---- the Connect response: mutual authentication enforced ---- */
+
+static int glog_fd = -1, gsaved_stderr = -1;
+
+static void glog_begin(void)
+{
+	fflush(stderr);
+	glog_fd = memfd_create("log", 0);
+	ck_assert_int_ge(glog_fd, 0);
+	gsaved_stderr = dup(2);
+	dup2(glog_fd, 2);
+}
+
+static const char *glog_end(void)
+{
+	static char text[4096];
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(gsaved_stderr, 2);
+	close(gsaved_stderr);
+	n = pread(glog_fd, text, sizeof(text) - 1, 0);
+	close(glog_fd);
+	text[n > 0 ? n : 0] = 0;
+	fputs(text, stderr);
+	return text;
+}
+
+/* Sends the Connect on gq and answers it with status 0 and dw0. */
+static const char *connect_answered(uint32_t dw0)
+{
+	struct nvmf_req *req;
+	struct nvme_cqe cqe = { 0 };
+
+	gq.connect_cb = glue_connect_cb;
+	gconnect_err = 1;
+	glog_begin();
+	nvmf_fabric_connect(&gq);
+	ck_assert_ptr_nonnull(gpending);
+	ck_assert_int_eq(gcmd.fctype, NVMF_FCTYPE_CONNECT);
+	req = gpending;
+	gpending = NULL;
+	cqe.cid = req->cid;
+	cqe.result.dw0 = dw0;
+	nvmf_req_complete(req, &cqe);
+	return glog_end();
+}
+
+/* Issue 14, defect 4: a controller key is configured and the target never
+ * asks to authenticate: an impostor.  Refused with -EACCES (no retry). */
+START_TEST(connect_unauthenticated_with_ctrl_key)
+{
+	const char *why, *log;
+
+	ck_assert_int_eq(nvmf_dhchap_key_parse(key02, &gc.opts.dhchap_ctrl_key, &why), 0);
+	log = connect_answered(0x0001); /* cntlid 1, no ATR */
+	ck_assert_int_eq(gconnect_err, -EACCES);
+	ck_assert_int_eq(gq.state, NVMF_Q_DEAD);
+	ck_assert_uint_eq(gsubmits, 1); /* nothing after the Connect */
+	ck_assert_msg(strstr(log, "did not authenticate"), "log: %s", log);
+	ck_assert_msg(strstr(log, "dhchap_ctrl_secret"), "log: %s", log);
+}
+END_TEST
+
+/* Host key only: a target that does not ask is fine (one-way is optional). */
+START_TEST(connect_unauthenticated_without_ctrl_key)
+{
+	connect_answered(0x0001);
+	ck_assert_int_eq(gconnect_err, 0);
+	ck_assert_int_eq(gq.state, NVMF_Q_LIVE);
+	ck_assert_uint_eq(gsubmits, 1);
+}
+END_TEST
+
+/* Controller key and ATR: the transaction starts with a Negotiate. */
+START_TEST(connect_atr_with_ctrl_key_authenticates)
+{
+	const char *why;
+
+	ck_assert_int_eq(nvmf_dhchap_key_parse(key02, &gc.opts.dhchap_ctrl_key, &why), 0);
+	connect_answered(0x0001 | NVMF_CONNECT_AUTHREQ_ATR);
+	ck_assert_int_eq(gconnect_err, 1);
+	expect_cmd(NVMF_FCTYPE_AUTH_SEND, 72);
+	ck_assert_int_eq(gsent[1], NVMF_AUTH_MSG_NEGOTIATE);
+	ck_assert_int_eq(gq.state, NVMF_Q_FABRIC_CONNECT);
+	gpending = NULL;
+	nvmf_queue_shutdown(&gq, -ECONNRESET);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("auth");
@@ -828,6 +922,9 @@ int main(void)
 	tcase_add_test(tg, glue_closed_after_reply);
 	tcase_add_test(tg, glue_closed_before_reply);
 	tcase_add_test(tg, glue_no_key);
+	tcase_add_test(tg, connect_unauthenticated_with_ctrl_key);
+	tcase_add_test(tg, connect_unauthenticated_without_ctrl_key);
+	tcase_add_test(tg, connect_atr_with_ctrl_key_authenticates);
 	suite_add_tcase(s, tg);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

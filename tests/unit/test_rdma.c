@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/reactor.h"
+
 static uint16_t le16_at(const void *p, size_t off)
 {
 	const uint8_t *b = (const uint8_t *)p + off;
@@ -366,6 +368,135 @@ START_TEST(ops_registered)
 }
 END_TEST
 
+/* ---- the completion handler's decisions (rdma_wc_process) ---- */
+
+static struct reactor wr;
+static struct nvmf_queue wq;
+static struct rdma_sendq wsq;
+static struct nvme_cqe wrsp[4];
+static unsigned wdone;
+
+static int wc_submit(struct nvmf_queue *fq, struct nvmf_req *req)
+{
+	uint32_t seq;
+	bool sig;
+
+	(void)fq;
+	if (rdma_sendq_post(&wsq, &seq, &sig) == 0)
+		rdma_req_start(rdma_req_of(req));
+	return 0;
+}
+
+static void wc_shutdown(struct nvmf_queue *fq) { nvmf_queue_transport_quiesced(fq); }
+static void wc_free(struct nvmf_queue *fq) { fq->tp = NULL; }
+static const struct nvmf_transport_ops wc_ops = {
+	.name = "rdma-model",
+	.submit = wc_submit,
+	.queue_shutdown = wc_shutdown,
+	.queue_free = wc_free,
+};
+
+static void wc_done(struct nvmf_req *req, int err)
+{
+	(void)err;
+	wdone++;
+	nvmf_req_put(req);
+}
+
+/* A live queue of 4 entries whose send queue is 2 deep, signalling every
+ * second send: requests 0 and 1 are posted, 2 waits for a send WR. */
+static void wc_setup(struct nvmf_req **r)
+{
+	struct nvmf_path_opts o = { .trtype = NVMF_TR_RDMA, .tos = -1 };
+
+	ck_assert_int_eq(reactor_init(&wr, 0, 16), 0);
+	ck_assert_int_eq(nvmf_queue_init(&wq, NULL, &wr, 1, 4, &o), 0);
+	wq.ops->queue_free(&wq);
+	wq.ops = &wc_ops;
+	nvmf_queue_set_state(&wq, NVMF_Q_CONNECTING);
+	nvmf_queue_set_state(&wq, NVMF_Q_FABRIC_CONNECT);
+	nvmf_queue_set_state(&wq, NVMF_Q_LIVE);
+	ck_assert_int_eq(rdma_sendq_init(&wsq, 2, 2), 0);
+	wdone = 0;
+	for (int i = 0; i < 3; i++) {
+		r[i] = nvmf_req_get(&wq);
+		r[i]->done = wc_done;
+		nvmf_req_submit(r[i]);
+	}
+	ck_assert(rdma_req_of(r[0])->posted && rdma_req_of(r[1])->posted);
+	ck_assert(!rdma_req_of(r[2])->posted);
+}
+
+static void wc_teardown(void)
+{
+	nvmf_queue_shutdown(&wq, -ECANCELED);
+	nvmf_queue_free(&wq);
+	rdma_sendq_free(&wsq);
+	reactor_stop(&wr);
+	reactor_fini(&wr);
+}
+
+static int wc_recv(uint16_t cid, struct nvmf_req **req, char *why)
+{
+	struct ibv_wc wc = { .wr_id = rdma_wr_id(RDMA_WR_RECV, 1), .opcode = IBV_WC_RECV,
+			     .byte_len = sizeof(struct nvme_cqe) };
+	unsigned slot = 9;
+	int ret;
+
+	memset(&wrsp[1], 0, sizeof(wrsp[1]));
+	wrsp[1].cid = cid;
+	why[0] = 0;
+	ret = rdma_wc_process(&wq, &wsq, 4, wrsp, &wc, req, &slot, why, 160);
+	if (ret == RDMA_WC_RESPONSE)
+		ck_assert_uint_eq(slot, 1);
+	return ret;
+}
+
+/* A response overtaking its command's send completion is accepted, but
+ * the capsule buffers stay taken until the send completion comes. */
+START_TEST(wc_response_before_send_completion)
+{
+	struct nvmf_req *r[3], *req;
+	char why[160];
+	uint32_t seq;
+	bool sig;
+
+	wc_setup(r);
+	ck_assert_int_eq(wc_recv(r[0]->cid, &req, why), RDMA_WC_RESPONSE);
+	ck_assert_ptr_eq(req, r[0]);
+	ck_assert_int_eq(rdma_sendq_post(&wsq, &seq, &sig), -EAGAIN);
+	/* The same response again: a second one. */
+	ck_assert_int_eq(wc_recv(r[0]->cid, &req, why), -EPROTO);
+	ck_assert_msg(strstr(why, "second response"), "%s", why);
+	struct ibv_wc wc = { .wr_id = rdma_wr_id(RDMA_WR_SEND, 1), .opcode = IBV_WC_SEND };
+	unsigned slot;
+	ck_assert_int_eq(rdma_wc_process(&wq, &wsq, 4, wrsp, &wc, &req, &slot, why, 160),
+			 RDMA_WC_SENDS_FREED);
+	ck_assert_uint_eq(rdma_sendq_used(&wsq), 0);
+	/* The same send completion twice: refused. */
+	ck_assert_int_eq(rdma_wc_process(&wq, &wsq, 4, wrsp, &wc, &req, &slot, why, 160), -EIO);
+	wc_teardown();
+}
+END_TEST
+
+/* A response for a CID not in flight, or for a command never posted. */
+START_TEST(wc_response_not_in_flight)
+{
+	struct nvmf_req *r[3], *req;
+	char why[160];
+
+	wc_setup(r);
+	ck_assert_int_eq(wc_recv((uint16_t)(r[0]->cid ^ 0x1000), &req, why), -EPROTO);
+	ck_assert_msg(strstr(why, "not in flight"), "%s", why);
+	ck_assert_int_eq(wc_recv(3, &req, why), -EPROTO);
+	ck_assert_int_eq(wc_recv(r[2]->cid, &req, why), -EPROTO);
+	ck_assert_msg(strstr(why, "premature response"), "%s", why);
+	ck_assert_ptr_null(req);
+	wc_teardown();
+	ck_assert_uint_eq(wdone, 3);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rdma");
@@ -385,6 +516,8 @@ int main(void)
 	tcase_add_test(tc, recv_check_invalidation);
 	tcase_add_test(tc, wr_ids);
 	tcase_add_test(tc, ops_registered);
+	tcase_add_test(tc, wc_response_before_send_completion);
+	tcase_add_test(tc, wc_response_not_in_flight);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

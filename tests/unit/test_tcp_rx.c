@@ -105,6 +105,133 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 		p[i] = (uint8_t)(i * 7 + seed);
 }
 
+/* The owner frees the data buffer when its request completes, as the
+ * NBD and FUSE front ends do: a later touch of it is a use-after-free. */
+static void free_data(struct tcp_fixture *f, struct nvmf_req *req, int err)
+{
+	(void)f;
+	(void)err;
+	free(req->iov[0].iov_base);
+}
+
+/* What the host wrote on the socket: the PDU types in order, the H2C
+ * TermReq's FES (or -1), and how many H2CData PDUs. */
+static int wire_scan(unsigned *h2c_count)
+{
+	static uint8_t sent[BUFSZ];
+	size_t n = tcpfx_peer_read(&fx, sent, sizeof(sent)), off = 0;
+	int fes = -1;
+
+	*h2c_count = 0;
+	while (off + sizeof(struct nvme_tcp_hdr) <= n) {
+		const struct nvme_tcp_hdr *h = (const void *)(sent + off);
+		if (h->type == NVME_TCP_H2C_TERM)
+			fes = ((const struct nvme_tcp_term *)h)->fes;
+		if (h->type == NVME_TCP_H2C_DATA)
+			(*h2c_count)++;
+		ck_assert_uint_ge(h->plen, 8);
+		off += h->plen;
+	}
+	ck_assert_uint_eq(off, n);
+	return fes;
+}
+
+/* Feeds the stream while the command's send is still in flight, then lets
+ * the reactor reap it; the target broke the protocol with the last PDU. */
+static void expect_failure_send_in_flight(const char *reason, int want_fes)
+{
+	int ret;
+	unsigned h2c;
+
+	log_begin();
+	ret = tcp_rx_consume(fx.tq, stream, (uint32_t)slen);
+	/* Under ASan, the unfixed code dies here: the send completion
+	 * finishes the request, its owner frees the buffer, and the queued
+	 * H2CData is built from it. */
+	bool settled = tcpfx_settle(&fx);
+	const char *log = log_end();
+	ck_assert(settled);
+	ck_assert_int_eq(ret, -EPROTO);
+	ck_assert_msg(strstr(log, reason), "log lacks '%s': %s", reason, log);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DEAD);
+	ck_assert_int_eq(fx.q.error, -EPROTO);
+	ck_assert_int_eq(wire_scan(&h2c), want_fes);
+	ck_assert_uint_eq(h2c, 0);
+}
+
+/* Issue 14, defect 3: error CapsuleResp for a write whose command send is
+ * not reaped yet, then an R2T for the same CID. */
+static void r2t_after_response(void)
+{
+	uint8_t *data = malloc(8192);
+	struct nvmf_req *req;
+	unsigned s;
+
+	ck_assert_ptr_nonnull(data);
+	fill(data, 8192, 5);
+	fx.on_done = free_data;
+	req = tcpfx_submit_nowait(&fx, true, data, 8192);
+	s = tcpfx_slot(req);
+	ck_assert(fx.tq->send_pending);
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0x6);
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, 8192);
+	expect_failure_send_in_flight("R2T for CID", NVME_TCP_FES_PDU_SEQ_ERR);
+	ck_assert_uint_eq(fx.done_count[s], 1);
+}
+
+START_TEST(r2t_after_error_response_send_unreaped) { r2t_after_response(); }
+END_TEST
+
+START_TEST(r2t_after_error_response_send_unreaped_digests) { r2t_after_response(); }
+END_TEST
+
+/* The same for a read: C2HData after the response, send not reaped. */
+START_TEST(c2h_after_error_response_send_unreaped)
+{
+	uint8_t *buf = malloc(4096), d[4096];
+	struct nvmf_req *req;
+	unsigned s;
+
+	ck_assert_ptr_nonnull(buf);
+	fill(d, sizeof(d), 6);
+	fx.on_done = free_data;
+	req = tcpfx_submit_nowait(&fx, false, buf, 4096);
+	s = tcpfx_slot(req);
+	ck_assert(fx.tq->send_pending);
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0x6);
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, d, sizeof(d), NVME_TCP_F_DATA_LAST);
+	expect_failure_send_in_flight("C2HData for CID", NVME_TCP_FES_PDU_SEQ_ERR);
+	ck_assert_uint_eq(fx.done_count[s], 1);
+}
+END_TEST
+
+/* Both orders of "response" and "send reaped" complete the request once,
+ * and never before its send is reaped. */
+START_TEST(response_before_send_reaped)
+{
+	uint8_t *data = malloc(512);
+	struct nvmf_req *req;
+	unsigned s, h2c;
+
+	ck_assert_ptr_nonnull(data);
+	fx.on_done = free_data;
+	fx.q.in_capsule_max = 4096;
+	req = tcpfx_submit_nowait(&fx, true, data, 512); /* in-capsule */
+	s = tcpfx_slot(req);
+	ck_assert(fx.tq->send_pending);
+	slen = 0;
+	pdu_rsp(&fx, stream, &slen, req->cid, 0);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	ck_assert_uint_eq(fx.done_count[s], 0);
+	ck_assert(tcpfx_settle(&fx));
+	assert_done(req, s, 0, 0);
+	ck_assert_int_eq(wire_scan(&h2c), -1);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+END_TEST
+
 /* ---- happy paths ---- */
 
 static void read_c2h_then_rsp(void)
@@ -700,6 +827,10 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, term_plen_too_long);
 	tcase_add_test(plain, violation_after_valid_pdus);
 	tcase_add_test(dig, write_r2t);
+	tcase_add_test(plain, r2t_after_error_response_send_unreaped);
+	tcase_add_test(dig, r2t_after_error_response_send_unreaped_digests);
+	tcase_add_test(plain, c2h_after_error_response_send_unreaped);
+	tcase_add_test(plain, response_before_send_reaped);
 	suite_add_tcase(s, plain);
 	suite_add_tcase(s, dig);
 	return s;
