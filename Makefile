@@ -84,6 +84,8 @@ fuzz-bins: $(FUZZ_BINS)
 # (run.sh reports it).  One result line per fuzzer.
 fuzz:
 	@rm -rf build-fuzz/results
+	@# A fuzzer that no longer builds must not pass on its old binary.
+	@rm -f $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 	-$(MAKE) -k BUILD=build-fuzz CC=clang OPT=-O1 \
 		SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
 	tests/fuzz/run.sh build-fuzz $(FUZZ_TIME) $(FUZZ_JOBS)
