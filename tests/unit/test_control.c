@@ -174,6 +174,48 @@ START_TEST(nul_in_line)
 }
 END_TEST
 
+/* The framing alone, as fuzz_control drives it: a small limit, an
+ * over-long line refused once and skipped to its newline, a last line
+ * without newline at end of input. */
+START_TEST(framing_without_socket)
+{
+	static const char in[] = "ok\nmuch too long\nb\ntail";
+	struct control_lines lb = { .buf = malloc(9), .cap = 8 };
+	char *line;
+	size_t len, pos = 0;
+	char got[128] = "";
+
+	ck_assert_ptr_nonnull(lb.buf);
+	for (bool eof = false;;) {
+		enum control_take t = control_lines_take(&lb, &line, &len);
+		if (t == CONTROL_TAKE_MORE) {
+			if (eof)
+				break;
+			if (pos == sizeof(in) - 1) {
+				control_lines_eof(&lb);
+				eof = true;
+				continue;
+			}
+			ck_assert_uint_lt(lb.len, lb.cap);
+			lb.buf[lb.len++] = in[pos++]; /* one byte per recv */
+			continue;
+		}
+		if (t == CONTROL_TAKE_TOO_LONG) {
+			strcat(got, "<too long>");
+			continue;
+		}
+		ck_assert_int_eq(t, CONTROL_TAKE_LINE);
+		ck_assert_uint_eq(strlen(line), len);
+		strcat(got, "[");
+		strcat(got, line);
+		strcat(got, "]");
+		free(line);
+	}
+	ck_assert_str_eq(got, "[ok]<too long>[b][tail]");
+	free(lb.buf);
+}
+END_TEST
+
 START_TEST(last_line_without_newline)
 {
 	int fd = client();
@@ -229,6 +271,7 @@ int main(void)
 	tcase_add_test(tc, pipelined_in_order_with_late_reply);
 	tcase_add_test(tc, bad_lines_isolated);
 	tcase_add_test(tc, nul_in_line);
+	tcase_add_test(tc, framing_without_socket);
 	tcase_add_test(tc, last_line_without_newline);
 	tcase_add_test(tc, stop_waits_for_outstanding_call);
 	tcase_add_test(tc, second_server_refused);
