@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer binary built from tests/fuzz/fuzz_NAME.c for SECONDS
 # on a copy of its seed corpus tests/fuzz/corpus/NAME/ (the seeds stay
-# untouched), JOBS fuzzers at a time; one result line per fuzzer in
+# untouched), JOBS fuzzers at a time (an input slower than 60 s is a
+# hang, generous for a loaded machine); one result line per fuzzer in
 # BUILD/results/fuzz.res, with its executions and coverage.  A crash,
 # sanitizer report, leak, timeout or missing binary is a FAIL; the input
 # that did it is kept in BUILD/work/NAME/artifacts/ and reproduces with:
 # BUILD/fuzz_NAME FILE
-# With FUZZ_MERGE=1 the grown corpus replaces the seeds, minimized
-# (-merge=1): what is kept in the tree.  FUZZ_ONLY=regex picks fuzzers.
+# With FUZZ_MERGE=1 the inputs of the grown corpus that add coverage to
+# the seeds are added to them (-merge=1): what is kept in the tree.  FUZZ_ONLY=regex picks fuzzers.
 # Usage: tests/fuzz/run.sh [BUILD [SECONDS [JOBS]]]
 set -u
 build="${1:-build-fuzz}"
@@ -32,7 +33,7 @@ run_one() {
 		cp -r "$here/tests/fuzz/corpus/$short/." "$work/corpus/"
 		seeds=$(find "$work/corpus" -type f | wc -l)
 	fi
-	"$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+	"$bin" -max_total_time="$secs" -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
 		-artifact_prefix="$work/artifacts/" "$work/corpus" > "$log" 2>&1
 	local st=$?
 	local found runs cov ft
@@ -44,12 +45,11 @@ run_one() {
 	cov=$(echo "$cov" | sed -n 's/.*cov: \([0-9]*\).*/\1/p')
 	if [ "$st" -eq 0 ] && [ "$found" -eq 0 ] && [ -n "$runs" ]; then
 		if [ "${FUZZ_MERGE:-0}" = 1 ]; then
-			local min="$work/min"
-			mkdir -p "$min"
-			"$bin" -merge=1 -rss_limit_mb=2048 "$min" "$work/corpus" \
-				"$here/tests/fuzz/corpus/$short" >> "$log" 2>&1 &&
-				rm -rf "$here/tests/fuzz/corpus/$short" &&
-				cp -r "$min" "$here/tests/fuzz/corpus/$short"
+			# The seeds stay (named, readable); only inputs that add
+			# coverage to them join the tree.
+			local seeddir="$here/tests/fuzz/corpus/$short"
+			mkdir -p "$seeddir"
+			"$bin" -merge=1 -rss_limit_mb=2048 "$seeddir" "$work/corpus" >> "$log" 2>&1
 		fi
 		report PASS "$name" "${runs} runs in ${secs} s from $seeds seeds, cov ${cov:-?} ft ${ft:-?}"
 	else

@@ -135,6 +135,31 @@ START_TEST(limits)
 }
 END_TEST
 
+/* DISC_MAX_RECORDS records (4 MiB) are walked, one more is refused. */
+START_TEST(walks_the_limit)
+{
+	struct nvmf_disc_log_hdr h = { .genctr = 5, .numrec = DISC_MAX_RECORDS };
+	struct disc_walk d;
+	enum disc_step st = DISC_READ;
+	unsigned reads = 0;
+
+	ck_assert_int_eq(disc_walk_init(&d), 0);
+	while (st == DISC_READ) {
+		uint32_t off, n;
+		uint8_t *dst;
+		disc_walk_next(&d, &off, &n, &dst);
+		for (uint32_t k = 0; k < n; k++)
+			dst[k] = off + k < HDR ? ((uint8_t *)&h)[off + k] : (uint8_t)(off + k);
+		st = disc_walk_got(&d, n);
+		reads++;
+	}
+	ck_assert_int_eq(st, DISC_DONE);
+	ck_assert_uint_eq(reads, 1 + DISC_MAX_RECORDS * REC / DISC_CHUNK + 1);
+	ck_assert_uint_eq(d.buf[HDR + 12345], (uint8_t)(HDR + 12345));
+	disc_walk_free(&d);
+}
+END_TEST
+
 START_TEST(json_escapes_target_strings)
 {
 	struct nvmf_disc_log_entry *e = (void *)(logbuf + HDR);
@@ -168,6 +193,7 @@ int main(void)
 	tcase_add_test(tc, short_second_header);
 	tcase_add_test(tc, changing_log_restarts_then_fails);
 	tcase_add_test(tc, limits);
+	tcase_add_test(tc, walks_the_limit);
 	tcase_add_test(tc, json_escapes_target_strings);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
