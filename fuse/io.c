@@ -160,10 +160,7 @@ static void slot_done(struct vol_io *io, int err)
 
 static uint64_t chunk_max(const struct volume *v)
 {
-	uint64_t m = v->max_io ? v->max_io : FUSEFS_MAX_IO;
-
-	m &= ~(uint64_t)(v->block_size - 1);
-	return m ? m : v->block_size;
+	return rmw_chunk_max(v->max_io ? v->max_io : FUSEFS_MAX_IO, v->block_size);
 }
 
 /* Keeps up to REQ_SLOTS volume I/Os of the current segments in flight;
@@ -280,19 +277,7 @@ static void write_written(struct req *q)
 /* The edges are read: keep their bytes outside the caller's range. */
 static void write_merge(struct req *q)
 {
-	uint32_t bs = q->n->vol->block_size;
-	uint64_t end = q->off + q->len;
-
-	if (q->plan.head_partial) {
-		memcpy(q->buf, q->edge, q->off - q->plan.start);
-		if (q->plan.end - q->plan.start == bs && end < q->plan.end)
-			memcpy(q->buf + (end - q->plan.start), q->edge + (end - q->plan.start),
-			       q->plan.end - end);
-	}
-	if (q->plan.tail_partial) {
-		uint64_t t = q->plan.end - bs;
-		memcpy(q->buf + (end - q->plan.start), q->edge + bs + (end - t), q->plan.end - end);
-	}
+	rmw_merge(&q->plan, q->off, q->len, q->n->vol->block_size, q->buf, q->edge);
 	q->nsegs = 0;
 	add_seg(q, VOL_WRITE, q->wflags, q->plan.start, q->plan.end - q->plan.start, q->buf);
 	run_phase(q, write_written);
@@ -321,19 +306,13 @@ static void reply_ok(struct req *q)
 static void zero_merge(struct req *q)
 {
 	uint32_t bs = q->n->vol->block_size;
-	uint64_t end = q->off + q->len;
 
+	rmw_zero_edges(&q->plan, q->off, q->len, bs, q->edge);
 	q->nsegs = 0;
-	if (q->plan.head_partial) {
-		uint64_t e = end < q->plan.start + bs ? end : q->plan.start + bs;
-		memset(q->edge + (q->off - q->plan.start), 0, e - q->off);
+	if (q->plan.head_partial)
 		add_seg(q, VOL_WRITE, 0, q->plan.start, bs, q->edge);
-	}
-	if (q->plan.tail_partial) {
-		uint64_t t = q->plan.end - bs;
-		memset(q->edge + bs, 0, end - t);
-		add_seg(q, VOL_WRITE, 0, t, bs, q->edge + bs);
-	}
+	if (q->plan.tail_partial)
+		add_seg(q, VOL_WRITE, 0, q->plan.end - bs, bs, q->edge + bs);
 	if (q->plan.inner_end > q->plan.inner_start)
 		add_seg(q, q->zero_op, 0, q->plan.inner_start,
 			q->plan.inner_end - q->plan.inner_start, NULL);

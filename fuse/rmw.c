@@ -1,6 +1,7 @@
 #include "fuse/rmw.h"
 
 #include <errno.h>
+#include <string.h>
 
 void rmw_plan(uint64_t off, uint64_t len, uint32_t bs, struct rmw_plan *p)
 {
@@ -15,6 +16,42 @@ void rmw_plan(uint64_t off, uint64_t len, uint32_t bs, struct rmw_plan *p)
 		p->inner_end = p->inner_start; /* inside one block: nothing whole */
 	p->head_partial = (off & mask) || (p->end - p->start == bs && (end & mask));
 	p->tail_partial = (end & mask) && p->end - bs != p->start;
+}
+
+void rmw_merge(const struct rmw_plan *p, uint64_t off, uint64_t len, uint32_t bs, uint8_t *span,
+	       const uint8_t *edge)
+{
+	uint64_t end = off + len;
+
+	if (p->head_partial) {
+		memcpy(span, edge, off - p->start);
+		if (p->end - p->start == bs && end < p->end)
+			memcpy(span + (end - p->start), edge + (end - p->start), p->end - end);
+	}
+	if (p->tail_partial) {
+		uint64_t t = p->end - bs;
+		memcpy(span + (end - p->start), edge + bs + (end - t), p->end - end);
+	}
+}
+
+void rmw_zero_edges(const struct rmw_plan *p, uint64_t off, uint64_t len, uint32_t bs,
+		    uint8_t *edge)
+{
+	uint64_t end = off + len;
+
+	if (p->head_partial) {
+		uint64_t e = end < p->start + bs ? end : p->start + bs;
+		memset(edge + (off - p->start), 0, e - off);
+	}
+	if (p->tail_partial)
+		memset(edge + bs, 0, end - (p->end - bs));
+}
+
+uint64_t rmw_chunk_max(uint64_t max_io, uint32_t bs)
+{
+	uint64_t m = max_io & ~(uint64_t)(bs - 1);
+
+	return m ? m : bs;
 }
 
 static bool overlaps(const struct range_lock *a, const struct range_lock *b)

@@ -28,6 +28,21 @@ static inline unsigned rmw_edge_reads(const struct rmw_plan *p)
 	return (unsigned)p->head_partial + (unsigned)p->tail_partial;
 }
 
+/* A write's span buffer (p->end - p->start bytes) holds the caller's
+ * bytes at off - p->start; edge holds the head block then the tail block
+ * as read (bs bytes each, where the plan asks for them).  Fills in the
+ * bytes of the span outside [off, off + len) from the edges. */
+void rmw_merge(const struct rmw_plan *p, uint64_t off, uint64_t len, uint32_t bs, uint8_t *span,
+	       const uint8_t *edge);
+/* Zeroing [off, off + len): clears the range's bytes in the edge blocks
+ * as read (head at edge, tail at edge + bs); the caller writes them back
+ * and zeroes [inner_start, inner_end) on the volume. */
+void rmw_zero_edges(const struct rmw_plan *p, uint64_t off, uint64_t len, uint32_t bs,
+		    uint8_t *edge);
+/* The longest volume I/O one request is cut into: max_io rounded down to
+ * whole blocks, at least one block. */
+uint64_t rmw_chunk_max(uint64_t max_io, uint32_t bs);
+
 /* Exclusive locks on byte ranges, granted in arrival order: a lock waits
  * while any earlier lock (granted or waiting) overlaps it, so overlapping
  * writers are serialized FIFO and disjoint ones never wait. */

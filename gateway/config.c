@@ -84,6 +84,30 @@ static void err_line(struct ctx *c, const char *file, int line,
 		c->nomem = true;
 		return;
 	}
+	/* A quoted value may hold a newline or other control bytes (a
+	 * libconfig string can span lines): escaped, so that each error stays
+	 * one "FILE:LINE: message" line. */
+	size_t ctl = 0;
+	for (const char *p = e.msg; *p; p++)
+		ctl += (unsigned char)*p < 0x20 || *p == 0x7f;
+	if (ctl) {
+		char *q = malloc((size_t)n + 3 * ctl + 1), *o = q;
+		if (!q) {
+			free(e.msg);
+			c->nomem = true;
+			return;
+		}
+		for (const char *p = e.msg; *p; p++) {
+			unsigned char ch = (unsigned char)*p;
+			if (ch < 0x20 || ch == 0x7f)
+				o += sprintf(o, "\\x%02x", ch);
+			else
+				*o++ = (char)ch;
+		}
+		*o = 0;
+		free(e.msg);
+		e.msg = q;
+	}
 	c->errs[c->nr_errs++] = e;
 }
 

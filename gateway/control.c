@@ -27,10 +27,8 @@ struct control_conn {
 	bool busy; /* recv or send in the ring */
 	bool eof; /* closing: nothing more is read or answered */
 	bool peer_done; /* the peer shut its side: answer what came, then close */
-	bool skipping; /* the rest of an over-long line is dropped */
 	struct control_call call;
-	char *in;
-	size_t in_len;
+	struct control_lines in;
 	char *out;
 	size_t out_len, out_off;
 };
@@ -92,7 +90,7 @@ static void conn_maybe_free(struct control_conn *c)
 	close(c->fd);
 	list_del(&c->link);
 	s->nr_conns--;
-	free(c->in);
+	free(c->in.buf);
 	free(c->out);
 	free(c);
 	srv_maybe_done(s);
@@ -225,28 +223,111 @@ static void refuse(struct control_conn *c, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* One complete line (NUL-terminated in place, newline removed). */
-static void handle_line(struct control_conn *c, char *line, size_t len)
+int control_parse_request(const char *line, size_t len, struct json_val **req, char *err,
+			  size_t errlen)
 {
-	struct json_val *req = NULL;
-	char err[128];
+	const char *nul = memchr(line, 0, len);
 	const char *cmd;
+	char why[128];
+	int rc;
 
+	*req = NULL;
 	if (len && line[len - 1] == '\r')
-		line[--len] = 0;
-	if (json_parse(line, len, &req, err, sizeof(err)) < 0) {
-		log_info("control: client %u: bad request: %s", c->id, err);
-		return refuse(c, "bad JSON: %s", err);
+		len--;
+	/* Checked here and not left to the JSON parser, so the reply says
+	 * what is wrong with the line rather than with its JSON. */
+	if (nul) {
+		snprintf(err, errlen, "a request line holds a NUL byte (offset %zu)",
+			 (size_t)(nul - line));
+		return -EINVAL;
 	}
-	if (req->type != JSON_OBJ || !(cmd = json_get_str(req, "cmd"))) {
-		json_val_free(req);
-		log_info("control: client %u: request without \"cmd\"", c->id);
-		return refuse(c, "a request is an object with a string \"cmd\"");
+	rc = json_parse(line, len, req, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(err, errlen, "bad JSON: %s", rc == -ENOMEM ? "out of memory" : why);
+		*req = NULL;
+		return rc;
 	}
-	log_info("control: client %u: %s", c->id, cmd);
+	if ((*req)->type != JSON_OBJ || !(cmd = json_get_str(*req, "cmd"))) {
+		json_val_free(*req);
+		*req = NULL;
+		snprintf(err, errlen, "a request is an object with a string \"cmd\"");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* One complete line, its newline removed. */
+static void handle_line(struct control_conn *c, const char *line, size_t len)
+{
+	struct json_val *req;
+	char err[256];
+
+	if (control_parse_request(line, len, &req, err, sizeof(err)) < 0) {
+		log_info("control: client %u: %s", c->id, err);
+		return refuse(c, "%s", err);
+	}
+	log_info("control: client %u: %s", c->id, json_get_str(req, "cmd"));
 	c->call.outstanding = true;
 	c->s->fn(c->s->arg, &c->call, req);
 	json_val_free(req);
+}
+
+enum control_take control_lines_take(struct control_lines *lb, char **line, size_t *len)
+{
+	char *nl;
+
+	*line = NULL;
+	*len = 0;
+	for (;;) {
+		nl = memchr(lb->buf, '\n', lb->len);
+		if (!lb->skipping)
+			break;
+		size_t drop = nl ? (size_t)(nl - lb->buf) + 1 : lb->len;
+		memmove(lb->buf, lb->buf + drop, lb->len - drop);
+		lb->len -= drop;
+		lb->skipping = !nl;
+		if (!nl)
+			return CONTROL_TAKE_MORE;
+	}
+	if (!nl) {
+		if (lb->len < lb->cap)
+			return CONTROL_TAKE_MORE;
+		lb->skipping = true;
+		lb->len = 0;
+		return CONTROL_TAKE_TOO_LONG;
+	}
+	/* Copied by length, not as a string: the line may hold a NUL, and
+	 * the handler may reply at once, whose completion reads buf again. */
+	size_t n = (size_t)(nl - lb->buf);
+	char *l = malloc(n + 1);
+	if (l) {
+		memcpy(l, lb->buf, n);
+		l[n] = 0;
+	}
+	memmove(lb->buf, nl + 1, lb->len - n - 1);
+	lb->len -= n + 1;
+	if (!l)
+		return CONTROL_TAKE_NOMEM;
+	*line = l;
+	*len = n;
+	return CONTROL_TAKE_LINE;
+}
+
+void control_lines_eof(struct control_lines *lb)
+{
+	/* Nothing is kept while skipping, and a kept partial line is under
+	 * cap bytes: the buffer has room for the one byte. */
+	if (lb->len && !lb->skipping)
+		lb->buf[lb->len++] = '\n';
+}
+
+/* Whether the line is only blanks (then it gets no reply). */
+static bool blank(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r')
+			return false;
+	return true;
 }
 
 static void received(struct reactor_op *op, int res, uint32_t flags);
@@ -256,47 +337,33 @@ static void received(struct reactor_op *op, int res, uint32_t flags);
 static void conn_next(struct control_conn *c)
 {
 	while (!c->busy && !c->call.outstanding && !c->eof && !c->s->stopping) {
-		char *nl = memchr(c->in, '\n', c->in_len);
-		if (c->skipping) {
-			size_t drop = nl ? (size_t)(nl - c->in) + 1 : c->in_len;
-			memmove(c->in, c->in + drop, c->in_len - drop);
-			c->in_len -= drop;
-			c->skipping = !nl;
-			if (nl)
-				continue;
-		}
-		if (!nl) {
+		char *line;
+		size_t len;
+
+		switch (control_lines_take(&c->in, &line, &len)) {
+		case CONTROL_TAKE_MORE:
 			if (c->peer_done) {
 				c->eof = true;
 				break;
 			}
-			if (c->in_len >= CONTROL_LINE_MAX) {
-				c->skipping = true;
-				c->in_len = 0;
-				refuse(c, "request line over %u bytes", CONTROL_LINE_MAX);
-				continue;
-			}
 			struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
 			c->op.fn = received;
-			io_uring_prep_recv(sqe, c->fd, c->in + c->in_len,
-					   CONTROL_LINE_MAX - c->in_len, 0);
+			io_uring_prep_recv(sqe, c->fd, c->in.buf + c->in.len, c->in.cap - c->in.len,
+					   0);
 			c->busy = true;
 			return;
-		}
-		size_t len = (size_t)(nl - c->in);
-		*nl = 0;
-		/* Take the line out first: the handler may reply at once, and
-		 * that reply's completion reads the buffer again. */
-		char *line = strndup(c->in, len);
-		memmove(c->in, nl + 1, c->in_len - len - 1);
-		c->in_len -= len + 1;
-		if (!line) {
+		case CONTROL_TAKE_TOO_LONG:
+			refuse(c, "request line over %u bytes", CONTROL_LINE_MAX);
+			break;
+		case CONTROL_TAKE_NOMEM:
 			refuse(c, "out of memory");
-			continue;
+			break;
+		case CONTROL_TAKE_LINE:
+			if (!blank(line, len))
+				handle_line(c, line, len);
+			free(line);
+			break;
 		}
-		if (strspn(line, " \t\r") != len)
-			handle_line(c, line, len);
-		free(line);
 	}
 	if (c->eof || (c->s->stopping && !c->busy))
 		conn_maybe_free(c);
@@ -319,10 +386,9 @@ static void received(struct reactor_op *op, int res, uint32_t flags)
 		/* A last request without its newline (printf | nc -U) still
 		 * counts; the buffer has room for the one byte. */
 		c->peer_done = true;
-		if (c->in_len)
-			c->in[c->in_len++] = '\n';
+		control_lines_eof(&c->in);
 	}
-	c->in_len += (size_t)res;
+	c->in.len += (size_t)res;
 	conn_next(c);
 }
 
@@ -345,7 +411,7 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	c = s->nr_conns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
-	if (c && !(c->in = malloc(CONTROL_LINE_MAX + 1))) {
+	if (c && !(c->in.buf = malloc(CONTROL_LINE_MAX + 1))) {
 		free(c);
 		c = NULL;
 	}
@@ -358,6 +424,7 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 	}
 	c->s = s;
 	c->fd = res;
+	c->in.cap = CONTROL_LINE_MAX;
 	c->id = ++s->next_id;
 	c->call.c = c;
 	list_add_tail(&s->conns, &c->link);

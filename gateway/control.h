@@ -23,6 +23,35 @@ struct control_call;
  * now or later, exactly once. */
 typedef void control_handle_fn(void *arg, struct control_call *call, const struct json_val *req);
 
+/* The framing of one connection's input, apart from the socket so that
+ * it can be driven byte by byte (tests/fuzz/fuzz_control.c).  buf holds
+ * cap + 1 bytes: at most cap bytes of a line without its newline, plus the
+ * newline that end of input adds to a last unterminated line.  A line of
+ * cap bytes or more is refused and skipped up to its newline. */
+struct control_lines {
+	char *buf;
+	size_t len, cap;
+	bool skipping;
+};
+
+enum control_take {
+	CONTROL_TAKE_MORE, /* no complete line: read more (room: cap - len) */
+	CONTROL_TAKE_LINE, /* *line (malloc'd, NUL-terminated, len bytes) */
+	CONTROL_TAKE_TOO_LONG, /* the line was over cap: answer an error */
+	CONTROL_TAKE_NOMEM, /* the line was dropped: answer an error */
+};
+
+/* Takes the next complete line out of the buffer (its newline dropped). */
+enum control_take control_lines_take(struct control_lines *lb, char **line, size_t *len);
+/* The peer closed its side: a last line without its newline still counts. */
+void control_lines_eof(struct control_lines *lb);
+
+/* One line as a request: 0 with *req (an object with a string "cmd"), or
+ * -EINVAL with the reason in err (a NUL byte, not JSON, no "cmd"), or
+ * -ENOMEM.  A trailing CR is ignored. */
+int control_parse_request(const char *line, size_t len, struct json_val **req, char *err,
+			  size_t errlen);
+
 /* Listens on path (a stale socket file is replaced, a live server's is
  * not: -EADDRINUSE) and serves on r.  0 or -errno (logged). */
 int control_start(struct reactor *r, const char *path, control_handle_fn *fn, void *arg,

@@ -4,21 +4,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/discover.h"
 #include "gateway/log.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "transports/status.h"
 
-struct disc {
-	uint8_t *buf;
-	uint32_t len, off; /* bytes wanted, bytes read */
-	uint64_t genctr;
-	unsigned tries;
-};
+/* A fixed-size field of the log (NUL-padded, maybe not terminated) as a
+ * JSON string.  The bytes are the target's: quotes, backslashes, control
+ * and non-ASCII bytes are escaped, so the output stays valid JSON. */
+static void json_field(FILE *f, const char *s, size_t max)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < max && s[i]; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
 
-static void read_chunk(struct session *s);
-
-static void print_log(struct session *s, const uint8_t *buf)
+void disc_print(FILE *f, const uint8_t *buf, bool json)
 {
 	const struct nvmf_disc_log_hdr *h = (const void *)buf;
 	static const char *const trtypes[] = { [1] = "rdma", [2] = "fc", [3] = "tcp" };
@@ -30,12 +40,12 @@ static void print_log(struct session *s, const uint8_t *buf)
 	static const char *const treqs[] = { "not specified", "required", "not required",
 					     "reserved" };
 
-	if (s->json)
-		printf("{\n  \"genctr\": %llu,\n  \"records\": [",
-		       (unsigned long long)h->genctr);
+	if (json)
+		fprintf(f, "{\n  \"genctr\": %llu,\n  \"records\": [",
+			(unsigned long long)h->genctr);
 	else
-		printf("\nDiscovery Log Number of Records %llu, Generation counter %llu\n",
-		       (unsigned long long)h->numrec, (unsigned long long)h->genctr);
+		fprintf(f, "\nDiscovery Log Number of Records %llu, Generation counter %llu\n",
+			(unsigned long long)h->numrec, (unsigned long long)h->genctr);
 	for (uint64_t i = 0; i < h->numrec; i++) {
 		const struct nvmf_disc_log_entry *e =
 			(const void *)(buf + sizeof(*h) + i * sizeof(*e));
@@ -46,27 +56,115 @@ static void print_log(struct session *s, const uint8_t *buf)
 		char treq[96];
 		snprintf(treq, sizeof(treq), "%s%s", treqs[e->treq & 3],
 			 (e->treq & 4) ? ", sq flow control disable supported" : "");
-		if (s->json) {
-			printf("%s\n    {\"trtype\": \"%s\", \"adrfam\": \"%s\", \"subtype\": \"%s\", "
-			       "\"treq\": \"%s\", \"portid\": %u, \"trsvcid\": \"%.32s\", "
-			       "\"subnqn\": \"%.256s\", \"traddr\": \"%.256s\"}",
-			       i ? "," : "", tr, af, st, treq, e->portid, e->trsvcid, e->subnqn,
-			       e->traddr);
+		if (json) {
+			fprintf(f, "%s\n    {\"trtype\": \"%s\", \"adrfam\": \"%s\", \"subtype\": \"%s\", "
+				"\"treq\": \"%s\", \"portid\": %u, \"trsvcid\": ",
+				i ? "," : "", tr, af, st, treq, e->portid);
+			json_field(f, e->trsvcid, sizeof(e->trsvcid));
+			fputs(", \"subnqn\": ", f);
+			json_field(f, e->subnqn, sizeof(e->subnqn));
+			fputs(", \"traddr\": ", f);
+			json_field(f, e->traddr, sizeof(e->traddr));
+			fputc('}', f);
 			continue;
 		}
-		printf("=====Discovery Log Entry %llu======\n", (unsigned long long)i);
-		printf("trtype:  %s\nadrfam:  %s\nsubtype: %s\ntreq:    %s\nportid:  %u\n"
-		       "trsvcid: %.32s\nsubnqn:  %.256s\ntraddr:  %.256s\n",
-		       tr, af, st, treq, e->portid, e->trsvcid, e->subnqn, e->traddr);
+		fprintf(f, "=====Discovery Log Entry %llu======\n", (unsigned long long)i);
+		fprintf(f, "trtype:  %s\nadrfam:  %s\nsubtype: %s\ntreq:    %s\nportid:  %u\n"
+			"trsvcid: %.32s\nsubnqn:  %.256s\ntraddr:  %.256s\n",
+			tr, af, st, treq, e->portid, e->trsvcid, e->subnqn, e->traddr);
 	}
-	if (s->json)
-		printf("\n  ]\n}\n");
+	if (json)
+		fprintf(f, "\n  ]\n}\n");
 }
+
+int disc_walk_init(struct disc_walk *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->buf = malloc(2 * sizeof(struct nvmf_disc_log_hdr));
+	d->len = sizeof(struct nvmf_disc_log_hdr);
+	return d->buf ? 0 : -ENOMEM;
+}
+
+void disc_walk_free(struct disc_walk *d)
+{
+	free(d->buf);
+	d->buf = NULL;
+}
+
+/* Reads the first header into buf, then the records after it, then the
+ * header again into buf + len: off runs from 0 to len + the header. */
+void disc_walk_next(struct disc_walk *d, uint32_t *log_off, uint32_t *n, uint8_t **dst)
+{
+	const uint32_t hdr = sizeof(struct nvmf_disc_log_hdr);
+
+	if (d->off < d->len) {
+		*log_off = d->off;
+		*n = d->len - d->off;
+	} else {
+		/* The second header, maybe its rest after a short read. */
+		*log_off = d->off - d->len;
+		*n = d->len + hdr - d->off;
+	}
+	if (*n > DISC_CHUNK)
+		*n = DISC_CHUNK;
+	*dst = d->buf + d->off;
+	d->asked = *n;
+}
+
+static enum disc_step walk_err(struct disc_walk *d, const char *why)
+{
+	d->why = why;
+	return DISC_ERR;
+}
+
+static void walk_restart(struct disc_walk *d)
+{
+	d->off = 0;
+	d->len = sizeof(struct nvmf_disc_log_hdr);
+	d->have_hdr = false;
+}
+
+enum disc_step disc_walk_got(struct disc_walk *d, uint32_t n)
+{
+	const uint32_t hdr = sizeof(struct nvmf_disc_log_hdr);
+
+	/* Nothing, or not whole dwords, would make the next read's NUMD
+	 * wrong or the walk endless. */
+	if (!n || n > d->asked || n % 4)
+		return walk_err(d, "a read returned no data or not whole dwords");
+	d->off += n;
+	if (!d->have_hdr && d->off == hdr) {
+		/* Header alone: now we know how much to read. */
+		const struct nvmf_disc_log_hdr *h = (const void *)d->buf;
+		if (h->numrec > DISC_MAX_RECORDS)
+			return walk_err(d, "the log claims more records than a target has");
+		d->have_hdr = true;
+		d->genctr = h->genctr;
+		d->len = (uint32_t)(hdr + h->numrec * sizeof(struct nvmf_disc_log_entry));
+		uint8_t *nb = realloc(d->buf, d->len + hdr);
+		if (!nb)
+			return walk_err(d, "out of memory");
+		d->buf = nb;
+	}
+	if (d->off < d->len + hdr || !d->have_hdr)
+		return DISC_READ;
+	/* The header read again after the records: an unchanged generation
+	 * counter means the records are one consistent set. */
+	const struct nvmf_disc_log_hdr *h2 = (const void *)(d->buf + d->len);
+	if (h2->genctr == d->genctr)
+		return DISC_DONE;
+	if (++d->tries >= DISC_TRIES)
+		return walk_err(d, "the log kept changing while it was read");
+	walk_restart(d);
+	return DISC_READ;
+}
+
+static void read_chunk(struct session *s);
 
 static void chunk_done(struct nvmf_req *req, int err)
 {
 	struct session *s = req->ctx2;
-	struct disc *d = s->priv;
+	struct disc_walk *d = s->priv;
 	uint16_t st = (uint16_t)(req->cqe.status >> 1);
 	uint32_t n = req->data_len;
 	char sbuf[96];
@@ -78,55 +176,29 @@ static void chunk_done(struct nvmf_req *req, int err)
 		session_finish(s, 1);
 		return;
 	}
-	d->off += n;
-	if (d->off == sizeof(struct nvmf_disc_log_hdr) && d->len == d->off) {
-		/* Header alone: now we know how much to read. */
-		const struct nvmf_disc_log_hdr *h = (const void *)d->buf;
-		if (h->numrec > 4096) {
-			log_err("discovery log claims %llu records", (unsigned long long)h->numrec);
-			session_finish(s, 1);
-			return;
-		}
-		d->genctr = h->genctr;
-		d->len = (uint32_t)(sizeof(*h) + h->numrec * sizeof(struct nvmf_disc_log_entry));
-		uint8_t *nb = realloc(d->buf, d->len + sizeof(*h));
-		if (!nb) {
-			session_finish(s, 1);
-			return;
-		}
-		d->buf = nb;
-	}
-	if (d->off < d->len) {
+	switch (disc_walk_got(d, n)) {
+	case DISC_READ:
 		read_chunk(s);
 		return;
-	}
-	if (d->off == d->len + sizeof(struct nvmf_disc_log_hdr)) {
-		/* The header read again after the entries: an unchanged
-		 * generation counter means the entries are one consistent set. */
-		const struct nvmf_disc_log_hdr *h2 = (const void *)(d->buf + d->len);
-		if (h2->genctr != d->genctr && ++d->tries < 10) {
-			d->off = 0;
-			d->len = sizeof(struct nvmf_disc_log_hdr);
-			read_chunk(s);
-			return;
-		}
-		print_log(s, d->buf);
+	case DISC_ERR:
+		log_err("discovery log page: %s", d->why);
+		session_finish(s, 1);
+		return;
+	case DISC_DONE:
+		disc_print(stdout, d->buf, s->json);
 		session_finish(s, 0);
 		return;
 	}
-	read_chunk(s);
 }
 
 static void read_chunk(struct session *s)
 {
-	struct disc *d = s->priv;
+	struct disc_walk *d = s->priv;
 	struct nvmf_req *req = nvmf_admin_req(&s->ctrl);
-	bool recheck = d->off >= d->len;
-	uint32_t off = recheck ? 0 : d->off;
-	uint32_t n = recheck ? sizeof(struct nvmf_disc_log_hdr) : d->len - d->off;
+	uint32_t off, n;
+	uint8_t *dst;
 
-	if (n > 4096)
-		n = 4096;
+	disc_walk_next(d, &off, &n, &dst);
 	req->ctx2 = s;
 	req->done = chunk_done;
 	req->sqe.opcode = NVME_ADMIN_GET_LOG_PAGE;
@@ -135,16 +207,17 @@ static void read_chunk(struct session *s)
 	req->sqe.cdw11 = numd >> 16;
 	req->sqe.cdw12 = off;
 	req->sqe.cdw13 = 0;
-	struct iovec iov = { d->buf + d->off, n };
+	struct iovec iov = { dst, n };
 	nvmf_req_set_data(req, &iov, 1, n, false);
 	nvmf_req_submit(req);
 }
 
 static void discover_job(struct session *s)
 {
-	struct disc *d = s->priv;
-	d->off = 0;
-	d->len = sizeof(struct nvmf_disc_log_hdr);
+	struct disc_walk *d = s->priv;
+
+	walk_restart(d);
+	d->tries = 0;
 	read_chunk(s);
 }
 
@@ -153,7 +226,7 @@ int cmd_discover(int argc, char **argv)
 	static const struct option longopts[] = { SESSION_LONGOPTS, { "help", no_argument, 0, 'h' },
 						  { 0, 0, 0, 0 } };
 	struct session s;
-	struct disc d = { 0 };
+	struct disc_walk d;
 	int opt, rc;
 	bool port_set = false;
 
@@ -179,9 +252,12 @@ int cmd_discover(int argc, char **argv)
 	s.opts.kato_ms = 0; /* a one-shot discovery keeps no association alive */
 	s.opts.nr_io_queues = 0;
 	snprintf(s.opts.name, sizeof(s.opts.name), "discovery");
-	d.buf = malloc(2 * sizeof(struct nvmf_disc_log_hdr));
+	if (disc_walk_init(&d) < 0) {
+		log_err("discover: out of memory");
+		return 1;
+	}
 	s.priv = &d;
 	rc = session_run(&s, discover_job);
-	free(d.buf);
+	disc_walk_free(&d);
 	return rc;
 }

@@ -259,7 +259,7 @@ void metrics_histogram_seconds(struct metrics_buf *mb, const char *name, const c
 
 /* ---- the server ---- */
 
-#define REQ_MAX 4096
+#define REQ_MAX METRICS_REQ_MAX
 #define REQ_TIMEOUT_NS (10 * NSEC_PER_SEC)
 #define MAX_CONNS 16
 
@@ -420,43 +420,69 @@ static bool is_token(const char *s, size_t n)
 	return true;
 }
 
-/* The request line of a complete header block (req is NUL-terminated). */
-static void handle(struct metrics_conn *c)
+static enum metrics_http http_malformed(struct metrics_http_req *out, const char *why)
 {
-	char *line = c->req, *end = strpbrk(line, "\r\n");
-	char *sp1, *sp2, *target;
-	size_t mlen, tlen;
-	bool head;
+	out->why = why;
+	return METRICS_HTTP_MALFORMED;
+}
 
+enum metrics_http metrics_http_parse(char *buf, size_t len, struct metrics_http_req *out)
+{
+	char *line = buf, *end, *sp1, *sp2, *target;
+	size_t mlen, tlen;
+
+	memset(out, 0, sizeof(*out));
+	if (memchr(buf, 0, len))
+		return http_malformed(out, "NUL byte");
+	if (!strstr(buf, "\r\n\r\n") && !strstr(buf, "\n\n"))
+		return len >= METRICS_REQ_MAX - 1 ? http_malformed(out, "header block over 4 KiB") :
+						    METRICS_HTTP_MORE;
+	/* The request line: what comes before the first CR or LF. */
+	end = strpbrk(line, "\r\n");
 	*end = 0;
 	sp1 = strchr(line, ' ');
 	sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
 	if (!sp1 || !sp2 || strchr(sp2 + 1, ' '))
-		return malformed(c, "not METHOD TARGET VERSION");
+		return http_malformed(out, "not METHOD TARGET VERSION");
 	mlen = (size_t)(sp1 - line);
 	target = sp1 + 1;
 	tlen = (size_t)(sp2 - target);
 	if (!is_token(line, mlen))
-		return malformed(c, "bad method");
+		return http_malformed(out, "bad method");
 	if (!tlen || target[0] != '/')
-		return malformed(c, "bad request target");
+		return http_malformed(out, "bad request target");
 	if (strcmp(sp2 + 1, "HTTP/1.0") && strcmp(sp2 + 1, "HTTP/1.1"))
-		return malformed(c, "not HTTP/1.0 or HTTP/1.1");
+		return http_malformed(out, "not HTTP/1.0 or HTTP/1.1");
 	for (size_t i = 0; i < tlen; i++)
 		if ((unsigned char)target[i] <= ' ' || (unsigned char)target[i] >= 0x7f)
-			return malformed(c, "bad character in the target");
-	head = mlen == 4 && !memcmp(line, "HEAD", 4);
-	if (!head && !(mlen == 3 && !memcmp(line, "GET", 3))) {
+			return http_malformed(out, "bad character in the target");
+	out->method = line;
+	out->method_len = mlen;
+	out->head = mlen == 4 && !memcmp(line, "HEAD", 4);
+	if (!out->head && !(mlen == 3 && !memcmp(line, "GET", 3)))
+		return METRICS_HTTP_METHOD;
+	*sp2 = 0;
+	target[strcspn(target, "?")] = 0;
+	out->target = target;
+	return strcmp(target, "/metrics") ? METRICS_HTTP_NOT_FOUND : METRICS_HTTP_METRICS;
+}
+
+/* A complete header block, parsed into q. */
+static void handle(struct metrics_conn *c, enum metrics_http verdict,
+		   const struct metrics_http_req *q)
+{
+	bool head = q->head;
+
+	if (verdict == METRICS_HTTP_METHOD) {
 		static const char b[] = "only GET and HEAD\n";
-		log_info("metrics %s: %s: %.*s: 405", c->s->spec, c->peer, (int)mlen, line);
+		log_info("metrics %s: %s: %.*s: 405", c->s->spec, c->peer, (int)q->method_len,
+			 q->method);
 		return respond(c, 405, "Method Not Allowed", "Allow: GET, HEAD\r\n",
 			       "text/plain; charset=utf-8", b, sizeof(b) - 1, false);
 	}
-	*sp2 = 0;
-	target[strcspn(target, "?")] = 0;
-	if (strcmp(target, "/metrics")) {
+	if (verdict == METRICS_HTTP_NOT_FOUND) {
 		static const char b[] = "not found; try /metrics\n";
-		log_info("metrics %s: %s: %s: 404", c->s->spec, c->peer, target);
+		log_info("metrics %s: %s: %s: 404", c->s->spec, c->peer, q->target);
 		return respond(c, 404, "Not Found", NULL, "text/plain; charset=utf-8", b,
 			       sizeof(b) - 1, head);
 	}
@@ -477,7 +503,8 @@ static void handle(struct metrics_conn *c)
 static void received(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct metrics_conn *c = container_of(op, struct metrics_conn, op);
-	char *p;
+	struct metrics_http_req q;
+	enum metrics_http verdict;
 	(void)flags;
 
 	c->busy = false;
@@ -499,19 +526,19 @@ static void received(struct reactor_op *op, int res, uint32_t flags)
 	}
 	c->req_len += (size_t)res;
 	c->req[c->req_len] = 0;
-	if (memchr(c->req, 0, c->req_len))
-		return malformed(c, "NUL byte");
-	p = strstr(c->req, "\r\n\r\n");
-	if (!p)
-		p = strstr(c->req, "\n\n");
-	if (p) {
-		reactor_timer_cancel(&c->timer);
-		handle(c);
+	verdict = metrics_http_parse(c->req, c->req_len, &q);
+	switch (verdict) {
+	case METRICS_HTTP_MORE:
+		conn_recv(c);
 		return;
+	case METRICS_HTTP_MALFORMED:
+		return malformed(c, q.why);
+	case METRICS_HTTP_METHOD:
+	case METRICS_HTTP_NOT_FOUND:
+	case METRICS_HTTP_METRICS:
+		reactor_timer_cancel(&c->timer);
+		return handle(c, verdict, &q);
 	}
-	if (c->req_len >= REQ_MAX - 1)
-		return malformed(c, "header block over 4 KiB");
-	conn_recv(c);
 }
 
 static void conn_recv(struct metrics_conn *c)

@@ -50,6 +50,30 @@ void metrics_histogram_seconds(struct metrics_buf *mb, const char *name, const c
 struct metrics_srv;
 typedef void metrics_fill_fn(void *arg, struct metrics_buf *mb);
 
+/* The request parser, apart from the socket so that it can be driven byte
+ * by byte (tests/fuzz/fuzz_metrics_http.c).  buf holds the len bytes
+ * received so far and a NUL after them (room for METRICS_REQ_MAX bytes in
+ * all); it is modified in place. */
+#define METRICS_REQ_MAX 4096
+
+enum metrics_http {
+	METRICS_HTTP_MORE, /* no complete header block: read more */
+	METRICS_HTTP_MALFORMED, /* close without a reply; why says it */
+	METRICS_HTTP_METHOD, /* 405: not GET or HEAD */
+	METRICS_HTTP_NOT_FOUND, /* 404 */
+	METRICS_HTTP_METRICS, /* 200 with the text (head: headers only) */
+};
+
+struct metrics_http_req {
+	const char *why; /* MALFORMED */
+	const char *method; /* METHOD, NOT_FOUND, METRICS: in buf */
+	size_t method_len;
+	const char *target; /* NOT_FOUND, METRICS: NUL-terminated, query cut */
+	bool head;
+};
+
+enum metrics_http metrics_http_parse(char *buf, size_t len, struct metrics_http_req *out);
+
 /* Listens on l (unix or tcp; tcp without a host is 127.0.0.1) and serves
  * on r.  0, or -errno (logged). */
 int metrics_start(struct reactor *r, const struct gw_listen *l, metrics_fill_fn *fill, void *arg,

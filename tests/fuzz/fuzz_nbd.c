@@ -2,10 +2,22 @@
  * sends, fed through a socketpair into a real connection (handshake and
  * transmission, or kernel mode when the first byte is odd) over a RAM
  * volume, while the harness reads every reply.  The connection must end
- * (EOF or protocol error) without a crash, a leak or a hang. */
+ * (EOF or protocol error) without a crash, a leak or a hang.
+ *
+ * When bit 2 of the first byte is set, the volume holds every I/O instead
+ * of completing it, and a schedule from the input (byte 1: its length,
+ * then that many bytes) decides, round by round, which held I/O completes
+ * (with the RAM volume's result or an error), in any order, or none yet:
+ * so the client's EOF or a protocol error can tear the connection down
+ * with I/O in flight.  Checked: a vol_io is never submitted while it is
+ * still held (one request, one place), every submitted I/O completes
+ * exactly once, the connection ends only after the last of them (ASan
+ * would see a completion into freed memory) and the volume's in-flight
+ * count is back to 0. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -16,10 +28,69 @@
 #include "gateway/volume.h"
 #include "nbd/nbd.h"
 
+#define check(c)                                                                         \
+	do {                                                                             \
+		if (!(c)) {                                                              \
+			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+			abort();                                                         \
+		}                                                                        \
+	} while (0)
+
 static struct reactor R;
-static struct volume *V;
-static struct nbd_export E[2];
-static struct nbd_export *EX[2];
+static struct volume *V, *VH;
+static struct nbd_export E[2], EH[2];
+static struct nbd_export *EX[2], *EXH[2];
+
+/* The held volume: a RAM volume whose submit parks the I/O. */
+#define HELD_MAX 1024
+static const struct vol_ops *mem_ops;
+static struct vol_ops held_ops;
+static struct vol_io *held[HELD_MAX];
+static unsigned nr_held;
+static uint64_t submitted, completed;
+
+static void held_submit(struct volume *v, struct vol_io *io)
+{
+	(void)v;
+	for (unsigned i = 0; i < nr_held; i++)
+		check(held[i] != io); /* submitted again while in flight */
+	check(nr_held < HELD_MAX);
+	held[nr_held++] = io;
+	submitted++;
+}
+
+/* Completes held[i]: through the RAM volume (its data, its status), or
+ * with an error.  Either way the callback runs later, from the reactor. */
+static void release(unsigned i, bool fail)
+{
+	struct vol_io *io = held[i];
+
+	held[i] = held[--nr_held];
+	completed++;
+	if (fail)
+		vol_complete(&R, io, -EIO);
+	else
+		mem_ops->submit(VH, io);
+}
+
+/* One round of the schedule; true when it released something. */
+static bool schedule_step(uint8_t s)
+{
+	if (!nr_held)
+		return false;
+	switch (s & 3) {
+	case 0: /* not yet */
+		return false;
+	case 1:
+	case 2:
+		release((s >> 2) % nr_held, (s & 3) == 2);
+		return true;
+	default: /* all of them, last first */
+		while (nr_held)
+			release(nr_held - 1, s & 4);
+		return true;
+	}
+}
 
 static void init_once(void)
 {
@@ -40,11 +111,27 @@ static void init_once(void)
 	E[1] = (struct nbd_export){ .name = "ro", .vol = V, .read_only = true };
 	EX[0] = &E[0];
 	EX[1] = &E[1];
+	if (vol_mem_create("held", 1 << 20, 512,
+			   VOL_CAP_FLUSH | VOL_CAP_FUA | VOL_CAP_TRIM | VOL_CAP_WRITE_ZEROES |
+				   VOL_CAP_FAST_ZERO,
+			   1, &VH) < 0)
+		abort();
+	VH->max_io = 64 * 1024;
+	mem_ops = VH->ops;
+	held_ops = *mem_ops;
+	held_ops.name = "held";
+	held_ops.submit = held_submit;
+	VH->ops = &held_ops;
+	EH[0] = (struct nbd_export){ .name = "disk", .description = "held", .vol = VH };
+	EH[1] = (struct nbd_export){ .name = "ro", .vol = VH, .read_only = true };
+	EXH[0] = &EH[0];
+	EXH[1] = &EH[1];
 }
 
 static void on_closed(void *arg, int err)
 {
 	(void)err;
+	check(*(volatile int *)arg == 0); /* once */
 	*(volatile int *)arg = 1;
 }
 
@@ -62,16 +149,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Set by on_closed from inside reactor_poll. */
 	volatile int closed = 0;
 	size_t off = 1;
+	const uint8_t *sched = NULL;
+	size_t nsched = 0, si = 0;
 
 	init_once();
 	if (size < 1)
 		return 0;
+	bool hold = data[0] & 4;
+	if (hold) {
+		if (size < 2 || (size_t)data[1] > size - 2)
+			return 0;
+		nsched = data[1];
+		sched = data + 2;
+		off = 2 + nsched;
+	}
+	struct nbd_export *e = hold ? EH : E, **ex = hold ? EXH : EX;
+	submitted = completed = 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	int ret = (data[0] & 1) ?
-			  nbd_conn_start_kernel(&R, &E[(data[0] >> 1) & 1], sv[1], on_closed, (void *)&closed, &c) :
-			  nbd_conn_start_newstyle(&R, EX, 2, sv[1], "fuzz", on_closed, (void *)&closed, &c);
+			  nbd_conn_start_kernel(&R, &e[(data[0] >> 1) & 1], sv[1], on_closed, (void *)&closed, &c) :
+			  nbd_conn_start_newstyle(&R, ex, 2, sv[1], "fuzz", on_closed, (void *)&closed, &c);
 	if (ret < 0)
 		abort();
 	for (unsigned spins = 0; off < size; spins++) {
@@ -82,15 +181,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break; /* the server closed: the rest is never read */
 		reactor_poll(&R, 0);
 		drain(sv[0]);
+		if (nsched)
+			schedule_step(sched[si++ % nsched]);
+		else if (hold && nr_held)
+			schedule_step(3); /* no schedule: complete at once */
 		if (spins > 1000000)
 			abort(); /* the server stopped reading for good */
 	}
 	shutdown(sv[0], SHUT_WR);
-	for (unsigned spins = 0; !closed; spins++) {
+	for (unsigned spins = 0, idle = 0; !closed; spins++) {
 		reactor_poll(&R, 0);
 		drain(sv[0]);
+		/* The schedule goes on, but a held I/O is released after a few
+		 * idle rounds: the volume below must complete what it took. */
+		if (nr_held && !(nsched && schedule_step(sched[si++ % nsched])) && ++idle > 4) {
+			release(0, false);
+			idle = 0;
+		}
 		if (spins > 1000000)
 			abort(); /* the connection never ended */
+	}
+	/* Closed: nothing of it may still be held or unanswered below. */
+	check(nr_held == 0);
+	check(completed == submitted);
+	for (int i = 0; i < 8; i++)
+		reactor_poll(&R, 0); /* callbacks deferred by release */
+	if (hold) {
+		static struct vol_stats_snap snap;
+		check(vol_stats_snapshot(VH, &snap) == 0 && snap.in_flight == 0);
 	}
 	close(sv[0]);
 	return 0;

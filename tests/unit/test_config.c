@@ -735,6 +735,23 @@ START_TEST(nul_byte)
 }
 END_TEST
 
+/* A quoted value holding newlines (a libconfig string may span lines)
+ * stays one "FILE:LINE: message" line: found by fuzz_config. */
+START_TEST(value_with_newline_one_error_line)
+{
+	static const char text[] = "gateway = { log_level = \"loud\n# not a line\r\"; };\n";
+	struct loaded l;
+	const char *msg;
+
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_uint_eq(count_lines(l.errs), 1);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 1);
+	ck_assert_msg(strstr(msg, "\"loud\\x0a# not a line\\x0d\""), "%s", msg);
+	unload(&l);
+}
+END_TEST
+
 /* The L suffix and small hex values are read as written. */
 START_TEST(wide_literals)
 {
@@ -886,6 +903,7 @@ int main(void)
 	tcase_add_test(tc, secrets);
 	tcase_add_test(tc, cannot_open);
 	tcase_add_test(tc, nul_byte);
+	tcase_add_test(tc, value_with_newline_one_error_line);
 	tcase_add_test(tc, wide_literals);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("parsers");

@@ -156,6 +156,66 @@ START_TEST(bad_lines_isolated)
 }
 END_TEST
 
+/* Issue 14 defect 5: the line was copied with strndup, which stops at the
+ * NUL, and then handled with the full length (heap-buffer-overflow under
+ * ASan).  A line with a NUL gets an error naming it; the connection goes on. */
+START_TEST(nul_in_line)
+{
+	static const char req[] = "\0AAAA\r\n{\"cmd\":\"x\0y\"}\n{\"cmd\":\"after\"}\n";
+	int fd = client();
+
+	ck_assert_int_eq(send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(req) - 1);
+	char *got = recv_lines(fd, 3);
+	ck_assert_str_eq(got, "{\"error\":\"a request line holds a NUL byte (offset 0)\"}\n"
+			      "{\"error\":\"a request line holds a NUL byte (offset 9)\"}\n"
+			      "{\"echo\":\"after\"}\n");
+	ck_assert_uint_eq(calls, 1);
+	close(fd);
+}
+END_TEST
+
+/* The framing alone, as fuzz_control drives it: a small limit, an
+ * over-long line refused once and skipped to its newline, a last line
+ * without newline at end of input. */
+START_TEST(framing_without_socket)
+{
+	static const char in[] = "ok\nmuch too long\nb\ntail";
+	struct control_lines lb = { .buf = malloc(9), .cap = 8 };
+	char *line;
+	size_t len, pos = 0;
+	char got[128] = "";
+
+	ck_assert_ptr_nonnull(lb.buf);
+	for (bool eof = false;;) {
+		enum control_take t = control_lines_take(&lb, &line, &len);
+		if (t == CONTROL_TAKE_MORE) {
+			if (eof)
+				break;
+			if (pos == sizeof(in) - 1) {
+				control_lines_eof(&lb);
+				eof = true;
+				continue;
+			}
+			ck_assert_uint_lt(lb.len, lb.cap);
+			lb.buf[lb.len++] = in[pos++]; /* one byte per recv */
+			continue;
+		}
+		if (t == CONTROL_TAKE_TOO_LONG) {
+			strcat(got, "<too long>");
+			continue;
+		}
+		ck_assert_int_eq(t, CONTROL_TAKE_LINE);
+		ck_assert_uint_eq(strlen(line), len);
+		strcat(got, "[");
+		strcat(got, line);
+		strcat(got, "]");
+		free(line);
+	}
+	ck_assert_str_eq(got, "[ok]<too long>[b][tail]");
+	free(lb.buf);
+}
+END_TEST
+
 START_TEST(last_line_without_newline)
 {
 	int fd = client();
@@ -210,6 +270,8 @@ int main(void)
 	tcase_add_test(tc, mode_and_echo);
 	tcase_add_test(tc, pipelined_in_order_with_late_reply);
 	tcase_add_test(tc, bad_lines_isolated);
+	tcase_add_test(tc, nul_in_line);
+	tcase_add_test(tc, framing_without_socket);
 	tcase_add_test(tc, last_line_without_newline);
 	tcase_add_test(tc, stop_waits_for_outstanding_call);
 	tcase_add_test(tc, second_server_refused);

@@ -292,6 +292,49 @@ START_TEST(start_errors)
 }
 END_TEST
 
+/* The request parser alone: each verdict, and the buffer fed piecewise. */
+static enum metrics_http parse(const char *req, struct metrics_http_req *q)
+{
+	static char buf[METRICS_REQ_MAX];
+	size_t n = strlen(req);
+
+	ck_assert_uint_lt(n, sizeof(buf));
+	memcpy(buf, req, n + 1);
+	return metrics_http_parse(buf, n, q);
+}
+
+START_TEST(http_parse_verdicts)
+{
+	struct metrics_http_req q;
+
+	ck_assert_int_eq(parse("GET /metrics HTTP/1.1\r\nHost: x\r\n", &q), METRICS_HTTP_MORE);
+	ck_assert_int_eq(parse("GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", &q),
+			 METRICS_HTTP_METRICS);
+	ck_assert(!q.head);
+	ck_assert_int_eq(parse("HEAD /metrics HTTP/1.0\n\n", &q), METRICS_HTTP_METRICS);
+	ck_assert(q.head);
+	ck_assert_int_eq(parse("GET /other HTTP/1.0\n\n", &q), METRICS_HTTP_NOT_FOUND);
+	ck_assert_str_eq(q.target, "/other");
+	ck_assert_int_eq(parse("POST /metrics HTTP/1.1\n\n", &q), METRICS_HTTP_METHOD);
+	ck_assert_uint_eq(q.method_len, 4);
+	ck_assert_int_eq(parse("GET  /metrics HTTP/1.1\n\n", &q), METRICS_HTTP_MALFORMED);
+	ck_assert_int_eq(parse("get /metrics HTTP/1.1\n\n", &q), METRICS_HTTP_MALFORMED);
+	ck_assert_str_eq(q.why, "bad method");
+	ck_assert_int_eq(parse("GET /metrics HTTP/2\n\n", &q), METRICS_HTTP_MALFORMED);
+	ck_assert_int_eq(parse("\n\n", &q), METRICS_HTTP_MALFORMED);
+
+	static char big[METRICS_REQ_MAX];
+	memset(big, 'a', METRICS_REQ_MAX - 1);
+	big[METRICS_REQ_MAX - 1] = 0;
+	ck_assert_int_eq(metrics_http_parse(big, METRICS_REQ_MAX - 1, &q), METRICS_HTTP_MALFORMED);
+	ck_assert_str_eq(q.why, "header block over 4 KiB");
+
+	char nul[] = "GET /metrics HTTP/1.1\0\n\n";
+	ck_assert_int_eq(metrics_http_parse(nul, sizeof(nul) - 1, &q), METRICS_HTTP_MALFORMED);
+	ck_assert_str_eq(q.why, "NUL byte");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("metrics");
@@ -305,6 +348,7 @@ int main(void)
 	tcase_add_test(tc, histogram_buckets);
 	tcase_add_test(tc, export_and_path_families);
 	tcase_add_test(tc, server_http);
+	tcase_add_test(tc, http_parse_verdicts);
 	tcase_add_test(tc, start_errors);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
