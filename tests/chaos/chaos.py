@@ -402,7 +402,8 @@ class Schedule:
         self.count[k] = self.count.get(k, 0) + 1
         self.injected += 1
         if k == "status":
-            sct, sc = rng.choice(self.STATUSES)
+            # Half of them path related (SCT 3): the ones multipath acts on.
+            sct, sc = rng.choice(self.STATUSES if rng.random() < 0.5 else self.STATUSES[8:14])
             w = ["status", sct, "0x%02x" % sc]
             if rng.random() < 0.4:
                 w.append("dnr")
@@ -448,8 +449,9 @@ class Schedule:
             with self.lock:
                 self.ep.losing = True
                 self.ep.n += 1
-                for m in self.models:
-                    m.lose()
+                if os.environ.get("CHAOS_SABOTAGE") != "lose":  # proves a loss is caught
+                    for m in self.models:
+                        m.lose()
             self.cmd("lose-cache")
             with self.lock:
                 self.ep.n += 1
@@ -541,6 +543,9 @@ def main():
             t.kill()
             t.wait()
 
+    def on_term(signum, frame):
+        raise SystemExit("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_term)  # `timeout` still cleans up
     try:
         run(seed, d, secs, rng, cfg, figures, procs, mnt, ctl, ready)
     except Exception as e:  # a harness error fails the seed too, with its cause
