@@ -365,10 +365,11 @@ class Schedule:
         (0, 0x04), (0, 0x06), (0, 0x07), (0, 0x21), (1, 0x00), (1, 0x0b), (2, 0x81),
         (2, 0x85), (3, 0x00), (3, 0x01), (3, 0x02), (3, 0x03), (3, 0x60), (3, 0x70), (7, 0x01)]
     KINDS = ["status", "ana", "drop", "drop-after", "refuse", "delay", "reorder", "port",
-             "corrupt", "malformed", "lose-cache"]
+             "corrupt", "malformed", "lose-cache", "ana-outage"]
 
-    def __init__(self, rng, ctl, epoch, models, lock):
+    def __init__(self, rng, ctl, epoch, models, lock, control):
         self.rng, self.ctl, self.ep, self.models, self.lock = rng, ctl, epoch, models, lock
+        self.control = control
         self.undo = []  # (due, command words)
         self.count = {}
         self.injected = 0
@@ -389,6 +390,41 @@ class Schedule:
 
     def later(self, secs, *words):
         self.undo.append((time.monotonic() + secs, words))
+
+    def path_errors(self):
+        out = subprocess.run([GW, "stats", "-s", self.control, "-o", "json"],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode:
+            fail("nvmf-gateway stats failed: %s%s" % (out.stdout, out.stderr))
+            return 0
+        return sum(p["errors"] for t in json.loads(out.stdout)["targets"] for p in t["paths"])
+
+    def outage(self):
+        """One namespace inaccessible on every path, and nothing else going
+        on: its I/O must wait without spinning.  Each command in flight
+        may fail once per path, then nothing should be sent to the target
+        until the state changes; a command re-sent at once, forever, shows
+        in the gateway's own path error counters."""
+        rng = self.rng
+        for u in sorted(self.undo):  # every other fault undone first
+            self.cmd(*u[1])
+        self.undo.clear()
+        self.ports_down.clear()
+        ns = rng.choice([1, 2])
+        tail = ["noaen"] if rng.random() < 0.35 else []
+        for p in (1, 2):
+            self.cmd("ana", NQN, ns, "inaccessible", p, *tail)
+        time.sleep(1.0)  # what was in flight fails once and parks
+        e0, t0 = self.path_errors(), time.monotonic()
+        time.sleep(rng.uniform(2.0, 4.0))
+        e1, t1 = self.path_errors(), time.monotonic()
+        log("outage of nsid %d: path errors +%d in %.1f s" % (ns, e1 - e0, t1 - t0))
+        if e1 - e0 > 200 + 100 * (t1 - t0):
+            fail("nsid %d inaccessible on every path (no other fault): the gateway's path "
+                 "errors rose by %d in %.1f s, a command re-sent without waiting"
+                 % (ns, e1 - e0, t1 - t0))
+        for p in (1, 2):
+            self.cmd("ana", NQN, ns, "optimized", p)  # with the event, or nothing may tell
 
     def step(self):
         now = time.monotonic()
@@ -445,6 +481,8 @@ class Schedule:
             self.cmd(*w)
         elif k == "malformed":
             self.cmd("malformed", rng.choice(["type", "hlen", "cid", "plen"]))
+        elif k == "ana-outage":
+            self.outage()
         elif k == "lose-cache":
             with self.lock:
                 self.ep.losing = True
@@ -615,7 +653,7 @@ fuse = { mountpoint = "%(mnt)s"; };
     for w in loads:
         w.start()
     time.sleep(1.0)
-    sched = Schedule(rng, ctl, ep, [m1, m2], lock)
+    sched = Schedule(rng, ctl, ep, [m1, m2], lock, control)
     end = time.monotonic() + secs
     while time.monotonic() < end and gw.poll() is None:
         sched.step()
