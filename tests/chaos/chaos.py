@@ -107,6 +107,10 @@ class Model:
         self.low = [0] * NBLOCKS
         self.dur = [0] * NBLOCKS
         self.last_ok = [0] * NBLOCKS
+        # A failed flush may mean acknowledged writes were lost (a path
+        # reset with its volatile cache): it says so once, and no later
+        # flush vouches for what was acknowledged before that failure.
+        self.nodur = [0] * NBLOCKS
         self.busy = set()
         self.gen = 0
         self.st = dict(writes=0, fua=0, reads=0, flushes=0, errors=0, checked=0)
@@ -151,11 +155,14 @@ class Model:
     def flush_done(self, snap, tag, ok):
         if not ok:
             self.st["errors"] += 1
+            for b in range(NBLOCKS):
+                if self.last_ok[b] > self.nodur[b]:
+                    self.nodur[b] = self.last_ok[b]
             return
         self.st["flushes"] += 1
         if self.clean(tag):
             for b in range(NBLOCKS):
-                if snap[b] > self.dur[b]:
+                if snap[b] > self.dur[b] and snap[b] > self.nodur[b]:
                     self.dur[b] = snap[b]
 
     def lose(self):
@@ -308,9 +315,14 @@ class FuseLoad(threading.Thread):
                     with self.lock:
                         self.m.busy.discard(b)
                         snap, tag = self.m.flush_issue()
-                    self.call("fsync", lambda: os.fsync(fd))
+                    try:
+                        self.call("fsync", lambda: os.fsync(fd))
+                        ok = True
+                    except OSError:
+                        ok = False
                     with self.lock:
-                        self.m.flush_done(snap, tag, True)
+                        self.m.flush_done(snap, tag, ok)
+                    continue
                 elif r < 0.55:
                     fua = self.rng.random() < 0.15
                     with self.lock:
