@@ -37,7 +37,8 @@ FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/%)
 FUZZ_HELPERS := tests/unit/tcp_fixture.c $(filter-out $(FUZZ_SRCS),$(wildcard tests/fuzz/*.c))
 FUZZ_TIME ?= 60
-FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	-DNVMF_DEBUG_INVARIANTS
 
 .PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins
@@ -97,7 +98,7 @@ chaos-suite: all
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
-		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNVMF_DEBUG_INVARIANTS" \
 		all unit-bins
 
 unit: all unit-bins

@@ -328,6 +328,13 @@ static void gw_stop(struct gw *gw)
 	}
 	gw_set_state(gw, GW_STOPPING);
 	notify_send("STOPPING=1");
+	/* I/O waiting for a path gets a few seconds more, not the recovery
+	 * deadlines: the drains below end in bounded time. */
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (e->vol)
+			vol_mp_drain(e->vol);
+	}
 	gw->pending = 1;
 	if (gw->control) {
 		gw->pending++;
@@ -387,6 +394,8 @@ void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg)
 	e->removing = true;
 	e->removed = removed;
 	e->removed_arg = arg;
+	if (e->vol)
+		vol_mp_drain(e->vol);
 	e->closing = 1;
 	if (e->srv) {
 		e->closing++;

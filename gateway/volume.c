@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/invariant.h"
 #include "gateway/iov.h"
 #include "gateway/log.h"
 #include "gateway/qos.h"
@@ -91,6 +92,7 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 	io->vol = v;
 	io->origin = r;
 	io->err = 0;
+	io->completed = false;
 	io->start_ns = reactor_now_ns();
 	if (r->id < v->nr_stats)
 		STAT_ADD(v->stats[r->id].in_flight, 1);
@@ -134,6 +136,10 @@ static void run_cb(struct reactor_msg *m)
 
 void vol_complete(struct reactor *here, struct vol_io *io, int err)
 {
+	/* Exactly once per vol_submit: a second completion would run the
+	 * exporter's callback on a request it may already have reused. */
+	INVARIANT(!io->completed, "vol_io completed twice");
+	io->completed = true;
 	io->err = err;
 	io->msg.fn = run_cb;
 	if (here != io->origin)

@@ -67,6 +67,7 @@ struct vol_io {
 	struct reactor_msg msg;
 	int err;
 	bool in_submit;
+	bool completed; /* vol_complete ran (checked in the debug builds) */
 	uint64_t start_ns; /* vol_submit's clock: latency includes QoS wait */
 	uint64_t qos_ready_ns; /* when QoS lets it go */
 	struct list_node qos_link; /* on its reactor's QoS queue */

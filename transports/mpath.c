@@ -14,6 +14,18 @@
 #define MP_MAX_QS 64 /* queues of one path on one reactor */
 #define MP_MAX_ANA 16 /* ANA groups remembered per path */
 
+/* A path put aside by the data path (a path-related or ANA status) is
+ * tried again after this long, or sooner when a new snapshot arrives; I/O
+ * that waits for a usable path is looked at again (and the ANA log of a
+ * path that blocks it re-read) at this period. */
+#define MP_BACKOFF_NS (1000 * NSEC_PER_MSEC)
+/* After export-remove or SIGTERM (vol_mp_drain), I/O still waiting for a
+ * path gets this much longer, then fails with EIO. */
+#define MP_DRAIN_NS (5 * NSEC_PER_SEC)
+/* ANATT when Identify says 0. */
+#define MP_DEFAULT_ANATT_S 10
+#define MP_FOREVER UINT64_MAX
+
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define STORE(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
 
@@ -56,17 +68,23 @@ struct rview {
 	struct list_node parked; /* waiting for a usable path */
 	struct list_node delayed; /* waiting for their retry delay */
 	struct reactor_timer delay_timer;
+	/* Armed while anything is parked or a path is put aside: expires
+	 * the marks, re-reads blocking ANA logs, enforces the deadlines. */
+	struct reactor_timer wait_timer;
 	unsigned rr;
 	bool kicking;
-	/* Set by the data path when an I/O came back with an ANA status:
-	 * the path is not used here until the next snapshot. */
-	bool ana_stale[MP_MAX_PATHS];
+	/* Set by the data path when an I/O came back with a path-related
+	 * status: the path is not used here until this time (ns) or the
+	 * next snapshot, whichever comes first.  0 = usable. */
+	uint64_t stale_until[MP_MAX_PATHS];
+	uint64_t expired_logged_ns; /* deadline log lines: one a second */
+	unsigned expired_quiet; /* not logged since */
 	struct pstats st[MP_MAX_PATHS];
 	struct ana_req {
 		struct reactor_msg m;
 		struct mp_path *p;
 		int busy; /* atomic */
-	} ana_req[MP_MAX_PATHS];
+	} ana_req[MP_MAX_PATHS], reset_req[MP_MAX_PATHS];
 };
 
 struct bcast_ack {
@@ -97,6 +115,10 @@ struct mp_path {
 	unsigned reconnects;
 	struct reactor_timer reconnect_timer;
 	struct reactor_timer loss_timer;
+	/* ANA change state: since when (0 = none), re-read every second
+	 * until it ends or ANATT has passed (then the path is reset). */
+	uint64_t change_ns;
+	struct reactor_timer ana_timer;
 };
 
 struct vol_mp;
@@ -117,6 +139,10 @@ struct mp_target {
 	bool shutting_down;
 	bool fast_failed; /* fast_io_fail_tmo passed with no path attached */
 	struct reactor_timer fast_timer;
+	/* How long an I/O may wait for a usable path (ns, MP_FOREVER), and
+	 * ANATT (the longest of the paths', atomic): see wait_limit. */
+	uint64_t wait_ns;
+	uint64_t anatt_ns;
 };
 
 /* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
@@ -131,6 +157,7 @@ struct vol_mp {
 	struct mp_target *t;
 	struct nvmf_ns ns; /* geometry copy: the controllers' tables change on reconnect */
 	bool failed; /* atomic: the namespace changed under us */
+	uint64_t drain_at; /* atomic: vol_mp_drain's deadline for waiting I/O, 0 = none */
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
 	struct vpath vp[MP_MAX_PATHS];
@@ -149,10 +176,12 @@ struct mpio {
 	struct rview *view;
 	uint64_t due_ns;
 	uint64_t flush_snap;
+	uint64_t wait_start; /* first time it had to wait for a path, 0 = never */
 	uint8_t path;
 	uint8_t retries;
 	uint8_t flush_next;
 	bool flushing;
+	bool transition; /* came back with ANA Transition: may wait up to ANATT */
 };
 _Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
 
@@ -220,7 +249,7 @@ static void snap_apply(struct reactor_msg *m)
 
 	free(v->cur);
 	v->cur = s;
-	memset(v->ana_stale, 0, sizeof(v->ana_stale));
+	memset(v->stale_until, 0, sizeof(v->stale_until));
 	if (bc) {
 		struct bcast_ack *ack = &bc->acks[s->reactor];
 		ack->m.fn = bcast_ack;
@@ -339,7 +368,7 @@ static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout
 		 * path in configuration order. */
 		unsigned i = t->o.policy == MP_ROUND_ROBIN ? (v->rr + k) % t->o.nr_paths : k;
 		struct snap_path *sp = &v->cur->p[i];
-		if (!sp->attached || v->ana_stale[i] || LOAD(n->bad_path[i]))
+		if (!sp->attached || v->stale_until[i] || LOAD(n->bad_path[i]))
 			continue;
 		uint8_t st = ana_of(sp, n->ns.anagrpid);
 		int rank = st == NVME_ANA_OPTIMIZED ? 0 : st == NVME_ANA_NON_OPTIMIZED ? 1 : 3;
@@ -361,14 +390,94 @@ static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout
 	return best;
 }
 
+static void wait_arm(struct rview *v, uint64_t delay_ns)
+{
+	uint64_t at = reactor_now_ns() + delay_ns;
+
+	if (!v->wait_timer.armed || v->wait_timer.deadline_ns > at)
+		reactor_timer_arm(v->r, &v->wait_timer, delay_ns);
+}
+
 static void park(struct rview *v, struct vol_io *io)
 {
 	list_add_tail(&v->parked, &mpio_of(io)->link);
+	wait_arm(v, MP_BACKOFF_NS);
 }
 
 static void finish(struct rview *v, struct vol_io *io, int err)
 {
 	vol_complete(v->r, io, err);
+}
+
+static bool ana_usable(uint8_t st)
+{
+	return st == NVME_ANA_OPTIMIZED || st == NVME_ANA_NON_OPTIMIZED;
+}
+
+/* The group of vol n is changing ANA state behind an attached path. */
+static bool in_transition(struct rview *v, struct vol_mp *n)
+{
+	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
+		if (v->cur->p[i].attached &&
+		    ana_of(&v->cur->p[i], n->ns.anagrpid) == NVME_ANA_CHANGE)
+			return true;
+	return false;
+}
+
+/* How long io may wait for a usable path in all: fast_io_fail_tmo, or
+ * ctrl_loss_tmo when that is off, or forever when both are; at least
+ * ANATT while its group is in transition. */
+static uint64_t wait_limit(struct rview *v, struct vol_io *io)
+{
+	struct mpio *m = mpio_of(io);
+	uint64_t lim = v->t->wait_ns, anatt = LOAD(v->t->anatt_ns);
+
+	if (lim != MP_FOREVER && anatt > lim && (m->transition || in_transition(v, io->vol->priv)))
+		lim = anatt;
+	return lim;
+}
+
+/* No usable path for io now: it waits (parked, looked at again every
+ * MP_BACKOFF_NS and on every snapshot) until its deadline, then fails
+ * with EIO.  Never spins: nothing here resubmits. */
+static void wait_for_path(struct rview *v, struct vol_io *io)
+{
+	struct mpio *m = mpio_of(io);
+	struct vol_mp *n = io->vol->priv;
+	uint64_t now = reactor_now_ns(), lim = wait_limit(v, io), drain = LOAD(n->drain_at);
+
+	if (!m->wait_start)
+		m->wait_start = now;
+	if (drain && now >= drain) {
+		log_err("%s: %s of %llu bytes at %llu failed with EIO: the export is being removed "
+			"and no path was usable for %.3f s",
+			io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			(unsigned long long)io->offset, (double)(now - m->wait_start) / 1e9);
+		finish(v, io, -EIO);
+		return;
+	}
+	if (lim == MP_FOREVER || now - m->wait_start < lim) {
+		park(v, io);
+		if (lim != MP_FOREVER)
+			wait_arm(v, m->wait_start + lim - now);
+		return;
+	}
+	if (now - v->expired_logged_ns >= NSEC_PER_SEC) {
+		char more[48] = "";
+		if (v->expired_quiet)
+			snprintf(more, sizeof(more), " (and %u more since the last line)",
+				 v->expired_quiet);
+		log_err("%s: %s of %llu bytes at %llu failed with EIO after waiting %.3f s for a "
+			"usable path (limit %.0f s)%s",
+			io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			(unsigned long long)io->offset, (double)(now - m->wait_start) / 1e9,
+			(double)lim / 1e9, more);
+		v->expired_logged_ns = now;
+		v->expired_quiet = 0;
+	} else {
+		v->expired_quiet++;
+	}
+	finish(v, io, -EIO);
 }
 
 /* Resubmit what waited for a path; those that still find none park again
@@ -438,12 +547,73 @@ static void ask_ana_refresh(struct rview *v, unsigned path)
 {
 	struct ana_req *a = &v->ana_req[path];
 
-	v->ana_stale[path] = true;
 	if (__atomic_exchange_n(&a->busy, 1, __ATOMIC_ACQ_REL))
 		return;
 	a->m.fn = ana_refresh_msg;
 	a->p = &v->t->paths[path];
 	reactor_send_msg(v->t->r, &a->m);
+}
+
+static void reset_msg(struct reactor_msg *msg)
+{
+	struct ana_req *a = container_of(msg, struct ana_req, m);
+	struct mp_path *p = a->p;
+
+	STORE(a->busy, 0);
+	if (p->attached && !p->t->shutting_down && p->ctrl.state == NVMF_CTRL_LIVE)
+		nvmf_ctrl_reset(&p->ctrl, -ECONNRESET,
+				"the controller answered Keep Alive Timer Expired");
+}
+
+static void ask_reset(struct rview *v, unsigned path)
+{
+	struct ana_req *a = &v->reset_req[path];
+
+	if (__atomic_exchange_n(&a->busy, 1, __ATOMIC_ACQ_REL))
+		return;
+	a->m.fn = reset_msg;
+	a->p = &v->t->paths[path];
+	reactor_send_msg(v->t->r, &a->m);
+}
+
+/* The data path puts path aside on this reactor for MP_BACKOFF_NS. */
+static void put_aside(struct rview *v, unsigned path)
+{
+	v->stale_until[path] = reactor_now_ns() + MP_BACKOFF_NS;
+	wait_arm(v, MP_BACKOFF_NS);
+}
+
+/* Every MP_BACKOFF_NS while something waits or a path is put aside:
+ * paths whose backoff is over are usable again, an attached path whose
+ * ANA state blocks a waiting I/O has its log read again (the target may
+ * change state without an event), and every waiting I/O is looked at
+ * again (sent, or failed once past its deadline). */
+static void wait_fire(struct reactor_timer *tm)
+{
+	struct rview *v = container_of(tm, struct rview, wait_timer);
+	struct mp_target *t = v->t;
+	uint64_t now = reactor_now_ns();
+	bool aside = false, reread[MP_MAX_PATHS] = { false };
+	struct list_node *node;
+
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		if (v->stale_until[i] && v->stale_until[i] <= now)
+			v->stale_until[i] = 0;
+		aside |= v->stale_until[i] != 0;
+	}
+	for (node = v->parked.next; v->cur && node != &v->parked; node = node->next) {
+		struct vol_io *io = io_of(container_of(node, struct mpio, link));
+		struct vol_mp *n = io->vol->priv;
+		for (unsigned i = 0; i < t->o.nr_paths; i++)
+			if (v->cur->p[i].attached && !ana_usable(ana_of(&v->cur->p[i], n->ns.anagrpid)))
+				reread[i] = true;
+	}
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (reread[i])
+			ask_ana_refresh(v, i);
+	snap_kick(v);
+	if (aside && !v->wait_timer.armed)
+		wait_arm(v, MP_BACKOFF_NS);
 }
 
 static void flush_step(struct rview *v, struct vol_io *io);
@@ -502,10 +672,27 @@ static void nio_done(struct nvmf_io *nio, int err)
 	STORE(st->errors, st->errors + 1);
 	switch (nvme_status_disposition(status)) {
 	case NVME_DISP_FAILOVER:
-		if (nvme_status_is_ana(status))
-			ask_ana_refresh(v, m->path);
-		else
-			v->ana_stale[m->path] = true; /* try the others first */
+		/* Another path now; this one again after the backoff (not
+		 * counted as a retry, bounded by the wait deadline). */
+		put_aside(v, m->path);
+		park(v, io);
+		snap_kick(v);
+		return;
+	case NVME_DISP_ANA:
+		/* As Linux's ANA_PENDING: not used until the log is read
+		 * again (a changed state brings a snapshot) or the backoff
+		 * is over, so a refresh that finds nothing new still lets
+		 * the I/O go on. */
+		if (NVME_STATUS_SC(status) == 0x03)
+			m->transition = true;
+		put_aside(v, m->path);
+		ask_ana_refresh(v, m->path);
+		park(v, io);
+		snap_kick(v);
+		return;
+	case NVME_DISP_RESET:
+		put_aside(v, m->path);
+		ask_reset(v, m->path);
 		park(v, io);
 		snap_kick(v);
 		return;
@@ -549,9 +736,15 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
 		if (!sp || !sp->attached)
 			continue; /* detached: its loss, if any, is recorded */
+		/* The same rules as a write: a path put aside, in an ANA state
+		 * that carries no I/O, or resetting, is waited for (bounded),
+		 * never sent to again at once. */
 		struct nvmf_queue *q = live_queue(v, i);
-		if (!q) {
-			park(v, io); /* resetting: wait for the detach or the reconnect */
+		if (!q || v->stale_until[i] || !ana_usable(ana_of(sp, n->ns.anagrpid))) {
+			if (v->cur->failfast)
+				finish(v, io, -EIO);
+			else
+				wait_for_path(v, io);
 			return;
 		}
 		m->path = (uint8_t)i;
@@ -605,7 +798,7 @@ static void mp_start(struct vol_io *io)
 		if (v->cur && v->cur->failfast)
 			finish(v, io, -EIO);
 		else
-			park(v, io);
+			wait_for_path(v, io);
 		return;
 	}
 	static const enum nvmf_io_op ops[] = {
@@ -651,6 +844,8 @@ static void mp_submit(struct volume *vol, struct vol_io *io)
 	m->retries = 0;
 	m->flush_next = 0;
 	m->flushing = false;
+	m->transition = false;
+	m->wait_start = 0;
 	if (v->r == io->origin) {
 		/* vol_complete defers when the completion is on the
 		 * submitter's own stack, so starting here is safe. */
@@ -665,6 +860,16 @@ static void mp_submit(struct volume *vol, struct vol_io *io)
 static void path_ready(struct nvmf_ctrl *c, int err);
 static void path_lost(struct nvmf_ctrl *c, int err);
 static void path_ana(struct nvmf_ctrl *c);
+
+static uint64_t path_anatt_ns(const struct mp_path *p)
+{
+	unsigned s = p->started && p->ctrl.id && p->ctrl.id->anatt ? p->ctrl.id->anatt
+								    : MP_DEFAULT_ANATT_S;
+	return (uint64_t)s * NSEC_PER_SEC;
+}
+
+static void ana_fire(struct reactor_timer *tm);
+static void ana_watch(struct mp_path *p);
 
 static void fast_fire(struct reactor_timer *tm)
 {
@@ -859,6 +1064,13 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	p->attached = true;
 	t->fast_failed = false;
 	reactor_timer_cancel(&t->fast_timer);
+	uint64_t anatt = 0;
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (t->paths[i].attached && path_anatt_ns(&t->paths[i]) > anatt)
+			anatt = path_anatt_ns(&t->paths[i]);
+	STORE(t->anatt_ns, anatt);
+	p->change_ns = 0;
+	ana_watch(p);
 	broadcast(t, NULL, NULL);
 	if (first)
 		first_result(t);
@@ -882,6 +1094,8 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	(void)err;
 	p->attached = false;
 	p->lost_ns = reactor_now_ns();
+	p->change_ns = 0;
+	reactor_timer_cancel(&p->ana_timer);
 	/* Writes acknowledged on this controller and not flushed may have
 	 * died with its volatile cache. */
 	if (c->id && (c->id->vwc & 1))
@@ -906,12 +1120,62 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	broadcast(t, path_detached, p);
 }
 
+/* A namespace of the path is in the ANA change state: the controller
+ * promises a new state within ANATT.  As the Linux host: wait that long,
+ * then reset the controller.  Unlike it, read the log every second while
+ * waiting, so a target that changes state without an event is seen. */
+static void ana_watch(struct mp_path *p)
+{
+	bool change = false;
+
+	for (unsigned i = 0; p->attached && i < p->ctrl.nr_ns; i++)
+		change |= p->ctrl.ns[i].ana_state == NVME_ANA_CHANGE;
+	if (!change) {
+		if (p->change_ns)
+			log_info("target %s: path %u: ANA transition over after %.1f s",
+				 p->t->o.ctrl.name, p->idx,
+				 (double)(reactor_now_ns() - p->change_ns) / 1e9);
+		p->change_ns = 0;
+		reactor_timer_cancel(&p->ana_timer);
+		return;
+	}
+	if (!p->change_ns) {
+		p->change_ns = reactor_now_ns();
+		log_notice("target %s: path %u: ANA transition; waiting up to ANATT %.0f s",
+			   p->t->o.ctrl.name, p->idx, (double)path_anatt_ns(p) / 1e9);
+	}
+	if (!p->ana_timer.armed)
+		reactor_timer_arm(p->t->r, &p->ana_timer, MP_BACKOFF_NS);
+}
+
+static void ana_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, ana_timer);
+	uint64_t now = reactor_now_ns();
+
+	if (!p->attached || !p->change_ns || p->t->shutting_down)
+		return;
+	if (now - p->change_ns >= path_anatt_ns(p)) {
+		log_err("target %s: path %u: ANA transition not over after ANATT (%.0f s); "
+			"resetting the controller",
+			p->t->o.ctrl.name, p->idx, (double)path_anatt_ns(p) / 1e9);
+		p->change_ns = 0;
+		if (p->ctrl.state == NVMF_CTRL_LIVE)
+			nvmf_ctrl_reset(&p->ctrl, -ETIMEDOUT, "ANATT expired");
+		return;
+	}
+	nvmf_ctrl_ana_refresh(&p->ctrl);
+	reactor_timer_arm(p->t->r, &p->ana_timer, MP_BACKOFF_NS);
+}
+
 static void path_ana(struct nvmf_ctrl *c)
 {
 	struct mp_path *p = c->owner;
 
-	if (p->attached)
+	if (p->attached) {
+		ana_watch(p);
 		broadcast(p->t, NULL, NULL);
+	}
 }
 
 void mp_target_reset(struct mp_target *t)
@@ -990,6 +1254,17 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 	}
 	memcpy(t->reactors, reactors, nr_reactors * sizeof(*reactors));
 	reactor_timer_init(&t->fast_timer, fast_fire);
+	if (o->fast_io_fail_tmo_s >= 0)
+		t->wait_ns = (uint64_t)o->fast_io_fail_tmo_s * NSEC_PER_SEC;
+	else if (o->ctrl_loss_tmo_s >= 0)
+		t->wait_ns = (uint64_t)o->ctrl_loss_tmo_s * NSEC_PER_SEC;
+	else
+		t->wait_ns = MP_FOREVER;
+	t->anatt_ns = (uint64_t)MP_DEFAULT_ANATT_S * NSEC_PER_SEC;
+	if (t->wait_ns == MP_FOREVER)
+		log_warn("target %s: fast_io_fail_tmo and ctrl_loss_tmo are both off: I/O waits "
+			 "for a usable path for ever (as dm-multipath's queue_if_no_path)",
+			 o->ctrl.name);
 	unsigned nq = o->ctrl.nr_io_queues ? o->ctrl.nr_io_queues : 1;
 	for (unsigned k = 0; k < nr_reactors; k++) {
 		struct rview *v = &t->views[k];
@@ -1001,6 +1276,7 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 		list_init(&v->parked);
 		list_init(&v->delayed);
 		reactor_timer_init(&v->delay_timer, delay_fire);
+		reactor_timer_init(&v->wait_timer, wait_fire);
 	}
 	for (unsigned i = 0; i < o->nr_paths; i++) {
 		struct mp_path *p = &t->paths[i];
@@ -1008,6 +1284,7 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 		p->idx = i;
 		reactor_timer_init(&p->reconnect_timer, reconnect_fire);
 		reactor_timer_init(&p->loss_timer, loss_fire);
+		reactor_timer_init(&p->ana_timer, ana_fire);
 	}
 	*out = t;
 	return 0;
@@ -1053,6 +1330,7 @@ void mp_target_shutdown(struct mp_target *t, mp_target_cb cb, void *arg)
 		struct mp_path *p = &t->paths[i];
 		reactor_timer_cancel(&p->reconnect_timer);
 		reactor_timer_cancel(&p->loss_timer);
+		reactor_timer_cancel(&p->ana_timer);
 		if (!p->started)
 			continue;
 		t->shutdown_pending++;
@@ -1071,6 +1349,7 @@ void mp_target_free(struct mp_target *t)
 		struct mp_path *p = &t->paths[i];
 		reactor_timer_cancel(&p->reconnect_timer);
 		reactor_timer_cancel(&p->loss_timer);
+		reactor_timer_cancel(&p->ana_timer);
 		if (p->started) {
 			free(p->ctrl.io_reactors);
 			nvmf_ctrl_free(&p->ctrl);
@@ -1078,6 +1357,7 @@ void mp_target_free(struct mp_target *t)
 	}
 	for (unsigned k = 0; k < t->nr_reactors; k++) {
 		reactor_timer_cancel(&t->views[k].delay_timer);
+		reactor_timer_cancel(&t->views[k].wait_timer);
 		free(t->views[k].cur);
 	}
 	free(t->views);
@@ -1142,6 +1422,16 @@ static const struct vol_ops mp_vol_ops = {
 	.submit = mp_submit,
 	.destroy = mp_vol_destroy,
 };
+
+void vol_mp_drain(struct volume *vol)
+{
+	struct vol_mp *n = vol->priv;
+
+	if (vol->ops != &mp_vol_ops || LOAD(n->drain_at))
+		return;
+	/* Parked I/O is looked at every MP_BACKOFF_NS: no message needed. */
+	STORE(n->drain_at, reactor_now_ns() + MP_DRAIN_NS);
+}
 
 int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool read_only,
 		  struct volume **out)

@@ -93,5 +93,11 @@ unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned
  * size, NGUID/EUI-64) or it is not used for this volume. */
 int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool read_only,
 		  struct volume **out);
+/* The export is going away (export-remove, reload, SIGTERM): I/O that
+ * waits for a usable path gets MP_DRAIN_NS (5 s) more, then fails with
+ * EIO, so the exporters' drain ends even when the deadlines are off.
+ * Commands in flight are bounded by io_timeout.  Any thread; a volume of
+ * another backend is left alone. */
+void vol_mp_drain(struct volume *vol);
 
 #endif

@@ -1,5 +1,8 @@
 /* Queues and their request pools: the part of the host core every
- * transport shares.  A request is on exactly one list: free or in flight.
+ * transport shares.  A request is on exactly one list: free or in flight,
+ * or on none while its owner prepares it (got, not yet submitted); the
+ * debug builds assert it at every move (INVARIANT), so a double put or a
+ * double completion aborts there.
  * Completion runs done() exactly once; after a transport error, in-flight
  * requests are completed only once the transport says nothing refers to
  * them any more, so a late send or receive can never touch a reused one. */
@@ -9,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/invariant.h"
 #include "gateway/log.h"
 #include "transports/ctrl.h"
 #include "transports/transport.h"
@@ -183,6 +187,7 @@ struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
 	if (!n)
 		return NULL;
 	req = container_of(n, struct nvmf_req, link);
+	INVARIANT(!req->in_flight, "a free request is not in flight");
 	/* A fresh generation in the CID's top bits: a late or forged response
 	 * for a previous use of this slot does not match. */
 	unsigned idx = req->cid & NVMF_CID_IDX_MASK;
@@ -218,6 +223,10 @@ void nvmf_req_put(struct nvmf_req *req)
 {
 	struct nvmf_queue *q = req->q;
 
+	/* Owned by the caller: on no list (a second put finds it on the
+	 * free list) and not in flight. */
+	INVARIANT(!req->in_flight, "put of a request in flight");
+	INVARIANT(list_empty(&req->link), "put of a request already on a list (double put)");
 	list_add_head(&q->free_reqs, &req->link);
 	if (!list_empty(&q->waiters) && !q->wake_pending) {
 		q->wake_pending = true;
@@ -243,6 +252,8 @@ static void req_finish(struct nvmf_req *req, int err)
 {
 	struct nvmf_queue *q = req->q;
 
+	INVARIANT(req->in_flight && !list_empty(&req->link),
+		  "completion of a request not in flight (double completion)");
 	req->in_flight = false;
 	list_del(&req->link);
 	q->nr_in_flight--;
@@ -257,6 +268,8 @@ void nvmf_req_submit(struct nvmf_req *req)
 	struct nvmf_queue *q = req->q;
 	int ret;
 
+	INVARIANT(!req->in_flight && list_empty(&req->link),
+		  "submit of a request that is free or already in flight");
 	req->sqe.cid = req->cid;
 	req->sqe.flags |= NVME_CMD_FLAGS_SGL_METABUF;
 	req->in_flight = true;

@@ -58,11 +58,13 @@ START_TEST(disposition_by_class)
 	/* Without DNR: generic, command specific and media errors retry. */
 	ck_assert_int_eq(nvme_status_disposition(st(0, 0x06, false, 0)), NVME_DISP_RETRY);
 	ck_assert_int_eq(nvme_status_disposition(st(0, 0x22, false, 1)), NVME_DISP_RETRY);
-	ck_assert_int_eq(nvme_status_disposition(st(1, 0x80, false, 0)), NVME_DISP_RETRY);
+	ck_assert_int_eq(nvme_status_disposition(st(1, 0x05, false, 0)), NVME_DISP_RETRY);
 	ck_assert_int_eq(nvme_status_disposition(st(2, 0x81, false, 0)), NVME_DISP_RETRY);
-	/* Path-related status goes to another path. */
-	for (unsigned sc = 0; sc <= 3; sc++)
-		ck_assert_int_eq(nvme_status_disposition(st(3, sc, false, 0)), NVME_DISP_FAILOVER);
+	/* Path-related status goes to another path; the ANA ones wait for
+	 * the ANA state (every row: test_status.c). */
+	ck_assert_int_eq(nvme_status_disposition(st(3, 0, false, 0)), NVME_DISP_FAILOVER);
+	for (unsigned sc = 1; sc <= 3; sc++)
+		ck_assert_int_eq(nvme_status_disposition(st(3, sc, false, 0)), NVME_DISP_ANA);
 	ck_assert_int_eq(nvme_status_disposition(st(3, 0x70, false, 0)), NVME_DISP_FAILOVER);
 	/* Only the three ANA codes make the host re-read the ANA log. */
 	ck_assert(!nvme_status_is_ana(st(3, 0x00, false, 0)));
