@@ -44,7 +44,7 @@ FUZZ_JOBS ?= 2
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	-DNVMF_DEBUG_INVARIANTS
 
-.PHONY: all asan unit-bins check unit func interop test deps demo \
+.PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
@@ -91,6 +91,17 @@ fuzz:
 		SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-bins
 	tests/fuzz/run.sh build-fuzz $(FUZZ_TIME) $(FUZZ_JOBS)
 
+# New random seeds of the chaos harness until DURATION seconds are spent
+# (BUILD=build-asan after `make asan` for the sanitizers); prints seeds
+# run, faults injected, I/Os checked and failures.
+DURATION ?= 600
+chaos: $(if $(filter build,$(BUILD)),all)
+	tests/chaos/run --for $(DURATION)
+
+# The bounded chaos step of `make test` (about 5 minutes, fixed seeds first).
+chaos-suite: all
+	tests/chaos/suite.sh $(BUILD)
+
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNVMF_DEBUG_INVARIANTS" \
@@ -124,6 +135,7 @@ test:
 	@rm -rf $(BUILD)/results
 	$(MAKE) all unit-bins
 	$(MAKE) check
+	-$(MAKE) chaos-suite
 	$(MAKE) interop
 	$(MAKE) asan-unit
 	-$(MAKE) fuzz

@@ -172,14 +172,19 @@ int faults_command(char *line, char *reply, size_t len)
 			}
 		goto bad;
 	}
-	if (!strcmp(w[0], "ana") && (nw == 4 || nw == 5)) {
+	if (!strcmp(w[0], "ana") && nw >= 4 && nw <= 6) {
 		unsigned long long nsid, port = 1;
 		int st = ana_state_parse(w[3]);
-		if (parse_num(w[2], 0xffffffffu, &nsid) || st < 0 ||
-		    (nw == 5 && (parse_num(w[4], TGT_MAX_PORTS, &port) || !port)))
+		/* "noaen": the state changes but no event tells the host, as
+		 * when an AEN is lost; only an ANA status or a log re-read
+		 * can reveal it. */
+		bool aen = !(nw >= 5 && !strcmp(w[nw - 1], "noaen"));
+		unsigned nargs = nw - (aen ? 0 : 1);
+		if (parse_num(w[2], 0xffffffffu, &nsid) || st < 0 || nargs > 5 ||
+		    (nargs == 5 && (parse_num(w[4], TGT_MAX_PORTS, &port) || !port)))
 			goto bad;
 		char err[128];
-		if (nvme_set_ana(w[1], (uint32_t)nsid, (unsigned)port - 1, (uint8_t)st, err,
+		if (nvme_set_ana(w[1], (uint32_t)nsid, (unsigned)port - 1, (uint8_t)st, aen, err,
 				 sizeof(err)) < 0) {
 			snprintf(reply, len, "err %s", err);
 			return -1;
@@ -255,7 +260,7 @@ bad:
 		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
 		 "refuse SECS | delay MS | reorder MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
-		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] | "
+		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] [noaen] | "
 		 "lose-cache | clear | stats | port N down|up");
 	return -1;
 }

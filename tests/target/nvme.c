@@ -861,8 +861,8 @@ static void admin_cmd(struct tgt_cmd *cmd)
 
 /* ---- ANA ---- */
 
-int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, char *err,
-		 size_t errlen)
+int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, bool aen,
+		 char *err, size_t errlen)
 {
 	struct tgt_subsys *ss = find_subsys(nqn);
 	struct list_node *n;
@@ -882,9 +882,9 @@ int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, c
 	struct tgt_ns *ns = &ss->ns[nsid - 1];
 	ns->ana[port] = state;
 	ns->ana_chgcnt++;
-	log_notice("ANA: %s nsid %u on port %u is now %s", nqn, nsid, port + 1,
-		   ana_state_name(state));
-	for (n = T.ctrls.next; n != &T.ctrls; n = n->next) {
+	log_notice("ANA: %s nsid %u on port %u is now %s%s", nqn, nsid, port + 1,
+		   ana_state_name(state), aen ? "" : " (no event sent)");
+	for (n = aen ? T.ctrls.next : &T.ctrls; n != &T.ctrls; n = n->next) {
 		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
 		if (ctrl->ss != ss || ctrl->port != port || !(ctrl->aec & (1u << 11)) ||
 		    ctrl->ana_aen_masked)

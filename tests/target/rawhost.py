@@ -236,8 +236,27 @@ def test_aen():
     check(dw0 == 0x000C0302, "AEN dw0 %#x, want ANA change notice 0x000c0302" % dw0)
     states = ana_log(c)
     check(states[2] == 3 and states[1] == 1, "ANA log after change: %s" % states)
+    # "noaen": the state changes, the log says so, but no event is sent
+    # (a lost AEN, for the chaos schedule); the next change with the
+    # event completes the same AER.
+    aer = c.sqe(0x0C)
+    c.send_pdu(struct.pack("<BBBBI", 4, 0, 72, 0, 0) + bytes(aer))
+    ctl("ana", NQN, "2", "optimized", "1", "noaen")
+    c.s.settimeout(0.5)
+    try:
+        c.recv_pdu()
+        fail("an AEN was sent for 'ana ... noaen'")
+    except socket.timeout:
+        pass
+    c.s.settimeout(10)
+    check(ana_log(c, rae=True)[2] == 1, "ANA log after a change without the event")
     ctl("ana", NQN, "2", "optimized")
-    print("ok: ANA change AEN and ANA log")
+    t, _, hdr, _ = c.recv_pdu()
+    dw0, _, _, _, cid, st = struct.unpack_from("<IIHHHH", hdr, 8)
+    check(t == 5 and cid == struct.unpack_from("<H", aer, 2)[0] and dw0 == 0x000C0302,
+          "AEN after 'noaen' then a change with the event: type %d dw0 %#x" % (t, dw0))
+    ana_log(c)
+    print("ok: ANA change AEN and ANA log; 'noaen' changes the state without the event")
 
 
 def io_queue():

@@ -301,7 +301,7 @@ void nvme_complete(struct tgt_cmd *cmd, uint16_t st, uint32_t dw0);
 void nvme_conn_gone(struct tgt_conn *c);
 void nvme_ctrl_free(struct tgt_ctrl *ctrl, const char *why);
 void nvme_kato_check(uint64_t now);
-int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, char *err,
+int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, bool aen, char *err,
 		 size_t errlen);
 void nvme_lose_cache(void);
 int subsys_add(const char *spec);
