@@ -16,12 +16,24 @@ PKG_CONFIG ?= pkg-config
 PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
+# The libraries' flags are read from pkg-config at the first compile or
+# link, never when the Makefile is parsed: on a fresh machine "deps" has
+# not installed them yet at that point (lazy, then kept: one call each).
+# A library still missing then stops the build with the remedy.
+pkg_flags = $(or $(shell $(PKG_CONFIG) $(1) $(PKGS) 2>/dev/null),\
+	$(error pkg-config $(PKG_CONFIG) finds not all of $(PKGS): run 'make deps' (as root)))
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(call pkg_flags,--cflags))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $(call pkg_flags,--libs))$(PKG_LIBS)
+# The Debian 12 installer of everything the build and the suites need; make
+# demo and make test run it, then build in a separate make.
+DEPS ?= tests/deps.sh
+
 OPT ?= -O2
 SAN ?=
-CFLAGS_ALL := -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
+CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
 	-DNVMF_GATEWAY_VERSION='"$(VERSION)"' -I. -MMD -MP \
-	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(SAN) $(CFLAGS)
-LDLIBS_ALL := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread $(LDLIBS)
+	$(PKG_CFLAGS) $(SAN) $(CPPFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)
 
 # Every module's .c is part of the core library that the binary, the unit
 # tests and the fuzzers link; only main.c is the binary's own.
@@ -30,7 +42,7 @@ MODULE_OBJS := $(MODULE_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 UNIT_HELPERS := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
-CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+CHECK_LIBS = $(eval CHECK_LIBS := $$(shell $(PKG_CONFIG) --libs check 2>/dev/null))$(CHECK_LIBS)
 # Fuzzers: every tests/fuzz/fuzz_NAME.c defines LLVMFuzzerTestOneInput and
 # has its seeds in tests/fuzz/corpus/NAME/; built with clang into build-fuzz.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -106,21 +118,34 @@ asan-unit:
 	tests/unit/run.sh build-asan
 
 deps:
-	tests/deps.sh
+	$(DEPS)
 
-demo: deps all
-	tests/demo.sh $(BUILD)
+# Installs, then builds in a separate make: only that one reads pkg-config,
+# after deps has installed the libraries.
+demo:
+	$(DEPS)
+	$(MAKE) all
+	$(DEMO) $(BUILD)
+DEMO ?= tests/demo.sh
 
 # The one command of the README: everything, on a fresh Debian 12 machine.
+# Every suite runs even when one before it failed: each is a separate make
+# whose exit status is recorded, never stopping this one.  summary.sh then
+# prints every suite's counts and the total, and fails if a test failed, a
+# suite's make failed, or an expected suite left no results.  A new suite
+# adds its target to TEST_SUITES and its result file to TEST_RESULTS.
+TEST_SUITES ?= unit func interop asan-unit fuzz
+TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
+	$(BUILD)/results/interop.res build-asan/results/unit.res build-fuzz/results/fuzz.res
+TEST_STEPS := $(BUILD)/test-steps
+test_step = echo "== make test: $(1)"; $(MAKE) $(1); echo "$(1) $$?" >> $(TEST_STEPS);
 test:
-	tests/deps.sh
-	@rm -rf $(BUILD)/results
-	$(MAKE) all unit-bins
-	$(MAKE) check
-	$(MAKE) interop
-	$(MAKE) asan-unit
-	-$(MAKE) fuzz
-	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results
+	$(DEPS)
+	@rm -rf $(sort $(dir $(TEST_RESULTS)))
+	@mkdir -p $(BUILD); : > $(TEST_STEPS)
+	@$(foreach s,$(TEST_SUITES),$(call test_step,$(s)))
+	tests/summary.sh --steps $(TEST_STEPS) $(addprefix --expect ,$(TEST_RESULTS)) \
+		$(dir $(TEST_RESULTS))
 
 # The example configuration is installed only where none exists (mode
 # 0600: it is where DH-HMAC-CHAP secrets go); the drop-ins are examples
