@@ -52,7 +52,7 @@ FUZZ_TIME ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 .PHONY: all asan unit-bins check unit func interop test deps demo \
-	install uninstall clean asan-unit fuzz fuzz-bins
+	install uninstall clean asan-unit fuzz fuzz-bins deb
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
@@ -140,12 +140,29 @@ TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 TEST_STEPS := $(BUILD)/test-steps
 test_step = echo "== make test: $(1)"; $(MAKE) $(1); echo "$(1) $$?" >> $(TEST_STEPS);
 test:
-	$(DEPS)
+	$(DEPS) deb
 	@rm -rf $(sort $(dir $(TEST_RESULTS)))
 	@mkdir -p $(BUILD); : > $(TEST_STEPS)
 	@$(foreach s,$(TEST_SUITES),$(call test_step,$(s)))
 	tests/summary.sh --steps $(TEST_STEPS) $(addprefix --expect ,$(TEST_RESULTS)) \
 		$(dir $(TEST_RESULTS))
+
+# The Debian package from debian/ (dpkg-buildpackage, debhelper), built in
+# a clean copy of the tree under $(BUILD)/deb/ and checked by lintian:
+# $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).deb, a path that stays.
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_SRC = $(BUILD)/deb/nvmf-gateway-$(VERSION)
+deb:
+	$(DEPS) deb
+	@v=$$(dpkg-parsechangelog -S Version -l debian/changelog); [ "$$v" = "$(VERSION)" ] || \
+		{ echo "deb: debian/changelog is at $$v, VERSION at $(VERSION)"; exit 1; }
+	rm -rf $(BUILD)/deb
+	mkdir -p $(DEB_SRC)
+	tar -c --exclude-vcs --exclude='./build*' . | tar -x -C $(DEB_SRC)
+	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -J2
+	rm -rf $(DEB_SRC)
+	lintian --fail-on error,warning $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).changes
+	@echo "deb: $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).deb"
 
 # The example configuration is installed only where none exists (mode
 # 0600: it is where DH-HMAC-CHAP secrets go); the drop-ins are examples
