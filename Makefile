@@ -16,12 +16,24 @@ PKG_CONFIG ?= pkg-config
 PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
+# The libraries' flags are read from pkg-config at the first compile or
+# link, never when the Makefile is parsed: on a fresh machine "deps" has
+# not installed them yet at that point (lazy, then kept: one call each).
+# A library still missing then stops the build with the remedy.
+pkg_flags = $(or $(shell $(PKG_CONFIG) $(1) $(PKGS) 2>/dev/null),\
+	$(error pkg-config $(PKG_CONFIG) finds not all of $(PKGS): run 'make deps' (as root)))
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(call pkg_flags,--cflags))$(PKG_CFLAGS)
+PKG_LIBS = $(eval PKG_LIBS := $(call pkg_flags,--libs))$(PKG_LIBS)
+# The Debian 12 installer of everything the build and the suites need; make
+# demo and make test run it, then build in a separate make.
+DEPS ?= tests/deps.sh
+
 OPT ?= -O2
 SAN ?=
-CFLAGS_ALL := -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
+CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
 	-DNVMF_GATEWAY_VERSION='"$(VERSION)"' -I. -MMD -MP \
-	$(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(SAN) $(CFLAGS)
-LDLIBS_ALL := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread $(LDLIBS)
+	$(PKG_CFLAGS) $(SAN) $(CPPFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)
 
 # Every module's .c is part of the core library that the binary, the unit
 # tests and the fuzzers link; only main.c is the binary's own.
@@ -30,7 +42,7 @@ MODULE_OBJS := $(MODULE_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 UNIT_HELPERS := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
-CHECK_LIBS := $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
+CHECK_LIBS = $(eval CHECK_LIBS := $$(shell $(PKG_CONFIG) --libs check 2>/dev/null))$(CHECK_LIBS)
 # Fuzzers: every tests/fuzz/fuzz_NAME.c defines LLVMFuzzerTestOneInput and
 # has its seeds in tests/fuzz/corpus/NAME/; built with clang into build-fuzz.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -45,7 +57,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 	-DNVMF_DEBUG_INVARIANTS
 
 .PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
-	install uninstall clean asan-unit fuzz fuzz-bins
+	install uninstall clean asan-unit fuzz fuzz-bins deb
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
@@ -124,22 +136,53 @@ asan-unit:
 	tests/unit/run.sh build-asan
 
 deps:
-	tests/deps.sh
+	$(DEPS)
 
-demo: deps all
-	tests/demo.sh $(BUILD)
+# Installs, then builds in a separate make: only that one reads pkg-config,
+# after deps has installed the libraries.
+demo:
+	$(DEPS)
+	$(MAKE) all
+	$(DEMO) $(BUILD)
+DEMO ?= tests/demo.sh
 
 # The one command of the README: everything, on a fresh Debian 12 machine.
+# Every suite runs even when one before it failed: each is a separate make
+# whose exit status is recorded, never stopping this one.  summary.sh then
+# prints every suite's counts and the total, and fails if a test failed, a
+# suite's make failed, or an expected suite left no results.  A new suite
+# adds its target to TEST_SUITES and its result file to TEST_RESULTS.
+# "deb" builds the package that func's t_deb then checks (a step, not a
+# suite: no result file of its own).
+TEST_SUITES ?= deb unit func chaos-suite interop asan-unit fuzz
+TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
+	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res build-asan/results/unit.res build-fuzz/results/fuzz.res
+TEST_STEPS := $(BUILD)/test-steps
+test_step = echo "== make test: $(1)"; $(MAKE) $(1); echo "$(1) $$?" >> $(TEST_STEPS);
 test:
-	tests/deps.sh
-	@rm -rf $(BUILD)/results
-	$(MAKE) all unit-bins
-	$(MAKE) check
-	-$(MAKE) chaos-suite
-	$(MAKE) interop
-	$(MAKE) asan-unit
-	-$(MAKE) fuzz
-	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results
+	$(DEPS) deb
+	@rm -rf $(sort $(dir $(TEST_RESULTS)))
+	@mkdir -p $(BUILD); : > $(TEST_STEPS)
+	@$(foreach s,$(TEST_SUITES),$(call test_step,$(s)))
+	tests/summary.sh --steps $(TEST_STEPS) $(addprefix --expect ,$(TEST_RESULTS)) \
+		$(dir $(TEST_RESULTS))
+
+# The Debian package from debian/ (dpkg-buildpackage, debhelper), built in
+# a clean copy of the tree under $(BUILD)/deb/ and checked by lintian:
+# $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).deb, a path that stays.
+DEB_ARCH = $(shell dpkg --print-architecture)
+DEB_SRC = $(BUILD)/deb/nvmf-gateway-$(VERSION)
+deb:
+	$(DEPS) deb
+	@v=$$(dpkg-parsechangelog -S Version -l debian/changelog); [ "$$v" = "$(VERSION)" ] || \
+		{ echo "deb: debian/changelog is at $$v, VERSION at $(VERSION)"; exit 1; }
+	rm -rf $(BUILD)/deb
+	mkdir -p $(DEB_SRC)
+	tar -c --exclude-vcs --exclude='./build*' . | tar -x -C $(DEB_SRC)
+	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -J2
+	rm -rf $(DEB_SRC)
+	lintian --fail-on error,warning $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).changes
+	@echo "deb: $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).deb"
 
 # The example configuration is installed only where none exists (mode
 # 0600: it is where DH-HMAC-CHAP secrets go); the drop-ins are examples

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages that the build and every test suite need.
+# Installs the Debian 12 packages that the build and every test suite need;
+# "deps.sh deb" also what make deb needs (debhelper, lintian): make test
+# and make deb ask for it.
 # A no-op when they are all present; needs root otherwise.
 set -eu
 pkgs=(
@@ -14,6 +16,8 @@ pkgs=(
 	libnbd-bin nbdkit python3-libnbd
 	libssl-dev
 )
+# make deb and its test (t_deb, so make test too); make demo does without.
+[ "${1:-}" = deb ] && pkgs+=(dpkg-dev debhelper lintian)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
@@ -27,4 +31,8 @@ fi
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# apt's own summary (how much it downloads) is kept; the per-package
+# progress is not.
+set -o pipefail
+apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" 2>&1 |
+	awk '/^(Need to get|After this operation|E:|W:)/ { print "deps: " $0 }'

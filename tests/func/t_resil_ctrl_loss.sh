@@ -28,16 +28,17 @@ SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
 # The other export keeps being verified while t1 is lost.
 "$NBDPY" "$IO" verify "$tmp/e2.sock" 12 > "$tmp/v2.out" 2> "$tmp/v2.err" &
 v2=$!
-lose_port_time_error
+lose_port_time_error 'ctrl_loss_tmo expired'
 [ "$err" = EIO ] || fail "e1 failed with $err, not EIO"
-echo "$took >= 3.5 && $took <= 6.5" | bc -l | grep -q 1 || fail "EIO after $took s, not 5 +- 1.5 s"
-grep -q 'ctrl_loss_tmo expired' "$tmp/gw.log" || fail "no ctrl_loss_tmo line in the log"
+# ctrl_loss_tmo 5, judged at the reconnect attempts (every 1 s).
+echo "$took >= 4 && $took <= 8" | bc -l | grep -q 1 || fail "path deleted $took s after the loss, not about 5 s (4 to 8)"
 gw_alive
 # Later I/O on e1 fails at once (every path deleted), not after a wait.
 "$NBDPY" "$IO" first-error "$tmp/e1.sock" > "$tmp/e1b.out" || fail "e1 works again?"
 read -r again err2 _ < "$tmp/e1b.out"
 echo "e1 afterwards: $err2 in $again s"
-[ "$err2" = EIO ] && echo "$again < 1" | bc -l | grep -q 1 || fail "e1 afterwards: $err2 after $again s"
+# At once, not after another timeout: generous for a slow client.
+[ "$err2" = EIO ] && echo "$again < 5" | bc -l | grep -q 1 || fail "e1 afterwards: $err2 after $again s"
 
 wait "$v2" || { cat "$tmp/v2.out" "$tmp/v2.err"; fail "e2 saw errors while t1 was lost"; }
 cat "$tmp/v2.out"

@@ -32,13 +32,14 @@ for round in 1 2; do
 	echo "round $round: target killed after $before I/O commands"
 	sleep 1
 	tgt_start a "" --persist "$tmp/disk" -s "$port" --subsys "$N:64M"
-	for _ in $(seq 1 100); do
+	# Resuming at all is the point: a generous wait (the client's clock).
+	for _ in $(seq 1 600); do
 		[ "$(stat_field a port1_io)" -gt 0 ] && break
 		sleep 0.1
 	done
 	after=$(stat_field a port1_io)
 	echo "round $round: restarted target has seen $after I/O commands"
-	[ "$after" -gt 0 ] || fail "round $round: I/O did not resume within 10 s of the restart"
+	[ "$after" -gt 0 ] || fail "round $round: I/O did not resume within 60 s of the restart"
 	gw_alive
 done
 wait "$vpid"

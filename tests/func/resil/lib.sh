@@ -3,6 +3,9 @@
 # by its own pid on exit.
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}" "${BUILD:?}"
 export PATH="/usr/bin:$PATH"
+# The gateway stamps its log lines with CLOCK_MONOTONIC: time bounds are
+# read on its clock (gw_at), never on when a slow client saw the outcome.
+export NVMF_GATEWAY_LOG_STAMP=1
 NBDPY=/usr/bin/python3 # Debian's, with the libnbd bindings
 TGT="$BUILD/nvmf-test-target"
 IO="$TOP/tests/func/resil/io.py"
@@ -106,20 +109,42 @@ metric() {
 	curl -fsS "$1" | awk -v k="$2{$3}" '$1 == k { print $2; f=1 } END { if (!f) print "none" }'
 }
 
-# lose_port_time_error: with a reader waiting for its first error on
-# $tmp/e1.sock, target a's port 1 goes down; sets err (the errno name) and
-# took (seconds from the port going down to that error).
+# mono: this host's CLOCK_MONOTONIC, the clock of the gateway's stamps.
+mono() { "$NBDPY" -c 'import time; print("%.3f" % time.monotonic())'; }
+# gw_at PATTERN [N]: the stamp of the Nth (default first) gateway log line
+# matching PATTERN; empty when there is none yet.
+gw_at() {
+	grep -- "$1" "$tmp/gw.log" | sed -n "${2:-1}{s/^nvmf-gateway: \[\([0-9.]*\)\].*/\1/p;q}"
+}
+# gw_wait PATTERN N SECONDS: waits (generously, by the client's clock) for
+# the Nth such line and prints its stamp.
+gw_wait() {
+	local at
+	for _ in $(seq $(($3 * 10))); do
+		at=$(gw_at "$1" "$2")
+		[ -n "$at" ] && { echo "$at"; return 0; }
+		sleep 0.1
+	done
+	return 1
+}
+
+# lose_port_time_error PATTERN: with a reader waiting for its first error
+# on $tmp/e1.sock, target a's port 1 goes down; sets err (the errno name
+# the reader got, within a generous 60 s) and took: the seconds from the
+# gateway's "lost" line to its first line matching PATTERN (the behaviour
+# under test), both stamped by the gateway.
 lose_port_time_error() {
-	local fe down at
+	local fe lost at
 	"$NBDPY" "$IO" first-error "$tmp/e1.sock" > "$tmp/e1.out" &
 	fe=$!
 	sleep 1
-	down=$(date +%s.%N)
 	ctl a port 1 down
+	lost=$(gw_wait 't1/path0: lost' 1 30) || fail "the gateway did not see the loss within 30 s"
+	at=$(gw_wait "$1" 1 60) || fail "no '$1' within 60 s of the loss"
 	wait "$fe" || fail "no error on e1 within 60 s"
-	read -r _ err at < "$tmp/e1.out"
-	took=$(echo "$at - $down" | bc -l)
-	echo "e1: $err $took s after the path was lost"
+	read -r _ err _ < "$tmp/e1.out"
+	took=$(echo "$at - $lost" | bc -l)
+	echo "e1: $err; the gateway: '$1' $took s after it saw the loss"
 }
 
 # verify_start: a verified write/read loop on $tmp/e1.sock in the background
