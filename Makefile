@@ -40,7 +40,7 @@ FUZZ_TIME ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 .PHONY: all asan unit-bins check unit func interop test deps demo \
-	install uninstall clean asan-unit fuzz fuzz-bins
+	install uninstall clean asan-unit fuzz fuzz-bins test-systemd
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
@@ -100,6 +100,12 @@ check: unit func
 interop: all
 	tests/interop/run.sh $(BUILD)
 
+# The service under a real systemd: a guest with systemd as PID 1 (Debian 12
+# root from debootstrap, cached in /var/tmp/nvmf-gateway-sysd), the unit
+# installed, nvmet in the guest.  SYSD_DEB=FILE.deb installs that package.
+test-systemd: all
+	tests/systemd/run.sh $(BUILD)
+
 asan-unit:
 	@rm -rf build-asan/results
 	$(MAKE) asan
@@ -118,6 +124,7 @@ test:
 	$(MAKE) all unit-bins
 	$(MAKE) check
 	$(MAKE) interop
+	$(MAKE) test-systemd
 	$(MAKE) asan-unit
 	-$(MAKE) fuzz
 	tests/summary.sh $(BUILD)/results build-asan/results build-fuzz/results

@@ -4,12 +4,17 @@
 #   sysd_start STATE_DIR       boot STATE_DIR/root.img, wait for the agent
 #   sysd_reboot                `systemctl reboot` in the guest, wait for the
 #                              agent of the next boot
-# Env: SYSD_BOOT_TIMEOUT (s, default 300: systemd under TCG on 2 busy cores).
+# Env: SYSD_BOOT_TIMEOUT (s, default 900: a boot of systemd under TCG took
+# 2 to 5 min with the 2 shared cores at a load of 22).
 # The console log (serial, with kernel timestamps) keeps every boot.
 . "$(dirname "${BASH_SOURCE[0]}")/../interop/vm.sh"
 
+# systemd gives a device or a mount 90 s by default: on a loaded machine the
+# 9p share of the agent came later than that.
+SYSD_TIMEOUTS="systemd.default_timeout_start_sec=900 systemd.default_device_timeout_sec=900"
+
 _sysd_wait_ready() {
-	local pid t0=$SECONDS limit=${SYSD_BOOT_TIMEOUT:-300}
+	local pid t0=$SECONDS limit=${SYSD_BOOT_TIMEOUT:-900}
 	pid=$(_vm_pid)
 	until [ -e "$VM_STATE/share/ready" ]; do
 		if ! _vm_alive "$pid" || [ $((SECONDS - t0)) -ge "$limit" ]; then
@@ -38,7 +43,7 @@ sysd_start() {
 		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
 		-display none -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$st/initrd.img" \
-		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 systemd.show_status=1" \
+		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 systemd.show_status=1 $SYSD_TIMEOUTS" \
 		-drive "file=$st/root.img,if=virtio,format=raw,cache=unsafe" \
 		-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 \
 		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \

@@ -33,7 +33,7 @@ echo "polls in activating/start with nbd0 not attached: $seen_start"
 [ "$seen_start" -ge 3 ] || fail "the unit was never seen waiting for READY=1"
 systemctl is-enabled "$U" | grep -qx enabled || fail "not enabled"
 systemctl status --no-pager "$U" > /run/sysd-status; cat /run/sysd-status
-grep -q 'Active: active (running)' || fail "status"
+grep -q 'Active: active (running)' /run/sysd-status || fail "status"
 journal_since c1 -u "$U" | grep -E 'attached|READY|Started|Starting' | head -20
 
 # LVM and ext4 on the device from the configuration.
