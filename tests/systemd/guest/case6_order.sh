@@ -39,7 +39,7 @@ boot)
 	for s in disk0 disk1; do nvmet_unlink nqn.2026-12.io.nvmf-gateway.sysd:$s 1 || fail "unlink $s"; done
 	journal_mark c6
 	wait_until 60 "the gateway saw the target go" bash -c \
-		". /opt/sysd/lib.sh; journal_since c6 -u $U | grep -qiE 'reconnect|lost|disconnect|error'"
+		". /opt/sysd/lib.sh; journal_since c6 -u $U | grep -qiE 'live -> |reconnect|lost|disconnect|error'"
 	journal_since c6 -u "$U" | tail -n 5
 	;;
 shutdown)
