@@ -118,8 +118,10 @@ ln -sf /etc/systemd/system/test-nvmet.service "$stage/etc/systemd/system/multi-u
 mkdir -p "$stage/etc/nvmf-gateway"
 rm -f "$stage/etc/nvmf-gateway/nvmf-gateway.conf"
 install -m 0600 "$here/guest/nvmf-gateway.conf" "$stage/etc/nvmf-gateway/nvmf-gateway.conf"
-printf '%s\n' "share $share 9p trans=virtio,version=9p2000.L,msize=262144,x-systemd.mount-timeout=900 0 0" \
-	"/dev/vda / ext4 rw,errors=remount-ro 0 1" > "$stage/etc/fstab"
+# The share is mounted by test-agent.service, not fstab: a mount from fstab
+# raced 9pnet_virtio's probe ("no channels available") and sent the boot to
+# emergency mode.
+echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" > "$stage/etc/fstab"
 echo sysd-guest > "$stage/etc/hostname"
 printf '%s\n' 9pnet_virtio 9p configfs loop dm_mod > "$stage/etc/modules-load.d/sysd-test.conf"
 # The target's own loop device must stay out of LVM's sight.
