@@ -57,7 +57,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 	-DNVMF_DEBUG_INVARIANTS
 
 .PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
-	install uninstall clean asan-unit fuzz fuzz-bins deb
+	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
 
@@ -130,6 +130,15 @@ check: unit func
 interop: all
 	tests/interop/run.sh $(BUILD)
 
+# The service under a real systemd: a guest with systemd as PID 1 (Debian 12
+# root from debootstrap, cached in /var/tmp/nvmf-gateway-sysd), the unit
+# installed, nvmet in the guest.  SYSD_DEB=FILE.deb installs that package.
+# make test's package (its "deb" step) when there is one, so the guest runs
+# what apt would install.
+test-systemd: all
+	SYSD_DEB=$${SYSD_DEB:-$(wildcard $(BUILD)/deb/nvmf-gateway_$(VERSION)_$(DEB_ARCH).deb)} \
+		tests/systemd/run.sh $(BUILD)
+
 asan-unit:
 	@rm -rf build-asan/results
 	$(MAKE) asan
@@ -154,9 +163,10 @@ DEMO ?= tests/demo.sh
 # adds its target to TEST_SUITES and its result file to TEST_RESULTS.
 # "deb" builds the package that func's t_deb then checks (a step, not a
 # suite: no result file of its own).
-TEST_SUITES ?= deb unit func chaos-suite interop asan-unit fuzz
+TEST_SUITES ?= deb unit func chaos-suite interop test-systemd asan-unit fuzz
 TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
-	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res build-asan/results/unit.res build-fuzz/results/fuzz.res
+	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res $(BUILD)/results/systemd.res \
+	build-asan/results/unit.res build-fuzz/results/fuzz.res
 TEST_STEPS := $(BUILD)/test-steps
 test_step = echo "== make test: $(1)"; $(MAKE) $(1); echo "$(1) $$?" >> $(TEST_STEPS);
 test:

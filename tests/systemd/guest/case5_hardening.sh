@@ -1,0 +1,49 @@
+#!/bin/bash
+# Case 5: the unit's hardening at run time.  A shell joins the service's
+# own cgroup (so the device BPF program systemd attached for DevicePolicy=
+# and DeviceAllow= applies to it) and tries to open devices: /dev/nbd*,
+# /dev/fuse and the RDMA devices open, the others fail with EPERM.  The
+# process has exactly CAP_SYS_ADMIN and CAP_IPC_LOCK, and with them it
+# attached /dev/nbd0 over netlink and mounted its FUSE file system.
+. /opt/sysd/lib.sh
+journal_mark c5
+is_active || systemctl start "$U" || fail "start"
+is_active || fail "not active after start"
+pid=$(prop MainPID)
+wait_until 120 "/dev/nbd0 attached" attached nbd0
+grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "/proc/$pid/status"
+want=0000000000204000 # CAP_SYS_ADMIN (21) | CAP_IPC_LOCK (14)
+for c in CapEff CapPrm CapBnd; do
+	[ "$(awk -v k="$c:" '$1 == k { print $2 }' "/proc/$pid/status")" = $want ] ||
+		fail "$c is not exactly CAP_SYS_ADMIN + CAP_IPC_LOCK"
+done
+[ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "/proc/$pid/status")" = 1 ] || fail "NoNewPrivs"
+[ "$(awk '$1 == "Seccomp:" { print $2 }' "/proc/$pid/status")" = 2 ] || fail "no seccomp filter"
+journal_since c5 -u "$U" | grep -q 'nbd0.*attached\|/dev/nbd0 attached' ||
+	fail "no netlink attach of /dev/nbd0 by this process in the journal"
+# FUSE: mounted in the unit's own mount namespace (PrivateMounts=).
+nsenter -t "$pid" -m -- ls -l /run/nvmf-gateway/fuse || fail "no FUSE mount in the unit's namespace"
+f=$(nsenter -t "$pid" -m -- ls /run/nvmf-gateway/fuse | head -n 1)
+nsenter -t "$pid" -m -- dd if="/run/nvmf-gateway/fuse/$f" bs=64k count=16 status=none | cmp - \
+	<(dd if=/dev/nbd0 bs=64k count=16 iflag=direct status=none) || fail "FUSE file and /dev/nbd0 differ"
+! grep -q /run/nvmf-gateway/fuse /proc/self/mounts || fail "the FUSE mount leaked to the host namespace"
+
+cg=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")
+[ -e "$cg/cgroup.procs" ] || fail "no cgroup for $pid"
+[ -e /dev/infiniband/rdma_cm ] || fail "no /dev/infiniband/rdma_cm (rdma_ucm)"
+verbs=$(ls /dev/infiniband/uverbs* 2> /dev/null | head -n 1)
+[ -n "$verbs" ] || fail "no /dev/infiniband/uverbs* (rxe0)"
+allow="/dev/nbd0 /dev/nbd1 /dev/nbd15 /dev/fuse /dev/infiniband/rdma_cm $verbs /dev/null /dev/urandom"
+deny="/dev/vda /dev/loop0 /dev/loop-control /dev/mem /dev/kmsg /dev/ttyS0 /dev/mapper/control"
+for d in $deny; do [ -e "$d" ] || fail "$d does not exist to test"; done
+# One shell in the unit's cgroup; it prints "DEV ok" or "DEV denied: why".
+out=$(bash -c 'echo $$ > "$1/cgroup.procs" || exit 9; shift
+	for d; do
+		if err=$( { exec 3<> "$d"; } 2>&1 ); then echo "$d ok"; else echo "$d denied: ${err##*: }"; fi
+	done' _ "$cg" $allow $deny) || fail "cannot join $cg"
+echo "$out"
+for d in $allow; do grep -qx "$d ok" <<< "$out" || fail "$d should open in the unit"; done
+for d in $deny; do grep -qx "$d denied: Operation not permitted" <<< "$out" || fail "$d should be denied"; done
+# The same opens outside the unit work: the denials are the unit's.
+bash -c 'exec 3<> /dev/loop0' || fail "/dev/loop0 does not open outside the unit either"
+echo "hardening holds: caps $want, devices as listed"

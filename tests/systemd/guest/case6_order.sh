@@ -1,0 +1,68 @@
+#!/bin/bash
+# Case 6, in three steps around two reboots of the guest (run.sh):
+#   prepare  enable the pve-guests stand-in with the documented ordering
+#            drop-in (systemd/vm-host-ordering.conf)
+#   boot     after a reboot: the gateway was active, /dev/nbd0 attached,
+#            before pve-guests started; then the target is made unreachable
+#            (its port removed) for the next shutdown
+#   shutdown after the second reboot, from the previous boot's journal:
+#            pve-guests stopped (with /dev/nbd0 still there) before the
+#            gateway began to stop, and the gateway stopped by itself within
+#            a bound, with the target unreachable
+. /opt/sysd/lib.sh
+G=pve-guests.service
+BOUND=${SYSD_STOP_BOUND:-30}
+mono() { systemctl show -p "$2" --value "$1"; }
+case "${1:-}" in
+prepare)
+	mkdir -p /etc/systemd/system/$G.d &&
+		cp /opt/sysd/vm-host-ordering.conf /etc/systemd/system/$G.d/nvmf-gateway.conf &&
+		systemctl daemon-reload && systemctl enable "$U" "$G" || fail "enable"
+	systemctl list-dependencies --after --plain $G | grep -q "$U" || fail "$G is not ordered after $U"
+	;;
+boot)
+	s=$(systemctl is-system-running --wait)
+	echo "system: $s"
+	systemctl --failed --no-legend
+	[ "$(systemctl show -p ActiveState --value $G)" = active ] || fail "$G is not active"
+	is_active || fail "the gateway is not active"
+	gw_up=$(mono "$U" ActiveEnterTimestampMonotonic)
+	g_start=$(mono $G InactiveExitTimestampMonotonic)
+	echo "gateway active at ${gw_up} us, pve-guests started at ${g_start} us (monotonic)"
+	[ "$gw_up" -gt 0 ] && [ "$gw_up" -le "$g_start" ] || fail "pve-guests started before the gateway was ready"
+	line=$(journalctl -b 0 -u $G -o cat | grep 'guests: start')
+	echo "$line"
+	[[ "$line" =~ nbd0\ has\ ([0-9]+)\ sectors ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] ||
+		fail "/dev/nbd0 was not attached when pve-guests started"
+	# The target goes away: the next shutdown finds it unreachable.
+	. /opt/sysd/nvmet.sh
+	for s in disk0 disk1; do nvmet_unlink nqn.2026-12.io.nvmf-gateway.sysd:$s 1 || fail "unlink $s"; done
+	journal_mark c6
+	wait_until 60 "the gateway saw the target go" bash -c \
+		". /opt/sysd/lib.sh; journal_since c6 -u $U | grep -qiE 'live -> |reconnect|lost|disconnect|error'"
+	journal_since c6 -u "$U" | tail -n 5
+	;;
+shutdown)
+	j=$(journalctl -b -1 -o short-monotonic -u "$U" -u $G)
+	grep -E 'Stopp|guests: stop|Deactivated|timed out|Killing|SIGKILL|Failed' <<< "$j"
+	num() { grep -m1 -n "$1" <<< "$j" | cut -d: -f1; }
+	ts() { grep -m1 "$1" <<< "$j" | sed -E 's/^\[ *([0-9.]+)\].*/\1/'; }
+	g_stop=$(num 'guests: stop') gw_stopping=$(num "Stopping $U") gw_stopped=$(num "Stopped $U")
+	[ -n "$g_stop" ] && [ -n "$gw_stopping" ] && [ -n "$gw_stopped" ] ||
+		fail "the previous boot's journal lacks the stop lines"
+	[ "$g_stop" -lt "$gw_stopping" ] || fail "the gateway began to stop before pve-guests had"
+	grep 'guests: stop' <<< "$j" | grep -qE 'nbd0 has [1-9][0-9]* sectors' ||
+		fail "/dev/nbd0 was gone when pve-guests stopped"
+	! grep -qE "$U.*(timed out|Killing|SIGKILL)" <<< "$j" || fail "the gateway had to be killed"
+	grep -q "$U: Deactivated successfully" <<< "$j" || fail "the gateway did not exit cleanly"
+	a=$(ts "Stopping $U") b=$(ts "Stopped $U")
+	took=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", b - a }')
+	echo "gateway stop with the target unreachable: $took s (bound $BOUND s)"
+	awk -v t="$took" -v m="$BOUND" 'BEGIN { exit !(t <= m) }' || fail "stop took $took s > $BOUND s"
+	# The whole shutdown, from the first unit stopping to the journal's end.
+	first=$(journalctl -b -1 -o short-monotonic | grep -m1 -E ' Stopping ' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	last=$(journalctl -b -1 -o short-monotonic -n 1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	echo "shutdown (first Stopping to the journal's last entry): $(awk -v a="$first" -v b="$last" 'BEGIN { printf "%.1f", b - a }') s"
+	;;
+*) echo "usage: case6_order.sh prepare|boot|shutdown" >&2; exit 2 ;;
+esac

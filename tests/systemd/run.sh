@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# run.sh BUILD: the service under a real systemd (issue 15).  Builds the
+# guest image (image.sh: Debian 12 root from debootstrap, cached; the
+# interop suite's 6.12 kernel; the gateway installed), boots it with
+# systemd as PID 1 and nvmet in the same guest, and runs the cases of
+# guest/case*.sh.  One result line per case in BUILD/results/systemd.res;
+# logs in BUILD/systemd-vm/logs/.
+# Env: SYSD_DEB=FILE.deb installs the package instead of `make install`;
+#   SYSD_STATE (default BUILD/systemd-vm) the guest's folder; SYSD_CASES;
+#   SYSD_CACHE, VM_CACHE, SYSD_BOOT_TIMEOUT (see image.sh, vm.sh).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+build=$(cd "${1:?usage: run.sh BUILD}" && pwd) || exit 1
+. "$top/tests/lib/report.sh"
+. "$here/vm.sh"
+report_init "$build" systemd
+st=${SYSD_STATE:-$build/systemd-vm}
+logs=$st/logs
+rm -rf "$logs" && mkdir -p "$logs"
+CASES=(start reload watchdog stop hardening reboot_order)
+# SYSD_CASES="start reload": only those (the others are reported SKIP).
+want() { [ -z "${SYSD_CASES:-}" ] || [[ " $SYSD_CASES " == *" $1 "* ]]; }
+t_all=$SECONDS
+stamp() { echo "[$(date -u +%T) +$((SECONDS - t_all)) s] $*"; }
+
+fail_rest() { # fail_rest WHY: every case not yet reported fails
+	local c
+	for c in "${CASES[@]}"; do
+		grep -q "^[A-Z]* $c\b" "$RESULTS/systemd.res" || report FAIL "$c" "$1"
+	done
+}
+cleanup() { vm_stop 2> /dev/null; }
+trap cleanup EXIT
+
+stamp "image"
+if ! "$here/image.sh" "$build" "$st" > "$logs/image.log" 2>&1; then
+	cat "$logs/image.log"
+	fail_rest "no guest image (see $logs/image.log)"
+	exit 1
+fi
+cat "$logs/image.log"
+stamp "boot"
+cd / # vm_exec runs in the caller's cwd when the guest has it
+if ! sysd_start "$st" > "$logs/boot.log" 2>&1; then
+	cat "$logs/boot.log"
+	fail_rest "the guest did not boot (see $st/console.log)"
+	exit 1
+fi
+stamp "booted: $(VM_EXEC_TIMEOUT=900 vm_exec 'systemctl is-system-running --wait; systemctl --failed --no-legend; ps -p 1 -o comm=' | tr '\n' ' ')"
+
+# gcase NAME SCRIPT [ARGS]: one guest script, its output in logs/NAME.log.
+gcase() {
+	local name=$1 rc
+	shift
+	VM_EXEC_TIMEOUT=600 vm_exec "/opt/sysd/$*" > "$logs/$name.log" 2>&1
+	rc=$?
+	return $rc
+}
+run_case() { # run_case NAME SCRIPT [ARGS]
+	local name=$1 t0=$SECONDS
+	want "$name" || { report SKIP "$name" "not in SYSD_CASES"; return; }
+	if gcase "$@"; then
+		report PASS "$name" "$((SECONDS - t0)) s"
+	else
+		report FAIL "$name" "see $logs/$name.log"
+		tail -n 15 "$logs/$name.log"
+	fi
+}
+
+run_case start case1_start.sh
+run_case reload case2_reload.sh
+run_case watchdog case3_watchdog.sh
+run_case stop case4_stop.sh
+run_case hardening case5_hardening.sh
+
+t0=$SECONDS
+ok=1
+want reboot_order || { report SKIP reboot_order "not in SYSD_CASES"; ok=2; }
+[ $ok = 2 ] || gcase reboot_order.prepare case6_order.sh prepare || ok=0
+if [ $ok = 1 ]; then
+	stamp "reboot 1"
+	if sysd_reboot >> "$logs/boot.log" 2>&1; then
+		gcase reboot_order.boot case6_order.sh boot || ok=0
+	else ok=0; fi
+fi
+if [ $ok = 1 ]; then
+	stamp "reboot 2 (target unreachable)"
+	t_rb=$SECONDS
+	if sysd_reboot >> "$logs/boot.log" 2>&1; then
+		echo "second reboot: $((SECONDS - t_rb)) s of wall time until the agent answered"
+		gcase reboot_order.shutdown case6_order.sh shutdown || ok=0
+	else ok=0; fi
+fi
+for f in prepare boot shutdown; do
+	[ ! -e "$logs/reboot_order.$f.log" ] || { echo "== $f"; cat "$logs/reboot_order.$f.log"; }
+done > "$logs/reboot_order.log"
+if [ $ok = 2 ]; then :
+elif [ $ok = 1 ]; then
+	report PASS reboot_order "$((SECONDS - t0)) s; $(grep -h 'target unreachable:' "$logs/reboot_order.log")"
+else
+	report FAIL reboot_order "see $logs/reboot_order.log and $st/console.log"
+	tail -n 15 "$logs/reboot_order.log"
+fi
+stamp "done"
+vm_stop
+trap - EXIT
+! report_failed
