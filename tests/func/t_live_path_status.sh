@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 14, defect 1: one path-related status must not freeze an export.
 # Single path, NBD socket.  The target answers every I/O with ANA
-# Transition (sct 3 sc 3, no DNR), then with Internal Path Error (3/0):
+# Transition (sct 3 sc 3, no DNR), then with Internal Path Error (3/0),
+# ANA Inaccessible (3/2), Keep Alive Timer Expired (0/0x18, the path is
+# reset):
 # a read sent meanwhile waits (the path is only put aside for a bounded
 # backoff, the ANA log is read again) and succeeds once the status is
 # off; later reads work at once.  Before the fix the first read parked
@@ -26,7 +28,7 @@ SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 [ "$("$NBDPY" "$LIO" read "$S" 10)" = ok ] || fail "first read"
 
-for code in "3 3" "3 0" "3 2"; do
+for code in "3 3" "3 0" "3 2" "0 0x18"; do
 	ctl a status $code > /dev/null
 	"$NBDPY" "$LIO" read "$S" 30 > "$tmp/r.out" &
 	rp=$!
@@ -41,6 +43,9 @@ for code in "3 3" "3 0" "3 2"; do
 		[ "$r" = ok ] || fail "read $i after status $code went off: $r"
 	done
 done
+# Keep Alive Timer Expired (0/0x18) as a status: the path was reset.
+grep -q 'the controller answered Keep Alive Timer Expired' "$tmp/gw.log" ||
+	fail "Keep Alive Timer Expired did not reset the path"
 
 # Reconfigure to a short fast_io_fail_tmo: the status stays on, the read
 # must fail with EIO after about 2 s of the gateway's clock.
