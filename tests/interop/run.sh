@@ -177,6 +177,7 @@ fi
 # Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.
 . "$top/tests/interop/cases_resil.sh"
 . "$top/tests/interop/cases_live.sh"
+. "$top/tests/interop/cases_limits.sh"
 
 # /dev/nbdN attached by the gateway: filesystems, LVM, restart.
 . "$top/tests/interop/cases_nbd.sh"
