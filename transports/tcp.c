@@ -35,6 +35,16 @@ static void quiesce_run(struct reactor_msg *m)
 		tq->fd = -1;
 	}
 	tq->conn = TCP_CONN_IDLE;
+	/* No send can touch the requests any more: they leave the send list
+	 * and the last batch before they complete, free for a later use. */
+	while (!list_empty(&tq->sendq)) {
+		struct tcp_send_item *it = container_of(tq->sendq.next, struct tcp_send_item, link);
+		list_del(&it->link);
+		it->queued = false;
+	}
+	for (unsigned i = 0; i < tq->batch_cnt; i++)
+		tq->batch[i]->in_batch = false;
+	tq->batch_cnt = 0;
 	nvmf_queue_transport_quiesced(tq->q);
 }
 
@@ -281,10 +291,6 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 	tq->ops_in_flight--;
 	if (tq->conn == TCP_CONN_CLOSING) {
 		closing_send_reaped(tq, res);
-		/* The requests are failed at quiesce; none is in a send now. */
-		for (unsigned i = 0; i < tq->batch_cnt; i++)
-			tq->batch[i]->in_batch = false;
-		tq->batch_cnt = 0;
 		maybe_quiesced(tq);
 		return;
 	}
