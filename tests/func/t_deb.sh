@@ -7,6 +7,7 @@
 # conffile survives a reinstall, remove keeps the configuration and purge
 # removes it with the state.
 # The package is left at BUILD/deb/nvmf-gateway_VERSION_ARCH.deb.
+# T_DEB_FILE=PATH checks that package instead of building one.
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -27,7 +28,13 @@ deb="$BUILD/deb/nvmf-gateway_${ver}_$arch.deb"
 newer=
 [ -f "$deb" ] && newer=$(cd "$TOP" && find . \( -path './build*' -o -path ./.git \) -prune -o \
 	-type f -newer "$deb" -print -quit)
-if [ -f "$deb" ] && [ -z "$newer" ] && [ -z "${T_DEB_REBUILD:-}" ]; then
+if [ -n "${T_DEB_FILE:-}" ]; then
+	# A given package (another build, or a broken one to see this test
+	# fail): checked as it is, lintian on the .deb alone.
+	deb=$T_DEB_FILE
+	lintian --fail-on error,warning "$deb" > "$tmp/build.log" 2>&1; st=$?
+	sed -i '1i lintian (given package)' "$tmp/build.log"
+elif [ -f "$deb" ] && [ -z "$newer" ] && [ -z "${T_DEB_REBUILD:-}" ]; then
 	echo "reusing $deb (no file of the tree is newer)"
 	lintian --fail-on error,warning "${deb%.deb}.changes" > "$tmp/build.log" 2>&1; st=$?
 	sed -i '1i lintian (reused package)' "$tmp/build.log"

@@ -119,13 +119,13 @@ gw_at() {
 # gw_wait PATTERN N SECONDS: waits (generously, by the client's clock) for
 # the Nth such line and prints its stamp.
 gw_wait() {
-	local at
-	for _ in $(seq $(($3 * 10))); do
+	local at end=$((SECONDS + $3))
+	while :; do
 		at=$(gw_at "$1" "$2")
 		[ -n "$at" ] && { echo "$at"; return 0; }
+		[ $SECONDS -lt $end ] || return 1
 		sleep 0.1
 	done
-	return 1
 }
 
 # lose_port_time_error PATTERN: with a reader waiting for its first error
