@@ -2,11 +2,13 @@
 # Case 1: `systemctl enable --now` goes activating -> active (running) only
 # once the gateway has sent READY=1: the target is slowed down (netem delay on
 # lo) so that the wait is long enough to watch; while it lasts the unit is
-# in SubState "start" (past ExecStartPre) with /dev/nbd0 not attached yet.
+# in SubState "start" (past ExecStartPre) with /dev/nbd0 not attached yet
+# (Type=simple would go from start-pre straight to running).  Polls are
+# slow under TCG on a loaded host: one observation is the proof.
 # Then /dev/nbd0 carries LVM and ext4: files written, read back after a
 # remount with the caches dropped.
 . /opt/sysd/lib.sh
-tc qdisc add dev lo root netem delay 200ms || fail "netem"
+tc qdisc add dev lo root netem delay 400ms || fail "netem"
 trap 'tc qdisc del dev lo root 2> /dev/null' EXIT
 journal_mark c1
 systemctl --no-block enable --now "$U" || fail "enable --now"
@@ -30,7 +32,7 @@ while :; do
 done
 tc qdisc del dev lo root
 echo "polls in activating/start with nbd0 not attached: $seen_start"
-[ "$seen_start" -ge 3 ] || fail "the unit was never seen waiting for READY=1"
+[ "$seen_start" -ge 1 ] || fail "the unit was never seen waiting for READY=1"
 systemctl is-enabled "$U" | grep -qx enabled || fail "not enabled"
 systemctl status --no-pager "$U" > /run/sysd-status; cat /run/sysd-status
 grep -q 'Active: active (running)' /run/sysd-status || fail "status"

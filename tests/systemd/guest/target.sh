@@ -12,8 +12,18 @@ start)
 	modprobe -a configfs nvmet nvmet-tcp loop rdma_rxe rdma_ucm ib_uverbs || exit 1
 	mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config || exit 1
 	ip link set eth0 up
-	[ -n "$(rdma link show 2> /dev/null)" ] || rdma link add rxe0 type rxe netdev eth0 ||
-		echo "target: no rxe0 (the RDMA device checks will fail)"
+	# Retried: one boot of the loaded host had it fail once.
+	for _ in $(seq 20); do
+		[ -z "$(rdma link show 2> /dev/null)" ] || break
+		rdma link add rxe0 type rxe netdev eth0 && break
+		sleep 1
+	done
+	for _ in $(seq 100); do
+		ls /dev/infiniband/uverbs* > /dev/null 2>&1 && break
+		sleep 0.2
+	done
+	ls /dev/infiniband/uverbs* > /dev/null 2>&1 ||
+		echo "target: no rxe0 uverbs device (the RDMA device checks will fail)"
 	nvmet_subsys "$NQN:disk0" 256M 512 && nvmet_subsys "$NQN:disk1" 64M 512 &&
 		nvmet_port 1 tcp 127.0.0.1 4420 &&
 		nvmet_link "$NQN:disk0" 1 && nvmet_link "$NQN:disk1" 1 || exit 1
