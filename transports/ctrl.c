@@ -308,8 +308,12 @@ const char *nvme_ana_state_name(uint8_t state)
 	}
 }
 
-int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
-		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg)
+/* One group descriptor of an ANA log page: its ID, state and the nnsids
+ * namespace IDs listed with it (little-endian, possibly unaligned). */
+typedef void (*ana_desc_fn)(void *arg, uint32_t grpid, uint8_t state, const uint8_t *nsids,
+			    uint32_t nnsids);
+
+static int ana_log_walk(const void *buf, size_t len, uint64_t *chgcnt, ana_desc_fn fn, void *arg)
 {
 	const uint8_t *p = buf;
 	struct nvme_ana_log_hdr h;
@@ -326,14 +330,35 @@ int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
 			return -EPROTO;
 		memcpy(&d, p + off, sizeof(d));
 		off += sizeof(d);
-		/* The namespace list is skipped: Identify Namespace already
-		 * told which group each namespace is in. */
 		if (d.nnsids > (len - off) / 4)
 			return -EPROTO;
+		fn(arg, d.grpid, d.state & 0xf, p + off, d.nnsids);
 		off += (size_t)d.nnsids * 4;
-		fn(arg, d.grpid, d.state & 0xf);
 	}
 	return 0;
+}
+
+struct ana_parse_ctx {
+	void (*fn)(void *arg, uint32_t grpid, uint8_t state);
+	void *arg;
+};
+
+static void ana_parse_desc(void *arg, uint32_t grpid, uint8_t state, const uint8_t *nsids,
+			   uint32_t nnsids)
+{
+	struct ana_parse_ctx *pc = arg;
+
+	(void)nsids;
+	(void)nnsids;
+	pc->fn(pc->arg, grpid, state);
+}
+
+int nvmf_ana_log_parse(const void *buf, size_t len, uint64_t *chgcnt,
+		       void (*fn)(void *arg, uint32_t grpid, uint8_t state), void *arg)
+{
+	struct ana_parse_ctx pc = { fn, arg };
+
+	return ana_log_walk(buf, len, chgcnt, ana_parse_desc, &pc);
 }
 
 uint64_t nvmf_ana_log_need(const void *buf, size_t len)
@@ -367,11 +392,52 @@ struct ana_apply_ctx {
 	bool changed;
 };
 
-static void ana_group(void *arg, uint32_t grpid, uint8_t state)
+/* The namespace nsid of c's table, which is in ascending NSID order (as
+ * the active namespace list is, see nvmf_ns_list_count), or NULL.  A
+ * binary search: an ANA log page may list 200,000 NSIDs, and it is read
+ * again every second while a path waits on it. */
+static struct nvmf_ns *ns_lookup(struct nvmf_ctrl *c, uint32_t nsid)
+{
+	unsigned lo = 0, hi = c->nr_ns;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (c->ns[mid].nsid == nsid)
+			return &c->ns[mid];
+		if (c->ns[mid].nsid < nsid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static void ana_group(void *arg, uint32_t grpid, uint8_t state, const uint8_t *nsids,
+		      uint32_t nnsids)
 {
 	struct ana_apply_ctx *a = arg;
 	struct nvmf_ctrl *c = a->c;
 
+	/* The target may move a namespace to another group (unless ANACAP
+	 * bit 6 says group IDs never change while attached; nvmet leaves it
+	 * clear, and writing its namespaces/N/ana_grpid moves one).  Identify
+	 * Namespace told the group at bring-up; the descriptors' NSID lists
+	 * (empty only with RGO, which this host never asks for) tell it now.
+	 * Without this a moved namespace kept the state of a group the
+	 * target no longer reports, and the multipath snapshot, built from
+	 * this table, would miss its real group until a reconnect. */
+	for (uint32_t k = 0; grpid && k < nnsids; k++) {
+		uint32_t nsid;
+		memcpy(&nsid, nsids + (size_t)k * 4, 4);
+		struct nvmf_ns *ns = ns_lookup(c, nsid);
+		if (!ns || ns->anagrpid == grpid)
+			continue;
+		log_notice("ctrl %s: nsid %u moved from ANA group %u to %u (ANA log page)",
+			   c->opts.name, nsid, ns->anagrpid, grpid);
+		ns->anagrpid = grpid;
+		c->ana_regroups++;
+		a->changed = true;
+	}
 	for (unsigned i = 0; i < c->nr_ns; i++) {
 		struct nvmf_ns *ns = &c->ns[i];
 		if (ns->anagrpid != grpid || ns->ana_state == state)
@@ -386,7 +452,7 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state)
 int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
 {
 	struct ana_apply_ctx a = { .c = c };
-	int ret = nvmf_ana_log_parse(buf, len, &c->ana_chgcnt, ana_group, &a);
+	int ret = ana_log_walk(buf, len, &c->ana_chgcnt, ana_group, &a);
 
 	if (ret < 0)
 		return ret;

@@ -131,6 +131,10 @@ struct nvmf_ctrl {
 	bool aer_armed;
 	bool ana_busy, ana_again; /* a refresh running / wanted after it */
 	uint64_t ana_chgcnt;
+	/* Namespaces an ANA log page moved to another group than recorded:
+	 * only grows, so the owner can tell a table the log brought up to
+	 * date from one it merely left alone. */
+	unsigned ana_regroups;
 	unsigned kato_missed;
 	unsigned resets; /* times this controller was reset */
 };
@@ -189,8 +193,10 @@ uint64_t nvmf_ana_log_need(const void *buf, size_t len);
  * -EMSGSIZE when need is beyond NVMF_ANA_LOG_MAX. */
 int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
 		       bool *restart);
-/* Applies an ANA log page to c's namespaces: 1 when a state changed, 0
- * when not, -EPROTO when the page is shorter than it claims. */
+/* Applies an ANA log page to c's namespaces: each group's state, and the
+ * group of a namespace the page lists under another group than recorded
+ * (the target moved it).  1 when a state or group changed, 0 when not,
+ * -EPROTO when the page is shorter than it claims. */
 int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len);
 /* I/O queue in-capsule data bytes from Identify's IOCCSZ. */
 uint32_t nvmf_in_capsule_max(uint32_t ioccsz);

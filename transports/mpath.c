@@ -118,6 +118,7 @@ struct mp_path {
 	 * until it ends or ANATT has passed (then the path is reset). */
 	uint64_t change_ns;
 	struct reactor_timer ana_timer;
+	unsigned regroups_seen; /* ctrl.ana_regroups the volumes have followed */
 };
 
 struct vol_mp;
@@ -154,7 +155,11 @@ struct vpath {
 struct vol_mp {
 	struct volume v;
 	struct mp_target *t;
-	struct nvmf_ns ns; /* geometry copy: the controllers' tables change on reconnect */
+	/* Geometry copy: the controllers' tables change on reconnect.  Its
+	 * anagrpid follows the target when it moves the namespace to another
+	 * ANA group (vol_regroup, on reactor 0): the data path reads it with
+	 * LOAD. */
+	struct nvmf_ns ns;
 	bool failed; /* atomic: the namespace changed under us */
 	uint64_t drain_at; /* atomic: vol_mp_drain's deadline for waiting I/O, 0 = none */
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
@@ -366,7 +371,7 @@ static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout
 		struct snap_path *sp = &v->cur->p[i];
 		if (!sp->attached || v->stale_until[i] || LOAD(n->bad_path[i]))
 			continue;
-		uint8_t st = ana_of(sp, n->ns.anagrpid);
+		uint8_t st = ana_of(sp, LOAD(n->ns.anagrpid));
 		int rank = st == NVME_ANA_OPTIMIZED ? 0 : st == NVME_ANA_NON_OPTIMIZED ? 1 : 3;
 		if (rank > best_rank || rank == 3)
 			continue;
@@ -415,7 +420,7 @@ static bool in_transition(struct rview *v, struct vol_mp *n)
 {
 	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
 		if (v->cur->p[i].attached &&
-		    ana_of(&v->cur->p[i], n->ns.anagrpid) == NVME_ANA_CHANGE)
+		    ana_of(&v->cur->p[i], LOAD(n->ns.anagrpid)) == NVME_ANA_CHANGE)
 			return true;
 	return false;
 }
@@ -599,9 +604,9 @@ static void wait_fire(struct reactor_timer *tm)
 	}
 	for (node = v->parked.next; v->cur && node != &v->parked; node = node->next) {
 		struct vol_io *io = io_of(container_of(node, struct mpio, link));
-		struct vol_mp *n = io->vol->priv;
+		uint32_t grp = LOAD(((struct vol_mp *)io->vol->priv)->ns.anagrpid);
 		for (unsigned i = 0; i < t->o.nr_paths; i++)
-			if (v->cur->p[i].attached && !ana_usable(ana_of(&v->cur->p[i], n->ns.anagrpid)))
+			if (v->cur->p[i].attached && !ana_usable(ana_of(&v->cur->p[i], grp)))
 				reread[i] = true;
 	}
 	for (unsigned i = 0; i < t->o.nr_paths; i++)
@@ -737,7 +742,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		 * never sent to again at once. */
 		struct nvmf_queue *q = live_queue(v, i);
 		unsigned via = i;
-		if (q && !v->stale_until[i] && !ana_usable(ana_of(sp, n->ns.anagrpid))) {
+		if (q && !v->stale_until[i] && !ana_usable(ana_of(sp, LOAD(n->ns.anagrpid)))) {
 			/* The controller says it cannot reach the namespace
 			 * now (inaccessible, persistent loss, change): flush
 			 * the namespace through a usable path, as the Linux
@@ -981,9 +986,29 @@ static void schedule_reconnect(struct mp_path *p, bool now)
 	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
 }
 
+/* The target says the namespace of vol n is now in ANA group grp (path p
+ * re-identified it, or its ANA log page lists it there).  The data path
+ * looks the volume's state up by this group in each path's snapshot, where
+ * a group no namespace of the path is in reads as unusable: left at the
+ * old group, every path would look unusable and I/O would fail with EIO at
+ * fast_io_fail_tmo.  The caller broadcasts a snapshot next; until it
+ * arrives a reactor may see the new group in the old snapshot, and the
+ * I/O waits for it (snapshots kick the waiting I/O). */
+static void vol_regroup(struct vol_mp *n, const struct mp_path *p, uint32_t grp, const char *how)
+{
+	uint32_t old = LOAD(n->ns.anagrpid);
+
+	if (grp == old)
+		return;
+	log_notice("%s: nsid %u of target %s is now in ANA group %u (was %u; path %u, %s)",
+		   n->v.name, n->ns.nsid, p->t->o.ctrl.name, grp, old, p->idx, how);
+	STORE(n->ns.anagrpid, grp);
+}
+
 /* Every namespace the volumes use must be the same one behind this path
- * as behind the path the volume was built from. */
-static void check_identity(struct mp_path *p)
+ * as behind the path the volume was built from.  After a (re)connect
+ * (reidentified), the path's group for it is the target's current one. */
+static void check_identity(struct mp_path *p, bool reidentified)
 {
 	struct mp_target *t = p->t;
 
@@ -1005,8 +1030,15 @@ static void check_identity(struct mp_path *p)
 		}
 		n->excluded[p->idx] = why != NULL;
 		STORE(n->bad_path[p->idx], why != NULL);
-		if (!why)
+		if (!why) {
+			/* The same namespace in another group: the target
+			 * moved it (ANACAP allows it).  Not at volume creation,
+			 * where the other paths' tables may be older than the
+			 * one the volume was built from. */
+			if (reidentified)
+				vol_regroup(n, p, ns->anagrpid, "Identify Namespace");
 			continue;
+		}
 		if (other) {
 			/* Another namespace behind this path: refuse the path
 			 * for this volume, the others still serve it. */
@@ -1065,7 +1097,8 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			first_result(t);
 		return;
 	}
-	check_identity(p);
+	check_identity(p, true);
+	p->regroups_seen = p->ctrl.ana_regroups;
 	reactor_timer_cancel(&p->loss_timer);
 	if (p->lost_ns)
 		log_notice("target %s: path %u live again after %.1f s", t->o.ctrl.name, p->idx,
@@ -1183,6 +1216,21 @@ static void path_ana(struct nvmf_ctrl *c)
 	struct mp_path *p = c->owner;
 
 	if (p->attached) {
+		/* The log page just applied moved a namespace to another
+		 * group (nvmf_ctrl_ana_apply follows its NSID lists): the
+		 * volumes follow it.  Only then: a path whose table no page
+		 * moved (its target lists no NSIDs, or it has not read the
+		 * new page yet) may still hold the old group, and must not
+		 * move the volumes back. */
+		if (c->ana_regroups != p->regroups_seen) {
+			p->regroups_seen = c->ana_regroups;
+			for (unsigned i = 0; i < p->t->nr_vols; i++) {
+				struct vol_mp *n = p->t->vols[i];
+				const struct nvmf_ns *ns = nvmf_ctrl_find_ns(c, n->ns.nsid);
+				if (ns && !n->excluded[p->idx])
+					vol_regroup(n, p, ns->anagrpid, "ANA log page");
+			}
+		}
 		ana_watch(p);
 		broadcast(p->t, NULL, NULL);
 	}
@@ -1529,7 +1577,7 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	/* The other live paths must show the same namespace. */
 	for (unsigned i = 0; i < t->o.nr_paths; i++)
 		if (t->paths[i].attached && &t->paths[i] != from)
-			check_identity(&t->paths[i]);
+			check_identity(&t->paths[i], false);
 	log_info("%s: namespace %u of %s: %llu bytes, %u-byte blocks, %s, %u paths (%s)", name,
 		 nsid, t->o.ctrl.name, (unsigned long long)n->v.size, n->v.block_size,
 		 vol_caps_str(n->v.caps, caps, sizeof(caps)), t->o.nr_paths,

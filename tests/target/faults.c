@@ -192,6 +192,19 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.nr_injected++;
 		return 0;
 	}
+	if (!strcmp(w[0], "ana-group") && (nw == 4 || (nw == 5 && !strcmp(w[4], "noaen")))) {
+		unsigned long long nsid, grp;
+		char err[128];
+		if (parse_num(w[2], 0xffffffffu, &nsid) || parse_num(w[3], 0xffffffffu, &grp))
+			goto bad;
+		if (nvme_set_ana_group(w[1], (uint32_t)nsid, (uint32_t)grp, nw == 4, err,
+				       sizeof(err)) < 0) {
+			snprintf(reply, len, "err %s", err);
+			return -1;
+		}
+		T.f.nr_injected++;
+		return 0;
+	}
 	if (!strcmp(w[0], "lose-cache") && nw == 1) {
 		nvme_lose_cache();
 		T.f.nr_injected++;
@@ -261,6 +274,7 @@ bad:
 		 "refuse SECS | delay MS | reorder MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] [noaen] | "
+		 "ana-group NQN NSID GRP [noaen] | "
 		 "lose-cache | clear | stats | port N down|up");
 	return -1;
 }

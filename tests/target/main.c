@@ -401,7 +401,8 @@ static void usage(FILE *out)
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
 		"Control commands: ping, drop, drop-after N, refuse SECS, delay MS,\n"
 		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
-		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT] [noaen], lose-cache, clear, stats,\n"
+		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT] [noaen],\n"
+		"  ana-group NQN NSID GRP [noaen], lose-cache, clear, stats,\n"
 		"  port PORT down|up (stop listening there and drop its connections; listen again)\n");
 }
 

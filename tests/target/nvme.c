@@ -581,7 +581,7 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		 * nvmet on a bdev without unmapping Write Zeroes reports) */
 		id->dlfeat = T.dlfeat < 0 ? 0x09 : (uint8_t)T.dlfeat;
 		id->nmic = 1;
-		id->anagrpid = ns->nsid;
+		id->anagrpid = ns->anagrp ? ns->anagrp : ns->nsid;
 		memcpy(id->nguid, ns->nguid, 16);
 		memcpy(id->eui64, ns->eui64, 8);
 		return 0;
@@ -682,7 +682,7 @@ static size_t build_ana_log(struct tgt_ctrl *ctrl, bool groups_only)
 		struct tgt_ns *ns = &ss->ns[i];
 		struct ana_group_desc *d = (void *)p;
 		h->chgcnt += ns->ana_chgcnt;
-		d->grpid = ns->nsid;
+		d->grpid = ns->anagrp ? ns->anagrp : ns->nsid;
 		d->nnsids = groups_only ? 0 : 1;
 		d->chgcnt = ns->ana_chgcnt;
 		d->state = ns->ana[ctrl->port];
@@ -861,11 +861,26 @@ static void admin_cmd(struct tgt_cmd *cmd)
 
 /* ---- ANA ---- */
 
+/* An ANA change event to ss's controllers on port (-1: every port). */
+static void ana_notify(struct tgt_subsys *ss, int port)
+{
+	for (struct list_node *n = T.ctrls.next; n != &T.ctrls; n = n->next) {
+		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
+		if (ctrl->ss != ss || (port >= 0 && ctrl->port != (unsigned)port) ||
+		    !(ctrl->aec & (1u << 11)) || ctrl->ana_aen_masked)
+			continue;
+		/* Notice, ANA change, log page 0x0c; masked until the host
+		 * reads the log without RAE. */
+		ctrl->aen_pending = 0x2 | (0x03u << 8) | ((uint32_t)NVME_LOG_ANA << 16);
+		ctrl->ana_aen_masked = true;
+		aen_deliver(ctrl);
+	}
+}
+
 int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, bool aen,
 		 char *err, size_t errlen)
 {
 	struct tgt_subsys *ss = find_subsys(nqn);
-	struct list_node *n;
 
 	if (!ss || ss->discovery) {
 		snprintf(err, errlen, "no subsystem %s", nqn);
@@ -884,17 +899,47 @@ int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, b
 	ns->ana_chgcnt++;
 	log_notice("ANA: %s nsid %u on port %u is now %s%s", nqn, nsid, port + 1,
 		   ana_state_name(state), aen ? "" : " (no event sent)");
-	for (n = aen ? T.ctrls.next : &T.ctrls; n != &T.ctrls; n = n->next) {
-		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
-		if (ctrl->ss != ss || ctrl->port != port || !(ctrl->aec & (1u << 11)) ||
-		    ctrl->ana_aen_masked)
-			continue;
-		/* Notice, ANA change, log page 0x0c; masked until the host
-		 * reads the log without RAE. */
-		ctrl->aen_pending = 0x2 | (0x03u << 8) | ((uint32_t)NVME_LOG_ANA << 16);
-		ctrl->ana_aen_masked = true;
-		aen_deliver(ctrl);
+	if (aen)
+		ana_notify(ss, (int)port);
+	return 0;
+}
+
+/* The namespace moves to ANA group grp (ANACAP allows a namespace's group
+ * to change, as nvmet's namespaces/N/ana_grpid does): Identify Namespace
+ * and the ANA log page say so from now on; the per-port states stay. */
+int nvme_set_ana_group(const char *nqn, uint32_t nsid, uint32_t grp, bool aen, char *err,
+		       size_t errlen)
+{
+	struct tgt_subsys *ss = find_subsys(nqn);
+
+	if (!ss || ss->discovery) {
+		snprintf(err, errlen, "no subsystem %s", nqn);
+		return -1;
 	}
+	if (nsid == 0 || nsid > ss->nr_ns) {
+		snprintf(err, errlen, "no namespace %u in %s", nsid, nqn);
+		return -1;
+	}
+	/* The log has one descriptor per namespace: one group each, within
+	 * ANAGRPMAX. */
+	if (grp == 0 || grp > TGT_MAX_NS) {
+		snprintf(err, errlen, "group %u is not in 1..%u", grp, TGT_MAX_NS);
+		return -1;
+	}
+	for (unsigned i = 0; i < ss->nr_ns; i++) {
+		uint32_t g = ss->ns[i].anagrp ? ss->ns[i].anagrp : ss->ns[i].nsid;
+		if (i != nsid - 1 && g == grp) {
+			snprintf(err, errlen, "group %u is nsid %u's", grp, ss->ns[i].nsid);
+			return -1;
+		}
+	}
+	struct tgt_ns *ns = &ss->ns[nsid - 1];
+	ns->anagrp = grp;
+	ns->ana_chgcnt++;
+	log_notice("ANA: %s nsid %u is now in ANA group %u%s", nqn, nsid, grp,
+		   aen ? "" : " (no event sent)");
+	if (aen)
+		ana_notify(ss, -1);
 	return 0;
 }
 

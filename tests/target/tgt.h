@@ -87,7 +87,8 @@ struct tgt_ns {
 	uint8_t nguid[16];
 	uint8_t eui64[8];
 	uint8_t uuid[16];
-	uint8_t ana[TGT_MAX_PORTS]; /* ANA state per port; group id = nsid */
+	uint8_t ana[TGT_MAX_PORTS]; /* ANA state per port */
+	uint32_t anagrp; /* ANA group ID: nsid unless the ana-group command moved it */
 	uint64_t ana_chgcnt;
 };
 
@@ -307,6 +308,8 @@ void nvme_lose_cache(void);
 int subsys_add(const char *spec);
 const char *ana_state_name(uint8_t s);
 int ana_state_parse(const char *s);
+int nvme_set_ana_group(const char *nqn, uint32_t nsid, uint32_t grp, bool aen, char *err,
+		       size_t errlen);
 
 /* faults.c */
 int faults_command(char *line, char *reply, size_t len);

@@ -168,6 +168,48 @@ START_TEST(ana_parse_lies)
 }
 END_TEST
 
+/* The target moved a namespace to another ANA group: the page lists it
+ * under the new one, and the controller's table follows (group and that
+ * group's state), so the multipath snapshot carries the real group. */
+START_TEST(ana_apply_regroup)
+{
+	uint8_t buf[4096] = { 0 };
+	static struct nvmf_ctrl c;
+	struct nvmf_ns ns[2] = {
+		{ .nsid = 100, .anagrpid = 5, .ana_state = NVME_ANA_OPTIMIZED },
+		{ .nsid = 200, .anagrpid = 2, .ana_state = NVME_ANA_OPTIMIZED },
+	};
+	struct nvmf_ana_grp out[2];
+
+	memset(&c, 0, sizeof(c));
+	strcpy(c.opts.name, "unit");
+	c.ns = ns;
+	c.nr_ns = 2;
+	/* nsid 100 listed in group 7 (build numbers descriptor 0's as 100). */
+	const uint32_t moved[2][3] = { { 7, NVME_ANA_INACCESSIBLE, 1 }, { 2, NVME_ANA_OPTIMIZED, 0 } };
+	size_t len = build(buf, moved, 2, 1);
+	ck_assert_int_eq(nvmf_ctrl_ana_apply(&c, buf, len), 1);
+	ck_assert_uint_eq(ns[0].anagrpid, 7);
+	ck_assert_uint_eq(ns[0].ana_state, NVME_ANA_INACCESSIBLE);
+	ck_assert_uint_eq(ns[1].anagrpid, 2);
+	ck_assert_uint_eq(ns[1].ana_state, NVME_ANA_OPTIMIZED);
+	ck_assert_uint_eq(nvmf_ctrl_ana_groups(&c, out), 2);
+	ck_assert_uint_eq(nvmf_ana_grp_state(out, 2, 7), NVME_ANA_INACCESSIBLE);
+	ck_assert_uint_eq(nvmf_ana_grp_state(out, 2, 5), 0);
+	/* The same page again changes nothing. */
+	ck_assert_int_eq(nvmf_ctrl_ana_apply(&c, buf, len), 0);
+	/* Group ID 0 is no group; an NSID the table does not have (300) is
+	 * ignored; a group listing nothing moves nothing. */
+	const uint32_t odd[3][3] = { { 0, NVME_ANA_OPTIMIZED, 1 },
+				     { 9, NVME_ANA_OPTIMIZED, 0 },
+				     { 9, NVME_ANA_OPTIMIZED, 1 } };
+	len = build(buf, odd, 3, 2);
+	ck_assert_int_eq(nvmf_ctrl_ana_apply(&c, buf, len), 0);
+	ck_assert_uint_eq(ns[0].anagrpid, 7);
+	ck_assert_uint_eq(ns[1].anagrpid, 2);
+}
+END_TEST
+
 static Suite *recovery_suite(void)
 {
 	Suite *s = suite_create("recovery");
@@ -177,6 +219,7 @@ static Suite *recovery_suite(void)
 	tcase_add_test(tc, disposition_by_class);
 	tcase_add_test(tc, ana_parse_groups);
 	tcase_add_test(tc, ana_parse_lies);
+	tcase_add_test(tc, ana_apply_regroup);
 	suite_add_tcase(s, tc);
 	return s;
 }
