@@ -75,6 +75,9 @@ static void mount_gone(void *arg, int err)
 
 static void mount_signal(struct session *s)
 {
+	/* As for nbd: waiting I/O must not hold the unmount for ctrl_loss_tmo. */
+	if (s->vol)
+		vol_mp_drain(s->vol);
 	mount_stop(s->priv, 0);
 }
 

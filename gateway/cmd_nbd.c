@@ -71,6 +71,10 @@ static void nbd_signal(struct session *s)
 {
 	struct nbd_cli *n = s->priv;
 
+	/* I/O waiting for a usable path would hold the server's stop for up
+	 * to ctrl_loss_tmo (or for ever): give it the drain's few seconds. */
+	if (s->vol)
+		vol_mp_drain(s->vol);
 	if (n->srv) {
 		struct nbd_server *srv = n->srv;
 		n->srv = NULL;

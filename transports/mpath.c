@@ -425,9 +425,23 @@ static bool in_transition(struct rview *v, struct vol_mp *n)
 	return false;
 }
 
+/* A path this reactor put aside for MP_BACKOFF_NS after a path-related
+ * status: the controller is live, only its last answer was not. */
+static bool any_put_aside(struct rview *v)
+{
+	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
+		if (v->cur->p[i].attached && v->stale_until[i])
+			return true;
+	return false;
+}
+
 /* How long io may wait for a usable path in all: fast_io_fail_tmo, or
  * ctrl_loss_tmo when that is off, or forever when both are; at least
- * ANATT while its group is in transition. */
+ * ANATT while its group is in transition.  fast_io_fail_tmo counts an
+ * outage: while a live path is only put aside, every I/O gets at least
+ * two backoffs, so fast_io_fail_tmo = 0 (or a budget nearly spent in an
+ * earlier wait) does not turn one transient status into EIO for all the
+ * I/O submitted in that second. */
 static uint64_t wait_limit(struct rview *v, struct vol_io *io)
 {
 	struct mpio *m = mpio_of(io);
@@ -435,6 +449,8 @@ static uint64_t wait_limit(struct rview *v, struct vol_io *io)
 
 	if (lim != MP_FOREVER && anatt > lim && (m->transition || in_transition(v, io->vol->priv)))
 		lim = anatt;
+	if (lim != MP_FOREVER && lim < 2 * MP_BACKOFF_NS && any_put_aside(v))
+		lim = 2 * MP_BACKOFF_NS;
 	return lim;
 }
 
