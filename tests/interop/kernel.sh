@@ -31,19 +31,43 @@ initramfs_sum() {
 		sha256sum | cut -d' ' -f1
 }
 
+# apt options for the kernel download: none (the system's sources), or a
+# private source list and package lists under the cache (private_apt).
+APT_OPTS=()
+listed() {
+	apt-cache "${APT_OPTS[@]}" search --names-only \
+		'^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' | cut -d' ' -f1 | sort -rV | head -n 2
+}
+
+# Debian 12's 6.12 kernels are in bookworm-updates and bookworm-security.  A
+# minimal root (debootstrap, a container image) may list only "bookworm
+# main": then the same mirror's three suites are read into a private list
+# under the cache, leaving the system's apt configuration untouched.
+private_apt() {
+	local d="$cache/apt" mirror
+	mirror=$(sed -n 's/^URIs: *//p; s/^deb  *\(http[^ ]*\)  *bookworm .*/\1/p' \
+		/etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2> /dev/null |
+		grep -v -- '-security' | head -n 1)
+	[ -n "$mirror" ] || return 1
+	mkdir -p "$d/lists/partial" || return 1
+	printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
+		"$mirror" "$mirror" "$mirror" > "$d/sources.list"
+	APT_OPTS=(-o Dir::Etc::SourceList="$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::State::Lists="$d/lists")
+	echo "kernel.sh: no 6.12 kernel in this system's apt sources; reading $mirror" \
+		"bookworm, bookworm-updates and bookworm-security into $d" >&2
+	apt-get "${APT_OPTS[@]}" update -qq >&2
+}
+
 # Kernel packages to try, best first: a forced one, the two newest 6.12 the
-# archive lists, the known good one.
+# archive lists, the known good one.  Sets APT_OPTS: not in a subshell.
 kernel_candidates() {
 	local found
-	listed() {
-		apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' |
-			cut -d' ' -f1 | sort -rV | head -n 2
-	}
-	[ -n "${VM_KERNEL_PKG:-}" ] && echo "$VM_KERNEL_PKG"
 	found=$(listed)
 	# A fresh machine may never have fetched the package lists.
 	[ -n "$found" ] || { apt-get update -qq >&2; found=$(listed); }
-	printf '%s\n' "$found" "$KNOWN_GOOD" | awk 'NF && !seen[$0]++'
+	[ -n "$found" ] || { private_apt && found=$(listed); }
+	CANDIDATES=$(printf '%s\n' "${VM_KERNEL_PKG:-}" "$found" "$KNOWN_GOOD" | awk 'NF && !seen[$0]++')
 }
 
 # Downloads and unpacks a kernel, keeps vmlinuz and the needed modules
@@ -53,9 +77,11 @@ build_kernel() {
 	local pkg deb ver m kind path
 	tmp=$(mktemp -d /tmp/nvmf-kernel.XXXXXX) || die "no scratch dir"
 	trap 'rm -rf "$tmp"' EXIT
-	for pkg in $(kernel_candidates); do
+	kernel_candidates
+	for pkg in $CANDIDATES; do
 		# Sandbox user root: _apt cannot write into the scratch dir.
-		(cd "$tmp" && apt-get download -q -o APT::Sandbox::User=root "$pkg") >&2 && break
+		(cd "$tmp" && apt-get download -q "${APT_OPTS[@]}" -o APT::Sandbox::User=root "$pkg") >&2 &&
+			break
 		echo "kernel.sh: could not download $pkg, trying the next one" >&2
 	done
 	deb=$(find "$tmp" -maxdepth 1 -name '*.deb' | head -n 1)
