@@ -53,7 +53,7 @@ private_apt() {
 	printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
 		"$mirror" "$mirror" "$mirror" > "$d/sources.list"
 	APT_OPTS=(-o Dir::Etc::SourceList="$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o Dir::State::Lists="$d/lists")
+		-o Dir::State::Lists="$d/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
 	echo "kernel.sh: no 6.12 kernel in this system's apt sources; reading $mirror" \
 		"bookworm, bookworm-updates and bookworm-security into $d" >&2
 	apt-get "${APT_OPTS[@]}" update -qq >&2
