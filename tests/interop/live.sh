@@ -45,6 +45,7 @@ fail() {
 }
 ana() { printf '%s' "$2" > "$NVMET/ports/$1/ana_groups/1/ana_state"; }
 cleanup() {
+	[ -z "${stop:-}" ] || touch "$stop" # ns-disable's clients end
 	[ -n "$GP" ] && kill -TERM "$GP" 2> /dev/null && wait "$GP"
 	ana "$pa" optimized
 	[ ! -e "$NVMET/subsystems/$dnqn/namespaces/2/enable" ] ||
@@ -223,7 +224,7 @@ CONF
 	[ $r = 0 ] || fail "e2 client: exit $r (a hang or wrong data)"
 	wait $P1 || fail "e1: errors: $(cat "$W/e1.json" "$W/e1.err")"
 	cat "$W/e1.json"
-	rate() { echo "$1 / $2" | bc -l | cut -c1-6; }
+	rate() { echo "($1) / ($2)" | bc -l | cut -c1-6; }
 	echo "e1: $(rate "$a1 - $a0" "$t1 - $t0") operations/s before, $(rate "$a - $b" "$at - $bt") while namespace 2 was disabled"
 	[ "$a" -gt "$b" ] || fail "e1 stood still while namespace 2 was disabled"
 	# back DISABLED_AT ENABLED_AT: e2's first success after the enable,
@@ -281,7 +282,7 @@ CONF
 	wait "$GP" || fail "gateway exit status after SIGTERM"
 	GP=
 	last=$(tail -1 "$W/gw.log" | stamp)
-	echo "SIGTERM: the gateway's last line $(echo "$last - $k_at" | bc -l) s after it"
+	echo "SIGTERM: the gateway's last line at $last, SIGTERM sent at $k_at (read just after the kill)"
 	within "$last - $k_at" -1 10 || fail "shutdown took $(echo "$last - $k_at" | bc -l) s"
 	;;
 *)
