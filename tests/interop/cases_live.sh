@@ -1,10 +1,13 @@
 # cases_live.sh: issue 14's liveness cases against nvmet (ANA change
-# during fio verify, inaccessible past the deadline), sourced by run.sh
-# once the guest is up (uses g, case_, GW, transports).  The guest side is
-# tests/interop/live.sh.
+# during fio verify, inaccessible past the deadline, a namespace disabled
+# under I/O), sourced by run.sh once the guest is up (uses g, case_, GW,
+# transports).  The guest side is tests/interop/live.sh.
 for ltr in $transports; do
 	lsfx=; [ $ltr = tcp ] || lsfx=-$ltr
 	live_case() { T=300 g "bash tests/interop/live.sh $GW $ltr $*"; }
 	case_ live-ana-change$lsfx live_case change
 	case_ live-inaccessible$lsfx live_case inaccessible
+	# Python clients start slowly in a loaded TCG guest: a longer guard.
+	live_slow() { T=600 g "bash tests/interop/live.sh $GW $ltr $*"; }
+	case_ live-ns-disable$lsfx live_slow ns-disable
 done
