@@ -20,13 +20,7 @@
 #include "gateway/config_diff.h"
 #include "gateway/log.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 /* libconfig before 1.7.3 leaks the text of a string token dropped while
  * recovering from a syntax error (hyperrealm/libconfig#142, fixed by #155);

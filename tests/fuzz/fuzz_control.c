@@ -20,13 +20,7 @@
 #include "gateway/json.h"
 #include "gateway/log.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static void write_val(struct json_buf *j, const struct json_val *v)
 {

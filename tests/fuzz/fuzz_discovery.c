@@ -20,13 +20,7 @@
 #include "gateway/log.h"
 #include "transports/nvme_spec.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 #define HDR sizeof(struct nvmf_disc_log_hdr)
 #define REC sizeof(struct nvmf_disc_log_entry)

@@ -17,13 +17,7 @@
 
 #include "fuse/rmw.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 #define DISK (16 * 1024)
 

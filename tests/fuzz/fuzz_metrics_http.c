@@ -16,13 +16,7 @@
 #include "gateway/log.h"
 #include "gateway/metrics.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static uint32_t rnd;
 

@@ -28,13 +28,7 @@
 #include "gateway/volume.h"
 #include "nbd/nbd.h"
 
-#define check(c)                                                                         \
-	do {                                                                             \
-		if (!(c)) {                                                              \
-			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			abort();                                                         \
-		}                                                                        \
-	} while (0)
+#include "tests/fuzz/fuzz_check.h"
 
 static struct reactor R;
 static struct volume *V, *VH;
