@@ -72,10 +72,14 @@ struct rview {
 	struct reactor_timer wait_timer;
 	unsigned rr;
 	bool kicking;
-	/* Set by the data path when an I/O came back with a path-related
-	 * status: the path is not used here until this time (ns) or the
-	 * next snapshot, whichever comes first.  0 = usable. */
+	/* Set by the data path when an I/O came back with a status about
+	 * the path itself (controller or host pathing error, a reset): the
+	 * path is not used here, for any namespace, until this time (ns) or
+	 * the next snapshot, whichever comes first.  0 = usable.  A status
+	 * about one namespace on the path puts aside only that pair (struct
+	 * acked's aside_until). */
 	uint64_t stale_until[MP_MAX_PATHS];
+	uint64_t snap_gen; /* snapshots applied here: a pair's mark ends with its own */
 	uint64_t expired_logged_ns; /* deadline log lines: one a second */
 	unsigned expired_quiet; /* not logged since */
 	struct pstats st[MP_MAX_PATHS];
@@ -165,11 +169,15 @@ struct vol_mp {
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
 	struct vpath vp[MP_MAX_PATHS];
-	/* Writes acknowledged per reactor and path: one cache line per
-	 * reactor, written only there, so counting costs the data path no
-	 * shared write; the flush rule sums them (acked_sum). */
+	/* Per reactor, written only there (so the data path makes no shared
+	 * write): writes acknowledged per path, which the flush rule sums
+	 * (acked_sum); and this namespace's own put-aside marks per path
+	 * (see put_aside), valid while aside_gen is the reactor's snap_gen
+	 * and aside_until has not passed. */
 	struct acked {
 		_Alignas(64) uint64_t n[MP_MAX_PATHS];
+		uint64_t aside_until[MP_MAX_PATHS];
+		uint64_t aside_gen[MP_MAX_PATHS];
 	} *acked;
 };
 
@@ -204,6 +212,17 @@ static uint64_t acked_sum(struct vol_mp *n, unsigned i)
 
 static struct mpio *mpio_of(struct vol_io *io) { return (struct mpio *)io->priv; }
 static struct vol_io *io_of(struct mpio *m) { return container_of((void *)m, struct vol_io, priv); }
+
+/* Path i is put aside on reactor v for vol n: for every namespace (the
+ * path's mark) or for n alone (the pair's mark; it expires by itself). */
+static bool aside_for(struct rview *v, struct vol_mp *n, unsigned i)
+{
+	const struct acked *a = &n->acked[v - v->t->views];
+
+	if (v->stale_until[i])
+		return true;
+	return a->aside_gen[i] == v->snap_gen && a->aside_until[i] > reactor_now_ns();
+}
 
 const char *mp_policy_name(enum mp_policy p)
 {
@@ -255,6 +274,7 @@ static void snap_apply(struct reactor_msg *m)
 	free(v->cur);
 	v->cur = s;
 	memset(v->stale_until, 0, sizeof(v->stale_until));
+	v->snap_gen++;
 	if (bc) {
 		struct bcast_ack *ack = &bc->acks[s->reactor];
 		ack->m.fn = bcast_ack;
@@ -369,7 +389,7 @@ static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout
 		 * path in configuration order. */
 		unsigned i = t->o.policy == MP_ROUND_ROBIN ? (v->rr + k) % t->o.nr_paths : k;
 		struct snap_path *sp = &v->cur->p[i];
-		if (!sp->attached || v->stale_until[i] || LOAD(n->bad_path[i]))
+		if (!sp->attached || aside_for(v, n, i) || LOAD(n->bad_path[i]))
 			continue;
 		uint8_t st = ana_of(sp, LOAD(n->ns.anagrpid));
 		int rank = st == NVME_ANA_OPTIMIZED ? 0 : st == NVME_ANA_NON_OPTIMIZED ? 1 : 3;
@@ -425,12 +445,13 @@ static bool in_transition(struct rview *v, struct vol_mp *n)
 	return false;
 }
 
-/* A path this reactor put aside for MP_BACKOFF_NS after a path-related
- * status: the controller is live, only its last answer was not. */
-static bool any_put_aside(struct rview *v)
+/* A path this reactor put aside (for n or for all) for MP_BACKOFF_NS
+ * after a path-related status: the controller is live, only its last
+ * answer was not. */
+static bool any_put_aside(struct rview *v, struct vol_mp *n)
 {
 	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
-		if (v->cur->p[i].attached && v->stale_until[i])
+		if (v->cur->p[i].attached && aside_for(v, n, i))
 			return true;
 	return false;
 }
@@ -449,7 +470,7 @@ static uint64_t wait_limit(struct rview *v, struct vol_io *io)
 
 	if (lim != MP_FOREVER && anatt > lim && (m->transition || in_transition(v, io->vol->priv)))
 		lim = anatt;
-	if (lim != MP_FOREVER && lim < 2 * MP_BACKOFF_NS && any_put_aside(v))
+	if (lim != MP_FOREVER && lim < 2 * MP_BACKOFF_NS && any_put_aside(v, io->vol->priv))
 		lim = 2 * MP_BACKOFF_NS;
 	return lim;
 }
@@ -593,11 +614,33 @@ static void ask_reset(struct rview *v, unsigned path)
 	reactor_send_msg(v->t->r, &a->m);
 }
 
-/* The data path puts path aside on this reactor for MP_BACKOFF_NS. */
-static void put_aside(struct rview *v, unsigned path)
+/* The data path puts path aside on this reactor for MP_BACKOFF_NS: for
+ * every namespace when the status is about the path (whole), else for
+ * vol n alone.  As Linux clears the current path per namespace head: a
+ * namespace the target disabled answers Internal Path Error on a path
+ * that serves its other namespaces well, and ANA states are per group
+ * (a namespace of the same group meets the same status and is put aside
+ * by its own). */
+static void put_aside(struct rview *v, struct vol_mp *n, unsigned path, bool whole)
 {
-	v->stale_until[path] = reactor_now_ns() + MP_BACKOFF_NS;
+	uint64_t until = reactor_now_ns() + MP_BACKOFF_NS;
+
+	if (whole) {
+		v->stale_until[path] = until;
+	} else {
+		struct acked *a = &n->acked[v - v->t->views];
+		a->aside_until[path] = until;
+		a->aside_gen[path] = v->snap_gen;
+	}
 	wait_arm(v, MP_BACKOFF_NS);
+}
+
+/* A status that says the path (controller or host side) cannot carry
+ * commands, whatever the namespace. */
+static bool status_is_whole_path(uint16_t status)
+{
+	return NVME_STATUS_SCT(status) == NVME_SCT_PATH &&
+	       (NVME_STATUS_SC(status) == 0x60 || NVME_STATUS_SC(status) == 0x70);
 }
 
 /* Every MP_BACKOFF_NS while something waits or a path is put aside:
@@ -691,7 +734,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 	case NVME_DISP_FAILOVER:
 		/* Another path now; this one again after the backoff (not
 		 * counted as a retry, bounded by the wait deadline). */
-		put_aside(v, m->path);
+		put_aside(v, n, m->path, status_is_whole_path(status));
 		park(v, io);
 		snap_kick(v);
 		return;
@@ -702,13 +745,13 @@ static void nio_done(struct nvmf_io *nio, int err)
 		 * the I/O go on. */
 		if (NVME_STATUS_SC(status) == 0x03)
 			m->transition = true;
-		put_aside(v, m->path);
+		put_aside(v, n, m->path, false);
 		ask_ana_refresh(v, m->path);
 		park(v, io);
 		snap_kick(v);
 		return;
 	case NVME_DISP_RESET:
-		put_aside(v, m->path);
+		put_aside(v, n, m->path, true);
 		ask_reset(v, m->path);
 		park(v, io);
 		snap_kick(v);
@@ -758,7 +801,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		 * never sent to again at once. */
 		struct nvmf_queue *q = live_queue(v, i);
 		unsigned via = i;
-		if (q && !v->stale_until[i] && !ana_usable(ana_of(sp, LOAD(n->ns.anagrpid)))) {
+		if (q && !aside_for(v, n, i) && !ana_usable(ana_of(sp, LOAD(n->ns.anagrpid)))) {
 			/* The controller says it cannot reach the namespace
 			 * now (inaccessible, persistent loss, change): flush
 			 * the namespace through a usable path, as the Linux
@@ -769,7 +812,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 			else
 				q = NULL;
 		}
-		if (!q || v->stale_until[i]) {
+		if (!q || aside_for(v, n, i)) {
 			if (v->cur->failfast)
 				finish(v, io, -EIO);
 			else

@@ -58,9 +58,9 @@ static uint64_t rng_next(void)
 
 uint64_t faults_rng(void) { return rng_next(); }
 
-uint16_t faults_io_status(void)
+uint16_t faults_io_status(uint32_t nsid)
 {
-	if (!T.f.status)
+	if (!T.f.status || (T.f.status_nsid && nsid != T.f.status_nsid))
 		return 0;
 	if (T.f.status_frac < 1.0 && (double)(rng_next() >> 11) / 9007199254740992.0 >= T.f.status_frac)
 		return 0;
@@ -126,15 +126,52 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.status = 0;
 		return 0;
 	}
-	if (!strcmp(w[0], "status") && nw >= 3 && nw <= 5) {
+	if (!strcmp(w[0], "status-ns") && nw == 2 && !parse_num(w[1], 0xffffffffu, &v)) {
+		/* The status knob then fails only this namespace's I/O (0: all),
+		 * as nvmet does for a disabled namespace. */
+		T.f.status_nsid = (uint32_t)v;
+		log_notice("fault: the status knob applies to %s%llu", v ? "nsid " : "every nsid; ",
+			   v);
+		return 0;
+	}
+	if (!strcmp(w[0], "crdt") && nw == 4) {
+		unsigned long long c[3];
+		for (unsigned k = 0; k < 3; k++)
+			if (parse_num(w[1 + k], 0xffff, &c[k]))
+				goto bad;
+		for (unsigned k = 0; k < 3; k++)
+			T.crdt[k] = (uint16_t)c[k];
+		log_notice("fault: Identify CRDT1..3 = %llu %llu %llu (x 100 ms) from the next "
+			   "Identify", c[0], c[1], c[2]);
+		return 0;
+	}
+	if (!strcmp(w[0], "ana-after-pieces") && (nw == 4 || nw == 5)) {
+		unsigned long long nsid, port = 1;
+		int st = ana_state_parse(w[3]);
+		if (parse_num(w[2], 0xffffffffu, &nsid) || !nsid || st < 0 ||
+		    (nw == 5 && (parse_num(w[4], TGT_MAX_PORTS, &port) || !port)))
+			goto bad;
+		snprintf(T.f.ana_mid_nqn, sizeof(T.f.ana_mid_nqn), "%s", w[1]);
+		T.f.ana_mid_nsid = (uint32_t)nsid;
+		T.f.ana_mid_port = (unsigned)port - 1;
+		T.f.ana_mid_state = (uint8_t)st;
+		log_notice("fault: after the next ANA log read at an offset that reaches the end, "
+			   "nsid %llu on port %llu becomes %s (no event)", nsid, port, w[3]);
+		return 0;
+	}
+	if (!strcmp(w[0], "status") && nw >= 3 && nw <= 6) {
 		unsigned long long sct, sc;
 		bool dnr = false;
+		unsigned crd = 0;
 		double frac = 1.0;
 		unsigned i = 3;
 		if (parse_num(w[1], 7, &sct) || parse_num(w[2], 0xff, &sc) || (!sct && !sc))
 			goto bad;
 		if (i < nw && !strcmp(w[i], "dnr"))
 			dnr = true, i++;
+		if (i < nw && !strncmp(w[i], "crd", 3) && w[i][3] >= '1' && w[i][3] <= '3' &&
+		    !w[i][4])
+			crd = (unsigned)(w[i][3] - '0'), i++;
 		if (i < nw) {
 			char *end;
 			frac = strtod(w[i], &end);
@@ -144,10 +181,10 @@ int faults_command(char *line, char *reply, size_t len)
 		}
 		if (i != nw)
 			goto bad;
-		T.f.status = (uint16_t)(ST(sct, sc) | (dnr ? ST_DNR : 0));
+		T.f.status = (uint16_t)(ST(sct, sc) | (dnr ? ST_DNR : 0) | (crd << 11));
 		T.f.status_frac = frac;
-		log_notice("fault: status sct 0x%llx sc 0x%02llx%s for %.0f%% of I/O commands", sct, sc,
-			   dnr ? " dnr" : "", frac * 100);
+		log_notice("fault: status sct 0x%llx sc 0x%02llx%s crd %u for %.0f%% of I/O commands",
+			   sct, sc, dnr ? " dnr" : "", crd, frac * 100);
 		return 0;
 	}
 	if (!strcmp(w[0], "corrupt") && (nw == 2 || (nw == 3 && !strcmp(w[2], "io")))) {
@@ -215,6 +252,7 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.delay_ms = 0;
 		T.f.reorder_ms = 0;
 		T.f.status = 0;
+		T.f.status_nsid = 0;
 		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
 		T.f.malformed = BAD_NONE;
 		return 0;

@@ -403,7 +403,11 @@ static void usage(FILE *out)
 		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
 		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT] [noaen],\n"
 		"  ana-group NQN NSID GRP [noaen], lose-cache, clear, stats,\n"
-		"  port PORT down|up (stop listening there and drop its connections; listen again)\n");
+		"  port PORT down|up (stop listening there and drop its connections; listen again),\n"
+		"  status-ns NSID (the status knob for that namespace only; 0: all),\n"
+		"  status SCT SC [dnr] [crd1|crd2|crd3] [FRACTION], crdt T1 T2 T3 (Identify\n"
+		"  CRDT, 100 ms units, from the next Identify), ana-after-pieces NQN NSID STATE\n"
+		"  [PORT] (one shot, no event: after an ANA log read at an offset reaching its end)\n");
 }
 
 int main(int argc, char **argv)

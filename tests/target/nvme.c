@@ -540,6 +540,8 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	b[IDC_CMIC] = (1u << 1) | NVME_CTRL_CMIC_ANA;
 	put32(b + IDC_OAES, 1u << 11); /* ANA change notices */
 	id->anatt = 10;
+	for (unsigned k = 0; k < 3; k++)
+		id->crdt[k] = T.crdt[k];
 	b[IDC_ANACAP] = 0x1f; /* reports every state; group ids never change */
 	put32(b + IDC_ANAGRPMAX, TGT_MAX_NS + (T.ana_pad ? 1000 + T.ana_pad : 0));
 	put32(b + IDC_NANAGRPID, ss->nr_ns + T.ana_pad);
@@ -742,6 +744,17 @@ static uint16_t get_log_page(struct tgt_cmd *cmd)
 	size_t n = size - off < cmd->data_len ? size - off : cmd->data_len;
 	memcpy(cmd->buf, log_buf + off, n);
 	memset(cmd->buf + n, 0, cmd->data_len - n);
+	if (lid == NVME_LOG_ANA && off && off + n >= size && T.f.ana_mid_nsid) {
+		/* A change between this host's pieces of one page (one shot). */
+		char err[128];
+		uint32_t nsid = T.f.ana_mid_nsid;
+		T.f.ana_mid_nsid = 0;
+		if (nvme_set_ana(T.f.ana_mid_nqn, nsid, T.f.ana_mid_port, T.f.ana_mid_state, false,
+				 err, sizeof(err)) < 0)
+			log_warn("fault: ana-after-pieces: %s", err);
+		else
+			T.f.nr_injected++;
+	}
 	return 0;
 }
 
@@ -1047,7 +1060,7 @@ static uint16_t io_prepare(struct tgt_cmd *cmd, struct tgt_ns **nsp)
 			return st;
 	}
 	*nsp = ns;
-	if ((st = faults_io_status()))
+	if ((st = faults_io_status(s->nsid)))
 		return st;
 	if (s->opcode == NVME_CMD_READ || s->opcode == NVME_CMD_WRITE ||
 	    s->opcode == NVME_CMD_WRITE_ZEROES) {

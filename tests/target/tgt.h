@@ -228,6 +228,13 @@ struct tgt_faults {
 	uint32_t delay_ms;
 	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
 	uint16_t status; /* status field to return, 0: off */
+	uint32_t status_nsid; /* only for this namespace's I/O, 0: every one */
+	/* ana-after-pieces: a state change (no event) right after the ANA log
+	 * was read at an offset up to its end; ana_mid_nsid 0: off. */
+	char ana_mid_nqn[NVMF_NQN_SIZE];
+	uint32_t ana_mid_nsid;
+	unsigned ana_mid_port;
+	uint8_t ana_mid_state;
 	double status_frac;
 	bool corrupt_hdgst, corrupt_ddgst;
 	bool corrupt_io_only; /* only on I/O queues */
@@ -259,6 +266,7 @@ struct tgt {
 	const char *persist_dir;
 	bool vwc;
 	unsigned ana_pad; /* --ana-pad: empty ANA groups after the real ones */
+	uint16_t crdt[3]; /* Identify CRDT1..3 (the crdt knob), 100 ms units */
 	uint64_t genctr;
 	uint64_t nr_conns_total, nr_cmds_total;
 };
@@ -315,7 +323,7 @@ int nvme_set_ana_group(const char *nqn, uint32_t nsid, uint32_t grp, bool aen, c
 int faults_command(char *line, char *reply, size_t len);
 int faults_option(const char *name, const char *arg);
 /* Decides whether this I/O command gets the injected status (0: no). */
-uint16_t faults_io_status(void);
+uint16_t faults_io_status(uint32_t nsid);
 void faults_count_command(void);
 
 #define ST(sct, sc) ((uint16_t)(((sct) << 8) | (sc)))
