@@ -21,6 +21,11 @@
 /* After export-remove or SIGTERM (vol_mp_drain), I/O still waiting for a
  * path gets this much longer, then fails with EIO. */
 #define MP_DRAIN_NS (5 * NSEC_PER_SEC)
+/* The longest Command Retry Delay honoured: CRDT counts 100 ms units up
+ * to 6553.5 s, which would hold an I/O for hours; the Linux host waits
+ * whatever the controller says.  Also capped by the I/O's wait budget
+ * (retry_delay_ns). */
+#define MP_RETRY_DELAY_MAX_NS (5 * NSEC_PER_SEC)
 /* ANATT when Identify says 0. */
 #define MP_DEFAULT_ANATT_S 10
 #define MP_FOREVER UINT64_MAX
@@ -82,6 +87,8 @@ struct rview {
 	uint64_t snap_gen; /* snapshots applied here: a pair's mark ends with its own */
 	uint64_t expired_logged_ns; /* deadline log lines: one a second */
 	unsigned expired_quiet; /* not logged since */
+	uint64_t crd_logged_ns; /* capped retry delay lines: one a second */
+	unsigned crd_quiet;
 	struct pstats st[MP_MAX_PATHS];
 	struct ana_req {
 		struct reactor_msg m;
@@ -556,19 +563,19 @@ static void delay_fire(struct reactor_timer *tm)
 		reactor_timer_arm(v->r, &v->delay_timer, next - now);
 }
 
-static void retry_later(struct rview *v, struct vol_io *io, unsigned delay_ms)
+static void retry_later(struct rview *v, struct vol_io *io, uint64_t delay_ns)
 {
 	struct mpio *m = mpio_of(io);
 
-	if (!delay_ms) {
+	if (!delay_ns) {
 		park(v, io);
 		snap_kick(v);
 		return;
 	}
-	m->due_ns = reactor_now_ns() + (uint64_t)delay_ms * NSEC_PER_MSEC;
+	m->due_ns = reactor_now_ns() + delay_ns;
 	list_add_tail(&v->delayed, &m->link);
-	if (!v->delay_timer.armed)
-		reactor_timer_arm(v->r, &v->delay_timer, (uint64_t)delay_ms * NSEC_PER_MSEC);
+	if (!v->delay_timer.armed || v->delay_timer.deadline_ns > m->due_ns)
+		reactor_timer_arm(v->r, &v->delay_timer, delay_ns);
 }
 
 static void ana_refresh_msg(struct reactor_msg *msg)
@@ -678,6 +685,71 @@ static void wait_fire(struct reactor_timer *tm)
 
 static void flush_step(struct rview *v, struct vol_io *io);
 
+/* The delay before retrying io after a status asking for Command Retry
+ * Delay crd (1..3; 0: none) of path p: CRDTn from Identify, capped at
+ * MP_RETRY_DELAY_MAX_NS and at what is left of the I/O's wait budget (a
+ * retry delay is a wait: it counts from wait_start like a wait for a
+ * path).  *over: the budget is spent, fail the I/O now.  One log line a
+ * second per reactor when a delay is cut or the budget spent. */
+static uint64_t retry_delay_ns(struct rview *v, struct vol_io *io, const struct mp_path *p,
+			       unsigned crd, bool *over)
+{
+	struct mpio *m = mpio_of(io);
+	uint64_t now = reactor_now_ns(), want = 0, d, lim;
+	const char *why = NULL;
+
+	*over = false;
+	/* CRDT is from Identify, read on reactor 0 at bring-up and not
+	 * changed while the path is attached. */
+	if (crd && p->ctrl.id)
+		want = (uint64_t)p->ctrl.id->crdt[crd - 1] * 100 * NSEC_PER_MSEC;
+	if (!want)
+		return 0;
+	if (!m->wait_start)
+		m->wait_start = now;
+	d = want;
+	if (d > MP_RETRY_DELAY_MAX_NS) {
+		d = MP_RETRY_DELAY_MAX_NS;
+		why = "the gateway's maximum";
+	}
+	lim = wait_limit(v, io);
+	if (lim != MP_FOREVER) {
+		uint64_t used = now - m->wait_start;
+		if (used >= lim) {
+			*over = true;
+			d = 0;
+			why = "its deadline has passed";
+		} else if (d > lim - used) {
+			d = lim - used;
+			why = "its deadline";
+		}
+	}
+	if (!why)
+		return d;
+	if (now - v->crd_logged_ns >= NSEC_PER_SEC) {
+		char more[48] = "";
+		if (v->crd_quiet)
+			snprintf(more, sizeof(more), " (and %u more since the last line)", v->crd_quiet);
+		if (*over)
+			log_err("%s: %s of %llu bytes at %llu failed: path %u asks a retry delay of "
+				"%.1f s (CRD %u) and %s (limit %.0f s)%s",
+				io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+				(unsigned long long)io->offset, p->idx, (double)want / 1e9, crd, why,
+				(double)lim / 1e9, more);
+		else
+			log_warn("%s: %s of %llu bytes at %llu: path %u asks a retry delay of %.1f s "
+				 "(CRD %u); retried after %.3f s, capped by %s%s",
+				 io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+				 (unsigned long long)io->offset, p->idx, (double)want / 1e9, crd,
+				 (double)d / 1e9, why, more);
+		v->crd_logged_ns = now;
+		v->crd_quiet = 0;
+	} else {
+		v->crd_quiet++;
+	}
+	return d;
+}
+
 static void nio_done(struct nvmf_io *nio, int err)
 {
 	struct vol_io *io = nio->ctx;
@@ -758,15 +830,14 @@ static void nio_done(struct nvmf_io *nio, int err)
 		return;
 	case NVME_DISP_RETRY:
 		if (m->retries < v->t->o.max_retries) {
-			struct mp_path *p = &v->t->paths[m->path];
-			unsigned crd = NVME_STATUS_CRD(status), delay = 0;
+			bool over;
+			uint64_t delay = retry_delay_ns(v, io, &v->t->paths[m->path],
+							NVME_STATUS_CRD(status), &over);
+			if (over)
+				break;
 			m->retries++;
 			STORE(st->retries, st->retries + 1);
 			vol_count_retry(v->r, io);
-			/* CRDT is from Identify, read on reactor 0 at bring-up and
-			 * not changed while the path is attached. */
-			if (crd && p->ctrl.id)
-				delay = p->ctrl.id->crdt[crd - 1] * 100u;
 			retry_later(v, io, delay);
 			return;
 		}
