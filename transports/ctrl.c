@@ -507,6 +507,22 @@ static void ana_read_finish(struct nvmf_ctrl *c, int err)
 }
 
 static void ana_read_done(struct nvmf_req *req, int err);
+static void ana_check_done(struct nvmf_req *req, int err);
+
+/* After the last piece of a page read at offsets: its header again, so
+ * that a change between pieces (two generations mixed) is seen, as the
+ * specification advises (compare the Change Count). */
+static int ana_check_start(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req = nvmf_admin_req(c);
+
+	if (!req)
+		return -EBUSY;
+	req->done = ana_check_done;
+	prep_get_log(req, NVME_LOG_ANA, c->ana_chk, sizeof(c->ana_chk), 0);
+	nvmf_req_submit(req);
+	return 0;
+}
 
 static int ana_read_chunk(struct nvmf_ctrl *c)
 {
@@ -561,7 +577,10 @@ static void ana_read_done(struct nvmf_req *req, int err)
 		goto more;
 	need = nvmf_ana_log_need(c->ana_log, c->ana_have);
 	if (need <= c->ana_have) {
-		ana_read_finish(c, 0);
+		if (c->ana_pieces && (err = ana_check_start(c)) < 0)
+			ana_read_finish(c, err);
+		else if (!c->ana_pieces)
+			ana_read_finish(c, 0);
 		return;
 	}
 	bool restart;
@@ -576,6 +595,8 @@ static void ana_read_done(struct nvmf_req *req, int err)
 	c->ana_want = want;
 	if (restart)
 		c->ana_have = 0; /* again, whole, in one command */
+	else
+		c->ana_pieces = true;
 	log_info("ctrl %s: the ANA log page is at least %llu bytes: reading %zu bytes%s",
 		 c->opts.name, (unsigned long long)need, c->ana_want,
 		 c->ana_have ? " on, at increasing offsets" : " in one command");
@@ -584,10 +605,54 @@ more:
 		ana_read_finish(c, err);
 }
 
+static void ana_check_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	struct nvme_ana_log_hdr was, now;
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	if (err) {
+		ana_read_finish(c, err);
+		return;
+	}
+	if (st) {
+		log_warn("ctrl %s: reading the ANA log header again failed: %s", c->opts.name,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		ana_read_finish(c, nvme_status_to_errno(st) ?: -EIO);
+		return;
+	}
+	memcpy(&was, c->ana_log, sizeof(was));
+	memcpy(&now, c->ana_chk, sizeof(now));
+	if (now.chgcnt == was.chgcnt) {
+		ana_read_finish(c, 0);
+		return;
+	}
+	if (++c->ana_rereads > NVMF_ANA_REREADS) {
+		log_warn("ctrl %s: the ANA log page changed while it was read in pieces, %u times "
+			 "in a row (change count %llu -> %llu); states unchanged for now",
+			 c->opts.name, c->ana_rereads, (unsigned long long)was.chgcnt,
+			 (unsigned long long)now.chgcnt);
+		ana_read_finish(c, -EAGAIN);
+		return;
+	}
+	log_info("ctrl %s: the ANA log page changed while it was read in pieces (change count "
+		 "%llu -> %llu); reading it again",
+		 c->opts.name, (unsigned long long)was.chgcnt, (unsigned long long)now.chgcnt);
+	c->ana_pieces = false;
+	c->ana_have = 0;
+	c->ana_want = ANA_FIRST_READ;
+	if ((err = ana_read_chunk(c)) < 0)
+		ana_read_finish(c, err);
+}
+
 /* Reads the page into c->ana_log[0..c->ana_have); then(c, 0 or -errno). */
 static int ana_read_start(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *, int))
 {
 	c->ana_then = then;
+	c->ana_pieces = false;
+	c->ana_rereads = 0;
 	c->ana_have = 0;
 	c->ana_want = ANA_FIRST_READ;
 	return ana_read_chunk(c);

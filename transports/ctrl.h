@@ -107,6 +107,12 @@ struct nvmf_ctrl {
 	size_t ana_have, ana_want; /* bytes read / to read */
 	uint32_t ana_chunk; /* bytes asked by the command in flight */
 	void (*ana_then)(struct nvmf_ctrl *c, int err);
+	/* Read in pieces at offsets: after the last one the header is read
+	 * again (ana_chk) and the whole page again when its change count
+	 * moved, at most NVMF_ANA_REREADS times. */
+	bool ana_pieces;
+	unsigned ana_rereads;
+	uint8_t ana_chk[16];
 	int vwc_before; /* VWC of the previous bring-up, -1 before the first */
 	uint64_t deadline_ns; /* of the current waiting step */
 	struct reactor_timer step_timer;
@@ -191,6 +197,9 @@ uint64_t nvmf_ana_log_need(const void *buf, size_t len);
  * them again from offset 0 in one command (*restart, when they fit one
  * transfer of chunk bytes) or on from have at increasing offsets.
  * -EMSGSIZE when need is beyond NVMF_ANA_LOG_MAX. */
+/* Times a page read in pieces is read again because its change count
+ * moved between the pieces, before the read fails with -EAGAIN. */
+#define NVMF_ANA_REREADS 3
 int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
 		       bool *restart);
 /* Applies an ANA log page to c's namespaces: each group's state, and the

@@ -155,8 +155,8 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.ana_mid_nsid = (uint32_t)nsid;
 		T.f.ana_mid_port = (unsigned)port - 1;
 		T.f.ana_mid_state = (uint8_t)st;
-		log_notice("fault: after the next ANA log read at an offset that reaches the end, "
-			   "nsid %llu on port %llu becomes %s (no event)", nsid, port, w[3]);
+		log_notice("fault: after the next ANA log read on port %llu at an offset that "
+			   "reaches the end, nsid %llu there becomes %s (no event)", port, nsid, w[3]);
 		return 0;
 	}
 	if (!strcmp(w[0], "status") && nw >= 3 && nw <= 6) {

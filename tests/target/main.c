@@ -407,7 +407,8 @@ static void usage(FILE *out)
 		"  status-ns NSID (the status knob for that namespace only; 0: all),\n"
 		"  status SCT SC [dnr] [crd1|crd2|crd3] [FRACTION], crdt T1 T2 T3 (Identify\n"
 		"  CRDT, 100 ms units, from the next Identify), ana-after-pieces NQN NSID STATE\n"
-		"  [PORT] (one shot, no event: after an ANA log read at an offset reaching its end)\n");
+		"  [PORT] (one shot, no event: after a read on PORT of the ANA log at an offset\n"
+		"  reaching its end)\n");
 }
 
 int main(int argc, char **argv)

@@ -744,7 +744,8 @@ static uint16_t get_log_page(struct tgt_cmd *cmd)
 	size_t n = size - off < cmd->data_len ? size - off : cmd->data_len;
 	memcpy(cmd->buf, log_buf + off, n);
 	memset(cmd->buf + n, 0, cmd->data_len - n);
-	if (lid == NVME_LOG_ANA && off && off + n >= size && T.f.ana_mid_nsid) {
+	if (lid == NVME_LOG_ANA && off && off + n >= size && T.f.ana_mid_nsid &&
+	    ctrl->port == T.f.ana_mid_port) {
 		/* A change between this host's pieces of one page (one shot). */
 		char err[128];
 		uint32_t nsid = T.f.ana_mid_nsid;
