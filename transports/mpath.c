@@ -687,15 +687,17 @@ static void flush_step(struct rview *v, struct vol_io *io);
 
 /* The delay before retrying io after a status asking for Command Retry
  * Delay crd (1..3; 0: none) of path p: CRDTn from Identify, capped at
- * MP_RETRY_DELAY_MAX_NS and at what is left of the I/O's wait budget (a
+ * MP_RETRY_DELAY_MAX_NS, at what is left of the I/O's wait budget (a
  * retry delay is a wait: it counts from wait_start like a wait for a
- * path).  *over: the budget is spent, fail the I/O now.  One log line a
- * second per reactor when a delay is cut or the budget spent. */
+ * path) and at the drain's deadline (export-remove, SIGTERM).  *over:
+ * the budget is spent, fail the I/O now.  One log line a second per
+ * reactor when a delay is cut or the budget spent. */
 static uint64_t retry_delay_ns(struct rview *v, struct vol_io *io, const struct mp_path *p,
 			       unsigned crd, bool *over)
 {
 	struct mpio *m = mpio_of(io);
 	uint64_t now = reactor_now_ns(), want = 0, d, lim;
+	uint64_t drain = LOAD(((struct vol_mp *)io->vol->priv)->drain_at);
 	const char *why = NULL;
 
 	*over = false;
@@ -724,18 +726,31 @@ static uint64_t retry_delay_ns(struct rview *v, struct vol_io *io, const struct 
 			why = "its deadline";
 		}
 	}
+	if (drain && !*over) {
+		if (now >= drain) {
+			*over = true;
+			d = 0;
+			why = "the export is being removed";
+		} else if (d > drain - now) {
+			d = drain - now;
+			why = "the export's removal";
+		}
+	}
 	if (!why)
 		return d;
 	if (now - v->crd_logged_ns >= NSEC_PER_SEC) {
 		char more[48] = "";
 		if (v->crd_quiet)
 			snprintf(more, sizeof(more), " (and %u more since the last line)", v->crd_quiet);
+		char limit[40] = "";
+		if (lim != MP_FOREVER)
+			snprintf(limit, sizeof(limit), " (wait limit %.0f s)", (double)lim / 1e9);
 		if (*over)
 			log_err("%s: %s of %llu bytes at %llu failed: path %u asks a retry delay of "
-				"%.1f s (CRD %u) and %s (limit %.0f s)%s",
+				"%.1f s (CRD %u) and %s%s%s",
 				io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
 				(unsigned long long)io->offset, p->idx, (double)want / 1e9, crd, why,
-				(double)lim / 1e9, more);
+				limit, more);
 		else
 			log_warn("%s: %s of %llu bytes at %llu: path %u asks a retry delay of %.1f s "
 				 "(CRD %u); retried after %.3f s, capped by %s%s",

@@ -8,7 +8,10 @@
 #   budget, then the read fails with EIO; the gateway logs both, and the
 #   failure comes about 2 s after the first delay by its own clock;
 # - e2 (both deadlines long, max_retries = 1): the delay is cut to the
-#   gateway's maximum (5 s), the one retry fails, the read says EIO.
+#   gateway's maximum (5 s), the one retry fails, the read says EIO;
+# - e3 (no deadline at all, max_retries = 100: 100 delays of 5 s): SIGTERM
+#   while its read waits out a delay; the drain cuts the delay and the
+#   daemon exits within 30 s (it used to wait out every retry).
 set -u
 . "$TOP/tests/func/live/lib.sh"
 
@@ -24,11 +27,16 @@ targets = ( { name = "t1"; subnqn = "$A";
       reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 2; },
     { name = "t2"; subnqn = "$B"; max_retries = 1;
       paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } );
-      reconnect_delay = 1; ctrl_loss_tmo = 600; fast_io_fail_tmo = -1; } );
+      reconnect_delay = 1; ctrl_loss_tmo = 600; fast_io_fail_tmo = -1; },
+    { name = "t3"; subnqn = "$B"; max_retries = 100;
+      paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } );
+      reconnect_delay = 1; ctrl_loss_tmo = -1; fast_io_fail_tmo = -1; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; },
-            { name = "e2"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
+            { name = "e2"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/e2.sock"; }; },
+            { name = "e3"; target = "t3"; nsid = 1;
+              nbd = { listen = "unix:$tmp/e3.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/e3.sock" gw_run "$tmp/gw.conf"
 [ "$("$NBDPY" "$LIO" read "$tmp/e1.sock" 10)" = ok ] || fail "first read on e1"
 [ "$("$NBDPY" "$LIO" read "$tmp/e2.sock" 10)" = ok ] || fail "first read on e2"
 
@@ -51,6 +59,16 @@ grep -q 'e2: read .* retried after 5.000 s, capped by the gateway.s maximum' "$t
 	fail "e2: no log line for the delay capped at 5 s"
 ctl a status off > /dev/null
 [ "$("$NBDPY" "$LIO" read "$tmp/e2.sock" 10)" = ok ] || fail "e2 after the status is off"
+
+ctl a status 0 6 crd1 > /dev/null
+"$NBDPY" "$LIO" read "$tmp/e3.sock" 60 > "$tmp/e3.out" &
+rp=$!
+gw_wait 'e3: read .* capped by the gateway.s maximum' 1 30 > /dev/null ||
+	fail "e3: its read did not meet the retry delay"
 gw_alive
 gw_finish_within 30
+wait "$rp"
+echo "e3 (no deadline, 100 retries of 5 s), SIGTERM during a delay: the daemon exited;" \
+	"the read says $(cat "$tmp/e3.out")"
+[ "$(cat "$tmp/e3.out")" != timeout ] || fail "e3: the read got no answer"
 echo pass
