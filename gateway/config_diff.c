@@ -13,7 +13,7 @@ static bool str_eq(const char *a, const char *b)
 static bool listen_eq(const struct gw_listen *a, const struct gw_listen *b)
 {
 	return a->kind == b->kind && str_eq(a->path, b->path) && str_eq(a->host, b->host) &&
-	       a->port == b->port;
+	       a->port == b->port && gw_access_eq(&a->access, &b->access);
 }
 
 static bool path_eq(const struct gw_path *a, const struct gw_path *b)
