@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""probe.py unix:PATH | tcp:HOST:PORT [SOURCE_ADDR] [--expect PREFIX]
+"""probe.py unix:PATH | tcp:HOST:PORT [SOURCE_ADDR|-] [LINE]
 
-Connects (from SOURCE_ADDR when given), sends an optional line and reads
+Connects (from SOURCE_ADDR when given), sends an optional LINE and reads
 what the server says first.  Prints "served" when the server spoke (an
 NBD greeting, a control or HTTP reply) and "closed" when it closed the
 connection without a word; exit 0 either way, 2 when it could not connect.
@@ -11,7 +11,11 @@ import sys
 
 spec = sys.argv[1]
 src = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-" else None
-send = sys.argv[3].encode() + b"\n" if len(sys.argv) > 3 else b""
+send = sys.argv[3].encode() if len(sys.argv) > 3 else b""
+if send:
+    # An HTTP request ends with an empty line; a control request with one
+    # newline.
+    send += b"\r\n\r\n" if send.startswith(b"GET ") else b"\n"
 try:
     if spec.startswith("unix:"):
         s = socket.socket(socket.AF_UNIX)
