@@ -549,7 +549,8 @@ static void parse_listen(struct ctx *c, const config_setting_t *s,
 		       path, v);
 }
 
-/* A file holding a secret must be for its owner's eyes only. */
+/* A file holding a secret must be for its owner's eyes only, and that
+ * owner root or the gateway's own uid: another user could rewrite it. */
 static bool secret_file_private(struct ctx *c, const config_setting_t *s,
 				const char *path, const char *file, int fd)
 {
@@ -563,6 +564,13 @@ static bool secret_file_private(struct ctx *c, const config_setting_t *s,
 		err_at(c, s, "%s: %s holds a secret and is readable by group or others "
 		       "(mode %04o); refusing it: chmod go-rwx %s",
 		       path, file, (unsigned)(st.st_mode & 07777), file);
+		return false;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		err_at(c, s, "%s: %s holds a secret and is owned by uid %u, neither root nor "
+		       "the gateway's uid %u; refusing it: chown %u %s",
+		       path, file, (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)geteuid(),
+		       file);
 		return false;
 	}
 	return true;
