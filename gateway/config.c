@@ -1067,9 +1067,9 @@ static void parse_access(struct ctx *c, const config_setting_t *s, const char *p
 						? config_setting_get_string(m) : NULL;
 			char *end;
 			unsigned long mode = v && *v ? strtoul(v, &end, 8) : 0;
-			if (!v || !*v || *end || mode > 0777 || !(mode & 0600)) {
-				err_at(c, m, "%s: expected an octal mode in quotes, \"0600\" to \"0777\", "
-				       "that lets the owner in", sub);
+			if (!v || !*v || *end || mode > 0777 || !(mode & 0200)) {
+				err_at(c, m, "%s: expected an octal mode in quotes, up to \"0777\", "
+				       "with the owner's w bit (connecting needs it)", sub);
 				continue;
 			}
 			a.mode = (unsigned)mode;
