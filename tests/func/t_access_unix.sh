@@ -4,6 +4,7 @@
 # can connect; a peer whose uid and groups (primary or supplementary) are
 # not in allow_users/allow_groups is closed at once with one log line
 # naming its uid, gid and pid, and the gateway goes on serving the others.
+# A reload that changes the rules restarts that listener with them.
 # The clients of other uids run through setpriv; the test runs as root.
 set -u
 . "$TOP/tests/func/control/lib.sh"
@@ -65,5 +66,15 @@ wait_for 10 'grep -q "control $ctl: refused uid 65534 gid 65534 pid [0-9]*: " "$
 # The gateway goes on: root still served, status still answers.
 [ "$($probe "unix:$tmp/a.sock")" = served ] || fail "root not served after the refusals"
 [ "$(st .exports_running)" = 2 ] || fail "exports not running after the refusals"
+
+# A reload with other rules for a (nobody's uid now on the list) restarts
+# its listener with them; b is left alone.
+sed -i 's|allow_users = \[ "root" \]|allow_users = [ "root", "nobody" ]|' "$tmp/gw.conf"
+"$GW" reload -s "$ctl" > "$tmp/reload.txt" || fail "reload: $(cat "$tmp/reload.txt")"
+cat "$tmp/reload.txt"
+grep -q '1 changed' "$tmp/reload.txt" || fail "the access change was not seen as a change"
+wait_for 10 '[ "$(as_nobody $probe "unix:$tmp/a.sock")" = served ]' ||
+	fail "nobody not served after the reload allowed it"
+[ "$(stat -c '%a %u %g' "$tmp/a.sock")" = "666 65534 65534" ] || fail "a.sock after reload"
 gw_stop
 echo "unix access: OK"
