@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -315,8 +317,9 @@ void config_listen_free(struct gw_listen *l)
 	*l = (struct gw_listen){ .kind = GW_LISTEN_NONE };
 }
 
-/* "HOST" of tcp:HOST:PORT; brackets allow an IPv6 address, and an empty
- * host means every address. */
+/* "HOST" of tcp:HOST:PORT; brackets allow an IPv6 address.  An empty host
+ * ("tcp::PORT") is the same as none: loopback, 127.0.0.1 (gw_listen_open),
+ * since NBD and the metrics endpoint authenticate nobody. */
 static int parse_tcp_host(const char *h, size_t n, char **out)
 {
 	if (n && h[0] == '[') {
@@ -546,7 +549,8 @@ static void parse_listen(struct ctx *c, const config_setting_t *s,
 		       path, v);
 }
 
-/* A file holding a secret must be for its owner's eyes only. */
+/* A file holding a secret must be for its owner's eyes only, and that
+ * owner root or the gateway's own uid: another user could rewrite it. */
 static bool secret_file_private(struct ctx *c, const config_setting_t *s,
 				const char *path, const char *file, int fd)
 {
@@ -560,6 +564,13 @@ static bool secret_file_private(struct ctx *c, const config_setting_t *s,
 		err_at(c, s, "%s: %s holds a secret and is readable by group or others "
 		       "(mode %04o); refusing it: chmod go-rwx %s",
 		       path, file, (unsigned)(st.st_mode & 07777), file);
+		return false;
+	}
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		err_at(c, s, "%s: %s holds a secret and is owned by uid %u, neither root nor "
+		       "the gateway's uid %u; refusing it: chown %u %s",
+		       path, file, (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)geteuid(),
+		       file);
 		return false;
 	}
 	return true;
@@ -586,6 +597,9 @@ static void parse_secret(struct ctx *c, const config_setting_t *s,
 	free(*(char **)dst);
 	dup_str(c, dst, v);
 }
+
+static parse_fn parse_access;
+static void check_access(struct ctx *c, struct gw_config *cfg, const config_setting_t *root);
 
 static const struct choice transports[] = {
 	{ "tcp", GW_TRANSPORT_TCP },
@@ -676,6 +690,7 @@ static const struct field nbd_fields[] = {
 	F_FN(E, "listen", nbd.listen, struct gw_listen, parse_listen,
 	     release_listen),
 	F_INT(E, "connections", nbd.connections, 1, 64),
+	F_FN(E, "access", nbd.access, struct gw_access, parse_access, NULL),
 	F_END,
 };
 
@@ -728,6 +743,8 @@ static const struct field gateway_fields[] = {
 	F_STR(C, "hostnqn", hostnqn, chk_nqn, false),
 	F_STR(C, "hostid", hostid, chk_uuid, false),
 	F_FN(C, "metrics", metrics, struct gw_listen, parse_listen, release_listen),
+	F_FN(C, "control_access", control_access, struct gw_access, parse_access, NULL),
+	F_FN(C, "metrics_access", metrics_access, struct gw_access, parse_access, NULL),
 	F_END,
 };
 
@@ -978,6 +995,176 @@ void config_free(struct gw_config *cfg)
 	release_fields(&root_schema, (char *)cfg);
 	free(cfg->path);
 	free(cfg);
+}
+
+/* ---- access to the listeners (nbd.access, gateway.control_access,
+ * gateway.metrics_access): one group each, read by parse_access and
+ * matched to its listener's kind by check_access ---- */
+
+/* A user or group by name or number into *id; false after an error. */
+static bool access_id(struct ctx *c, const config_setting_t *s, const char *path,
+		      bool user, uint32_t *id)
+{
+	if (is_int(s)) {
+		long long v;
+		if (!int_in_range(c, s, path, 0, 0xFFFFFFFE, &v))
+			return false;
+		*id = (uint32_t)v;
+		return true;
+	}
+	if (config_setting_type(s) != CONFIG_TYPE_STRING) {
+		err_type(c, s, path, user ? "a user name or uid" : "a group name or gid");
+		return false;
+	}
+	const char *name = config_setting_get_string(s);
+	if (user) {
+		struct passwd *pw = getpwnam(name);
+		if (pw) {
+			*id = pw->pw_uid;
+			return true;
+		}
+	} else {
+		struct group *gr = getgrnam(name);
+		if (gr) {
+			*id = gr->gr_gid;
+			return true;
+		}
+	}
+	err_at(c, s, "%s: no such %s \"%s\"", path, user ? "user" : "group", name);
+	return false;
+}
+
+/* allow_users / allow_groups / allow_from: a list or array of at most
+ * GW_ACCESS_MAX entries. */
+static bool access_list(struct ctx *c, const config_setting_t *s, const char *path)
+{
+	if (!config_setting_is_aggregate(s) || config_setting_is_group(s)) {
+		err_type(c, s, path, "a list");
+		return false;
+	}
+	if (config_setting_length(s) > GW_ACCESS_MAX) {
+		err_at(c, s, "%s: at most %d entries", path, GW_ACCESS_MAX);
+		return false;
+	}
+	return true;
+}
+
+static void parse_access(struct ctx *c, const config_setting_t *s, const char *path, void *dst)
+{
+	struct gw_access a = { 0 };
+	char sub[PATH_LEN];
+
+	if (!config_setting_is_group(s)) {
+		err_type(c, s, path, "a group");
+		return;
+	}
+	for (int i = 0; i < config_setting_length(s); i++) {
+		const config_setting_t *m = config_setting_get_elem(s, (unsigned)i);
+		const char *key = config_setting_name(m);
+		path_fmt(sub, "%s.%s", path, key);
+		if (strcmp(key, "mode") == 0) {
+			const char *v = config_setting_type(m) == CONFIG_TYPE_STRING
+						? config_setting_get_string(m) : NULL;
+			char *end;
+			unsigned long mode = v && *v ? strtoul(v, &end, 8) : 0;
+			if (!v || !*v || *end || mode > 0777 || !(mode & 0200)) {
+				err_at(c, m, "%s: expected an octal mode in quotes, up to \"0777\", "
+				       "with the owner's w bit (connecting needs it)", sub);
+				continue;
+			}
+			a.mode = (unsigned)mode;
+		} else if (strcmp(key, "owner") == 0) {
+			a.has_owner = access_id(c, m, sub, true, &a.owner);
+		} else if (strcmp(key, "group") == 0) {
+			a.has_group = access_id(c, m, sub, false, &a.group);
+		} else if (strcmp(key, "allow_users") == 0 || strcmp(key, "allow_groups") == 0) {
+			bool user = key[6] == 'u';
+			if (!access_list(c, m, sub))
+				continue;
+			for (int j = 0; j < config_setting_length(m); j++) {
+				char el[PATH_LEN];
+				uint32_t id;
+				path_fmt(el, "%s[%d]", sub, j);
+				if (!access_id(c, config_setting_get_elem(m, (unsigned)j), el, user, &id))
+					continue;
+				if (user)
+					a.uids[a.nr_uids++] = id;
+				else
+					a.gids[a.nr_gids++] = id;
+			}
+		} else if (strcmp(key, "allow_from") == 0) {
+			if (!access_list(c, m, sub))
+				continue;
+			for (int j = 0; j < config_setting_length(m); j++) {
+				const config_setting_t *e = config_setting_get_elem(m, (unsigned)j);
+				char el[PATH_LEN];
+				path_fmt(el, "%s[%d]", sub, j);
+				if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+					err_type(c, e, el, "a string");
+					continue;
+				}
+				const char *v = config_setting_get_string(e);
+				if (gw_cidr_parse(v, &a.cidrs[a.nr_cidrs]))
+					err_at(c, e, "%s: invalid value \"%s\": expected an IPv4 or IPv6 "
+					       "address with an optional /prefix, no host bits set", el, v);
+				else
+					a.nr_cidrs++;
+			}
+		} else {
+			err_at(c, m, "unknown key '%s' in %s", key, path);
+		}
+	}
+	*(struct gw_access *)dst = a;
+}
+
+static bool access_empty(const struct gw_access *a)
+{
+	return !a->mode && !a->has_owner && !a->has_group && !a->nr_uids && !a->nr_gids &&
+	       !a->nr_cidrs;
+}
+
+/* The rules must fit the listener they guard; then the listener carries
+ * them (what gw_listen_open and the accept paths read). */
+static void access_fit(struct ctx *c, const config_setting_t *s, const char *path,
+		       const struct gw_access *a, struct gw_listen *l, bool unix_only)
+{
+	bool is_unix = l ? l->kind == GW_LISTEN_UNIX : true;
+
+	if (access_empty(a))
+		return;
+	if (l && l->kind == GW_LISTEN_NONE)
+		err_at(c, s, "%s: there is no listener to guard", path);
+	else if (!is_unix && (a->mode || a->has_owner || a->has_group || a->nr_uids || a->nr_gids))
+		err_at(c, s, "%s: mode, owner, group, allow_users and allow_groups apply to "
+		       "unix: listeners only; a tcp: one takes allow_from", path);
+	else if ((is_unix || unix_only) && a->nr_cidrs)
+		err_at(c, s, "%s: allow_from applies to tcp: listeners only; a unix: one takes "
+		       "allow_users and allow_groups", path);
+	else if (l)
+		l->access = *a;
+}
+
+static void check_access(struct ctx *c, struct gw_config *cfg, const config_setting_t *root)
+{
+	/* libconfig's lookup only reads the tree but lacks the const. */
+	config_setting_t *r = (config_setting_t *)root;
+	config_setting_t *s;
+	char path[PATH_LEN];
+
+	if ((s = config_setting_lookup(r, "gateway.control_access")))
+		access_fit(c, s, "gateway.control_access", &cfg->control_access, NULL, true);
+	if ((s = config_setting_lookup(r, "gateway.metrics_access")))
+		access_fit(c, s, "gateway.metrics_access", &cfg->metrics_access, &cfg->metrics,
+			   false);
+	config_setting_t *exports = config_setting_get_member(r, "exports");
+	for (size_t i = 0; exports && i < cfg->nr_exports; i++) {
+		config_setting_t *e = config_setting_get_elem(exports, (unsigned)i);
+		if (!e || !config_setting_is_group(e) || !(s = config_setting_lookup(e, "nbd.access")))
+			continue;
+		path_fmt(path, "exports[%zu].nbd.access", i);
+		access_fit(c, s, path, &cfg->exports[i].nbd.access, &cfg->exports[i].nbd.listen,
+			   false);
+	}
 }
 
 /* ---- checks across objects ---- */
@@ -1359,6 +1546,7 @@ static struct gw_config *load_tree(struct ctx *c, config_t *lc,
 	parse_group(c, root, "", &root_schema, (char *)cfg);
 	check_targets(c, cfg, config_setting_get_member(root, "targets"));
 	check_exports(c, cfg, config_setting_get_member(root, "exports"));
+	check_access(c, cfg, root);
 	return cfg;
 }
 

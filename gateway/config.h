@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "gateway/access.h"
 #include "gateway/log.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
@@ -71,8 +72,11 @@ struct gw_listen {
 	enum gw_listen_kind kind;
 	char *spec;		/* the string as written, for messages */
 	char *path;		/* UNIX */
-	char *host;		/* TCP; NULL = every address */
+	char *host;		/* TCP; NULL = loopback (127.0.0.1) */
 	uint16_t port;		/* TCP */
+	/* Copied from the listener's *access group once the file is read
+	 * (config_parse_listen leaves it zero: no rules, mode 0600). */
+	struct gw_access access;
 };
 
 #define GW_NBD_NONE (-2)	/* no kernel device, socket only */
@@ -82,6 +86,7 @@ struct gw_nbd {
 	int device;		/* N of /dev/nbdN, GW_NBD_AUTO or GW_NBD_NONE */
 	struct gw_listen listen;	/* kind GW_LISTEN_NONE if not set */
 	int connections;
+	struct gw_access access;	/* as parsed; see gw_listen.access */
 };
 
 struct gw_export {
@@ -116,6 +121,9 @@ struct gw_config {
 	char *hostid;		/* optional (NULL) */
 	/* Prometheus endpoint: kind GW_LISTEN_NONE (the default) = off. */
 	struct gw_listen metrics;
+	/* gateway.control_access and gateway.metrics_access (the latter also
+	 * copied into metrics.access). */
+	struct gw_access control_access, metrics_access;
 	struct gw_target *targets;
 	size_t nr_targets;
 	struct gw_export *exports;

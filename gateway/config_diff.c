@@ -13,7 +13,7 @@ static bool str_eq(const char *a, const char *b)
 static bool listen_eq(const struct gw_listen *a, const struct gw_listen *b)
 {
 	return a->kind == b->kind && str_eq(a->path, b->path) && str_eq(a->host, b->host) &&
-	       a->port == b->port;
+	       a->port == b->port && gw_access_eq(&a->access, &b->access);
 }
 
 static bool path_eq(const struct gw_path *a, const struct gw_path *b)
@@ -143,6 +143,7 @@ const char *config_diff_restart_keys(const struct gw_config *a, const struct gw_
 	} keys[] = {
 		{ "reactors", a->reactors != b->reactors },
 		{ "control", !str_eq(a->control, b->control) },
+		{ "control_access", !gw_access_eq(&a->control_access, &b->control_access) },
 		{ "state_dir", !str_eq(a->state_dir, b->state_dir) },
 		{ "hostnqn", !str_eq(a->hostnqn, b->hostnqn) },
 		{ "hostid", !str_eq(a->hostid, b->hostid) },

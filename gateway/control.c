@@ -41,6 +41,7 @@ struct control_srv {
 	void *arg;
 	struct reactor_op accept_op;
 	bool accepting;
+	struct gw_access access;
 	struct list_node conns;
 	unsigned nr_conns, next_id;
 	bool stopping, finishing;
@@ -410,6 +411,10 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		arm_accept(s);
 		return;
 	}
+	if (gw_access_refused(&s->access, res, "control", s->path)) {
+		arm_accept(s);
+		return;
+	}
 	c = s->nr_conns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
 	if (c && !(c->in.buf = malloc(CONTROL_LINE_MAX + 1))) {
 		free(c);
@@ -445,6 +450,12 @@ static void arm_accept(struct control_srv *s)
 int control_start(struct reactor *r, const char *path, control_handle_fn *fn, void *arg,
 		  struct control_srv **out)
 {
+	return control_start_access(r, path, NULL, fn, arg, out);
+}
+
+int control_start_access(struct reactor *r, const char *path, const struct gw_access *acc,
+			 control_handle_fn *fn, void *arg, struct control_srv **out)
+{
 	struct control_srv *s;
 	int fd;
 
@@ -457,7 +468,7 @@ int control_start(struct reactor *r, const char *path, control_handle_fn *fn, vo
 	}
 	/* Commands stop exports and reset controllers: the owner (root, or the
 	 * user running an unprivileged gateway) only. */
-	fd = gw_listen_unix(path, 16, 0600);
+	fd = gw_listen_unix(path, 16, acc, 0600);
 	if (fd < 0) {
 		log_err("control %s: cannot listen: %s", path,
 			fd == -EADDRINUSE ? "another gateway is serving there" : strerror(-fd));
@@ -467,6 +478,8 @@ int control_start(struct reactor *r, const char *path, control_handle_fn *fn, vo
 	}
 	s->r = r;
 	s->lfd = fd;
+	if (acc)
+		s->access = *acc;
 	s->fn = fn;
 	s->arg = arg;
 	s->accept_op.fn = accepted;

@@ -10,6 +10,7 @@
 #ifndef GW_CONTROL_H
 #define GW_CONTROL_H
 
+#include "gateway/access.h"
 #include "gateway/json.h"
 #include "gateway/reactor.h"
 
@@ -56,6 +57,10 @@ int control_parse_request(const char *line, size_t len, struct json_val **req, c
  * not: -EADDRINUSE) and serves on r.  0 or -errno (logged). */
 int control_start(struct reactor *r, const char *path, control_handle_fn *fn, void *arg,
 		  struct control_srv **out);
+/* As control_start, the socket guarded by acc (file owner, group, mode
+ * 0600 unless named; peer uid/gid allow-list); acc may be NULL. */
+int control_start_access(struct reactor *r, const char *path, const struct gw_access *acc,
+			 control_handle_fn *fn, void *arg, struct control_srv **out);
 /* Closes the listener and idle connections; a connection with a call
  * outstanding closes once it is answered.  done(arg) runs on the reactor
  * when nothing is left; the socket file is removed. */

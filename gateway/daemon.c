@@ -706,7 +706,8 @@ static void start_control(struct gw *gw)
 		if ((ret = mkdir_p(dir)) < 0)
 			log_err("control: cannot create %s: %s", dir, strerror(-ret));
 	}
-	control_start(&gw->reactors[0], gw->cfg->control, gw_control_handle, gw, &gw->control);
+	control_start_access(&gw->reactors[0], gw->cfg->control, &gw->cfg->control_access,
+			     gw_control_handle, gw, &gw->control);
 }
 
 /* ---- batches: connect targets, then start exports ---- */

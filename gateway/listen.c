@@ -10,7 +10,8 @@
 
 #include "gateway/listen.h"
 
-static int listen_unix(const char *path, int backlog, mode_t mode)
+static int listen_unix(const char *path, int backlog, const struct gw_access *acc,
+		       unsigned default_mode)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	struct stat st;
@@ -34,19 +35,33 @@ static int listen_unix(const char *path, int backlog, mode_t mode)
 		}
 		unlink(path);
 	}
-	/* The mode is set before listen(): nobody connects in between. */
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    (mode && chmod(path, mode) < 0) || listen(fd, backlog) < 0) {
-		int ret = -errno;
+	/* bind() creates the file with the socket inode's mode less the
+	 * umask: owner-only from the start, without touching the process's
+	 * umask (other threads may be creating files).  Owner, group and the
+	 * wanted mode follow before listen(); until then a connect is refused
+	 * whatever the mode, so there is no window with a wider one. */
+	(void)fchmod(fd, 0600);
+	int ret = bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ? -errno : 0;
+	if (!ret) {
+		ret = gw_access_apply_file(acc, path, default_mode);
+		if (ret)
+			unlink(path);
+	}
+	if (!ret && listen(fd, backlog) < 0) {
+		ret = -errno;
+		unlink(path);
+	}
+	if (ret) {
 		close(fd);
 		return ret;
 	}
 	return fd;
 }
 
-int gw_listen_unix(const char *path, int backlog, mode_t mode)
+int gw_listen_unix(const char *path, int backlog, const struct gw_access *acc,
+		   unsigned default_mode)
 {
-	return listen_unix(path, backlog, mode);
+	return listen_unix(path, backlog, acc, default_mode);
 }
 
 static int listen_tcp(const struct gw_listen *l, uint16_t default_port, int backlog)
@@ -81,7 +96,7 @@ int gw_listen_open(const struct gw_listen *l, uint16_t default_port, int backlog
 {
 	switch (l->kind) {
 	case GW_LISTEN_UNIX:
-		return listen_unix(l->path, backlog, 0);
+		return listen_unix(l->path, backlog, &l->access, GW_LISTEN_DEFAULT_MODE);
 	case GW_LISTEN_TCP:
 		return listen_tcp(l, default_port, backlog);
 	default:

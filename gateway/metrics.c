@@ -287,6 +287,7 @@ struct metrics_srv {
 	void *arg;
 	struct reactor_op accept_op;
 	bool accepting;
+	struct gw_access access;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	struct list_node conns;
@@ -585,6 +586,10 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		arm_accept(s);
 		return;
 	}
+	if (gw_access_refused(&s->access, res, "metrics", s->spec)) {
+		arm_accept(s);
+		return;
+	}
 	if (s->nr_conns >= MAX_CONNS || !(c = calloc(1, sizeof(*c)))) {
 		log_warn("metrics %s: %u scrapes open already; refusing one", s->spec, s->nr_conns);
 		close(res);
@@ -637,6 +642,7 @@ int metrics_start(struct reactor *r, const struct gw_listen *l, metrics_fill_fn 
 	}
 	s->r = r;
 	s->lfd = fd;
+	s->access = l->access;
 	s->fill = fill;
 	s->arg = arg;
 	s->accept_op.fn = accepted;

@@ -1,6 +1,7 @@
 #include "gateway/session.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <net/if.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "gateway/config.h"
 #include "gateway/log.h"
+#include "gateway/secret.h"
 
 void session_defaults(struct session *s, const char *default_port)
 {
@@ -39,6 +41,46 @@ static int parse_uint(const char *arg, unsigned long max, unsigned long *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+/* --dhchap-secret-file, --dhchap-ctrl-secret-file: 1, or -1 after a
+ * message. */
+static int session_secret_file(struct session *s, bool host, const char *file)
+{
+	const char *name = host ? "dhchap-secret-file" : "dhchap-ctrl-secret-file";
+	struct nvmf_dhchap_key *k = host ? &s->opts.dhchap_key : &s->opts.dhchap_ctrl_key;
+	char buf[256], why[PATH_MAX + 128];
+	const char *bad = NULL;
+	int ret = gw_secret_read_file(file, buf, sizeof(buf), why, sizeof(why));
+
+	if (ret == 0 && nvmf_dhchap_key_parse(buf, k, &bad) < 0) {
+		snprintf(why, sizeof(why), "%s does not hold a DH-HMAC-CHAP secret: %s", file, bad);
+		ret = -EINVAL;
+	}
+	memset(buf, 0, sizeof(buf));
+	if (ret < 0) {
+		fprintf(stderr, "nvmf-gateway: --%s: %s\n", name, why);
+		return -1;
+	}
+	return 1;
+}
+
+/* A secret neither option gave, from the environment: 0, or -1 after a
+ * message. */
+static int session_secret_env(struct nvmf_dhchap_key *k, const char *var)
+{
+	char buf[256];
+	const char *why = NULL;
+	int ret = 0;
+
+	if (!gw_secret_from_env(var, buf, sizeof(buf)))
+		return 0;
+	if (!k->len && nvmf_dhchap_key_parse(buf, k, &why) < 0) {
+		fprintf(stderr, "nvmf-gateway: $%s: invalid secret: %s\n", var, why);
+		ret = -1;
+	}
+	memset(buf, 0, sizeof(buf));
+	return ret;
 }
 
 int session_parse_opt(struct session *s, int opt, const char *arg)
@@ -90,13 +132,19 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		struct nvmf_dhchap_key *k = opt == 'S' ? &s->opts.dhchap_key
 							: &s->opts.dhchap_ctrl_key;
 		/* The secret is not echoed: it may end up in a log. */
-		if (nvmf_dhchap_key_parse(arg, k, &why) < 0) {
+		int ret = nvmf_dhchap_key_parse(arg, k, &why);
+		gw_secret_scrub_arg((char *)arg, opt == 'S' ? "-S/--dhchap-secret"
+							    : "-C/--dhchap-ctrl-secret");
+		if (ret < 0) {
 			fprintf(stderr, "nvmf-gateway: --%s: invalid secret: %s\n",
 				opt == 'S' ? "dhchap-secret" : "dhchap-ctrl-secret", why);
 			return -1;
 		}
 		return 1;
 	}
+	case SESSION_OPT_SECRET_FILE:
+	case SESSION_OPT_CTRL_SECRET_FILE:
+		return session_secret_file(s, opt == SESSION_OPT_SECRET_FILE, arg);
 	case 1001:
 		s->state_dir = arg;
 		return 1;
@@ -339,6 +387,10 @@ int session_run(struct session *s, session_job_fn job)
 {
 	int ret;
 
+	/* An option beats the environment, which is emptied either way. */
+	if (session_secret_env(&s->opts.dhchap_key, GW_SECRET_ENV) < 0 ||
+	    session_secret_env(&s->opts.dhchap_ctrl_key, GW_SECRET_CTRL_ENV) < 0)
+		return 1;
 	if (s->mem_size)
 		return session_run_mem(s, job);
 	if (!s->opts.path.traddr[0]) {

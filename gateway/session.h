@@ -54,6 +54,8 @@ struct session {
 #define SESSION_OPT_TOS 1006
 #define SESSION_OPT_HOST_TRADDR 1007
 #define SESSION_OPT_HOST_IFACE 1008
+#define SESSION_OPT_SECRET_FILE 1101
+#define SESSION_OPT_CTRL_SECRET_FILE 1102
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -72,6 +74,8 @@ struct session {
 		{ "output-format", required_argument, 0, 'o' },            \
 		{ "dhchap-secret", required_argument, 0, 'S' },            \
 		{ "dhchap-ctrl-secret", required_argument, 0, 'C' },       \
+		{ "dhchap-secret-file", required_argument, 0, SESSION_OPT_SECRET_FILE }, \
+		{ "dhchap-ctrl-secret-file", required_argument, 0, SESSION_OPT_CTRL_SECRET_FILE }, \
 		{ "nsid", required_argument, 0, 1000 },                    \
 		{ "state-dir", required_argument, 0, 1001 },               \
 		{ "connect-timeout", required_argument, 0, 1002 },         \
@@ -98,6 +102,11 @@ struct session {
 	"  -G, --data-digest            NVMe/TCP data digest\n"                         \
 	"  -S, --dhchap-secret KEY      DH-HMAC-CHAP host secret (DHHC-1:XX:...:)\n"    \
 	"  -C, --dhchap-ctrl-secret KEY controller secret: authenticate the target too\n" \
+	"                               (on the command line every local user sees a\n" \
+	"                               key until it is scrubbed: prefer the next two\n" \
+	"                               or $" "NVMF_GATEWAY_DHCHAP_SECRET, _CTRL_SECRET)\n" \
+	"      --dhchap-secret-file FILE      the host secret from a private file\n"   \
+	"      --dhchap-ctrl-secret-file FILE the controller secret likewise\n"         \
 	"  -o, --output-format normal|json\n"                                           \
 	"      --nsid N                 namespace (default 1)\n"                        \
 	"      --state-dir DIR          where a generated host NQN is kept\n"           \

@@ -35,6 +35,7 @@ struct nbd_server {
 	char spec[128];
 	char *unix_path;
 	struct reactor_op accept_op;
+	struct gw_access access; /* the listener's, kept past start */
 	struct sockaddr_storage peer_addr;
 	socklen_t peer_len;
 	bool accepting;
@@ -165,6 +166,10 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 		accept_arm(s);
 		return;
 	}
+	if (gw_access_refused(&s->access, res, "nbd server", s->spec)) {
+		accept_arm(s);
+		return;
+	}
 	int fd = res, one = 1, sndbuf = 4 << 20;
 	if (s->peer_addr.ss_family != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -261,6 +266,7 @@ int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out
 		return fd;
 	}
 	s->lfd = fd;
+	s->access = opts->listen->access;
 	s->accept_op.fn = accept_done;
 	reactor_timer_init(&s->retry, accept_retry);
 	accept_arm(s);

@@ -155,6 +155,8 @@ case_ host-allowed-connects$sfx t_acl_ok
 . "$top/tests/interop/cases_path_opts.sh"
 # DH-HMAC-CHAP in-band authentication.
 . "$top/tests/interop/cases_auth.sh"
+# Issue 16: secrets from a file or the environment, -S scrubbed from cmdline.
+. "$top/tests/interop/cases_access.sh"
 done
 
 # The daemon with its NBD and FUSE exports, checked against the kernel host

@@ -885,6 +885,84 @@ START_TEST(parse_listen)
 }
 END_TEST
 
+/* ---- access groups (issue 16) ---- */
+
+START_TEST(access_good)
+{
+	struct loaded l;
+
+	load(&l, "gateway = { metrics = \"tcp:[::1]:9465\";\n"
+		 "  metrics_access = { allow_from = [ \"::1\", \"10.0.0.0/8\" ]; };\n"
+		 "  control_access = { mode = \"0660\"; group = 0; allow_users = ( \"root\", 1000 ); }; };\n"
+		 TARGETS("")
+		 "exports = ( { name = \"e1\"; target = \"t1\"; nbd = { listen = \"unix:/tmp/e1.sock\";\n"
+		 "  access = { mode = \"0640\"; owner = \"root\"; group = \"root\"; allow_groups = ( 0, 4242 ); }; }; },\n"
+		 "  { name = \"e2\"; target = \"t1\"; nbd = { listen = \"tcp::10809\"; }; } );\n");
+	ck_assert_msg(l.rc == 0, "%s", l.errs);
+	const struct gw_access *m = &l.cfg->metrics.access, *c = &l.cfg->control_access;
+	const struct gw_access *e1 = &l.cfg->exports[0].nbd.listen.access;
+	const struct gw_access *e2 = &l.cfg->exports[1].nbd.listen.access;
+	ck_assert_int_eq(m->nr_cidrs, 2);
+	ck_assert_int_eq(m->cidrs[1].bits, 96 + 8);
+	ck_assert(c->mode == 0660 && c->has_group && c->group == 0 && !c->has_owner);
+	ck_assert(c->nr_uids == 2 && c->uids[0] == 0 && c->uids[1] == 1000);
+	ck_assert(e1->mode == 0640 && e1->has_owner && e1->owner == 0);
+	ck_assert(e1->nr_gids == 2 && e1->gids[1] == 4242 && !e1->nr_uids);
+	/* No rules, and "tcp::PORT" is loopback like "tcp:PORT". */
+	ck_assert(!e2->mode && !e2->nr_cidrs && !e2->nr_uids);
+	ck_assert_ptr_null(l.cfg->exports[1].nbd.listen.host);
+	unload(&l);
+}
+END_TEST
+
+#define NBD_ACCESS(listen, access)                                       \
+	TARGETS("") "exports = ( { name = \"e1\"; target = \"t1\";\n"        \
+	"  nbd = { listen = \"" listen "\";\n    access = " access "; }; } ); #!\n"
+
+static const struct bad_case access_bad_cases[] = {
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ allow_from = [ \"127.0.0.1\" ]; }"),
+	  "exports[0].nbd.access: allow_from applies to tcp: listeners only" },
+	{ NBD_ACCESS("tcp:127.0.0.1:1", "{ mode = \"0600\"; }"),
+	  "exports[0].nbd.access: mode, owner, group, allow_users and allow_groups apply to unix: listeners only" },
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ mode = \"0060\"; }"),
+	  "nbd.access.mode: expected an octal mode in quotes" },
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ mode = 432; }"), "nbd.access.mode: expected an octal mode" },
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ owner = \"no-such-user-nvmfgw\"; }"),
+	  "exports[0].nbd.access.owner: no such user \"no-such-user-nvmfgw\"" },
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ allow_groups = [ \"no-such-group-nvmfgw\" ]; }"),
+	  "exports[0].nbd.access.allow_groups[0]: no such group" },
+	{ NBD_ACCESS("unix:/tmp/x.sock", "{ allow_users = 0; }"),
+	  "exports[0].nbd.access.allow_users: expected a list" },
+	{ NBD_ACCESS("tcp:127.0.0.1:1", "{ allow_from = [ \"10.1.2.3/8\" ]; }"),
+	  "allow_from[0]: invalid value \"10.1.2.3/8\"" },
+	{ NBD_ACCESS("tcp:127.0.0.1:1", "{ allow = [ \"10.0.0.0/8\" ]; }"),
+	  "unknown key 'allow' in exports[0].nbd.access" },
+	{ NBD_ACCESS("tcp:127.0.0.1:1",
+		     "{ allow_from = [ \"1.0.0.1\", \"1.0.0.2\", \"1.0.0.3\", \"1.0.0.4\", \"1.0.0.5\", "
+		     "\"1.0.0.6\", \"1.0.0.7\", \"1.0.0.8\", \"1.0.0.9\", \"1.0.0.10\", \"1.0.0.11\", "
+		     "\"1.0.0.12\", \"1.0.0.13\", \"1.0.0.14\", \"1.0.0.15\", \"1.0.0.16\", \"1.0.0.17\" ]; }"),
+	  "allow_from: at most 16 entries" },
+	{ "gateway = { control_access = { allow_from = [ \"::1\" ]; }; }; #!\n",
+	  "gateway.control_access: allow_from applies to tcp: listeners only" },
+	{ "gateway = { metrics_access = { allow_from = [ \"::1\" ]; }; }; #!\n",
+	  "gateway.metrics_access: there is no listener to guard" },
+};
+
+START_TEST(access_bad)
+{
+	const struct bad_case *bc = &access_bad_cases[_i];
+	struct loaded l;
+	const char *msg;
+
+	load(&l, bc->text);
+	ck_assert_msg(l.rc == -EINVAL, "case %d: rc %d, errors:\n%s", _i, l.rc, l.errs);
+	ck_assert_msg(count_lines(l.errs) == 1, "case %d: want one error, got:\n%s", _i, l.errs);
+	ck_assert_int_eq(error_line(&l, 0, &msg), marked_line(bc->text, "#!", 0));
+	ck_assert_msg(strstr(msg, bc->msg), "case %d: want \"%s\" in:\n%s", _i, bc->msg, l.errs);
+	unload(&l);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config");
@@ -910,6 +988,11 @@ int main(void)
 	tcase_add_test(tc, parse_size);
 	tcase_add_test(tc, parse_nbd_device);
 	tcase_add_test(tc, parse_listen);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("access");
+	tcase_add_test(tc, access_good);
+	tcase_add_loop_test(tc, access_bad, 0,
+			    sizeof(access_bad_cases) / sizeof(access_bad_cases[0]));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
