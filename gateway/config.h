@@ -82,6 +82,7 @@ struct gw_nbd {
 	int device;		/* N of /dev/nbdN, GW_NBD_AUTO or GW_NBD_NONE */
 	struct gw_listen listen;	/* kind GW_LISTEN_NONE if not set */
 	int connections;
+	int max_connections;	/* clients at once; 0 = gateway.max_connections */
 };
 
 struct gw_export {
@@ -121,6 +122,11 @@ struct gw_config {
 	struct gw_export *exports;
 	size_t nr_exports;
 	struct gw_fuse fuse;
+	/* Memory and connections (README "Limits and security"). */
+	uint64_t buffer_budget;	/* bytes of NBD and FUSE data buffers */
+	int max_connections;	/* per NBD listener, unless the export says */
+	int stall_timeout;	/* s; a client taking no replies is cut off
+				 * after this when others wait for buffers */
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing
