@@ -21,6 +21,21 @@ void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s)
 	b->stall_ns = (uint64_t)(stall_s ? stall_s : MEMBUDGET_DEFAULT_STALL_S) * 1000000000ull;
 }
 
+static void note_peak(struct membudget *b, uint64_t now)
+{
+	uint64_t p = atomic_load_explicit(&b->peak, memory_order_relaxed);
+
+	while (now > p &&
+	       !atomic_compare_exchange_weak_explicit(&b->peak, &p, now, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+void membudget_charge(struct membudget *b, uint64_t n)
+{
+	note_peak(b, atomic_fetch_add_explicit(&b->used, n, memory_order_relaxed) + n);
+}
+
 bool membudget_take(struct membudget *b, uint64_t n)
 {
 	uint64_t u = atomic_load_explicit(&b->used, memory_order_relaxed);
@@ -31,11 +46,7 @@ bool membudget_take(struct membudget *b, uint64_t n)
 	} while (!atomic_compare_exchange_weak_explicit(&b->used, &u, u + n,
 							memory_order_relaxed,
 							memory_order_relaxed));
-	uint64_t p = atomic_load_explicit(&b->peak, memory_order_relaxed);
-	while (u + n > p &&
-	       !atomic_compare_exchange_weak_explicit(&b->peak, &p, u + n, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
+	note_peak(b, u + n);
 	return true;
 }
 

@@ -36,6 +36,8 @@ struct membudget *membudget_global(void);
  * request at a time. */
 bool membudget_take(struct membudget *b, uint64_t n);
 void membudget_give(struct membudget *b, uint64_t n);
+/* Counts n bytes taken by one who cannot wait (FUSE): others yield. */
+void membudget_charge(struct membudget *b, uint64_t n);
 
 void membudget_wait_begin(struct membudget *b);
 void membudget_wait_end(struct membudget *b);

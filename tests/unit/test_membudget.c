@@ -29,6 +29,22 @@ START_TEST(takes_within_limit)
 }
 END_TEST
 
+/* FUSE cannot wait: its charge goes past the limit, and takers wait. */
+START_TEST(charge_past_limit)
+{
+	struct membudget b;
+
+	membudget_init(&b, 4 * MiB, 0);
+	membudget_charge(&b, 3 * MiB);
+	membudget_charge(&b, 3 * MiB);
+	ck_assert_uint_eq(membudget_used(&b), 6 * MiB);
+	ck_assert(!membudget_take(&b, 4096));
+	membudget_give(&b, 3 * MiB);
+	ck_assert(membudget_take(&b, 1 * MiB));
+	ck_assert_uint_eq(atomic_load(&b.peak), 6 * MiB);
+}
+END_TEST
+
 /* A budget below one request still makes progress: one at a time. */
 START_TEST(smaller_than_one_request)
 {
@@ -194,6 +210,7 @@ int main(void)
 
 	tcase_add_test(tc, takes_within_limit);
 	tcase_add_test(tc, smaller_than_one_request);
+	tcase_add_test(tc, charge_past_limit);
 	tcase_add_test(tc, limit_floor_and_defaults);
 	tcase_add_test(tc, conn_cap);
 	tcase_add_test(tc, waiters_count);
