@@ -552,7 +552,9 @@ static void housekeep(struct reactor_timer *t)
 
 	if (c->state != NBD_CONN_TRANSMISSION)
 		return;
-	if (!c->kernel && c->tx_busy && c->tx_progress_ns && membudget_waiters(b) &&
+	/* Others: this connection may be a waiter itself. */
+	if (!c->kernel && c->tx_busy && c->tx_progress_ns &&
+	    membudget_waiters(b) > (c->budget_wait ? 1u : 0u) &&
 	    reactor_now_ns() - c->tx_progress_ns >= b->stall_ns) {
 		nbd_conn_fail(c, -ETIMEDOUT,
 			      "client took no reply bytes for %llu s while others wait for buffers "
