@@ -3,7 +3,9 @@
 # nbd.max_connections = 2 and a TCP listener under gateway.max_connections
 # = 2.  The third client on each is closed before any handshake byte, with
 # one log line naming it (uid and pid for Unix) and why; the first two
-# still work, and once one leaves a new client gets in.
+# still work, and once one leaves a new client gets in.  The buffer budget
+# is 1M here, below one 32 MiB request: such requests still go through,
+# one at a time, over two connections at once.
 set -u
 T="$BUILD/nvmf-test-target"
 [ -x "$T" ] || { echo "no $T"; exit 1; }
@@ -29,7 +31,7 @@ port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
 nbdport=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$tmp/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control";
-  max_connections = 2; };
+  max_connections = 2; buffer_budget = "1M"; };
 targets = ( { name = "ta"; subnqn = "nqn.2014-08.org.nvmf-gateway:cl-a";
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); } );
 exports = (
@@ -110,6 +112,12 @@ grep -q "nbd server unix:$tmp/a.sock: refused unix:$tmp/a.sock#3 (uid $(id -u), 
 grep -q "nbd server tcp:127.0.0.1:$nbdport: refused 127.0.0.1:[0-9]*: 2 connections already open (max_connections 2)" "$tmp/gw.log" ||
 	fail "no refusal line naming the TCP peer"
 [ "$(grep -c "refused" "$tmp/gw.log")" = 2 ] || fail "not one line per refusal"
+head -c 16M /dev/urandom > "$tmp/r"
+timeout 120 nbdcopy --connections=2 --request-size=33554432 "$tmp/r" "nbd://127.0.0.1:$nbdport/t" ||
+	fail "16 MiB written in 32 MiB requests under a 1M budget"
+timeout 120 nbdcopy --connections=2 --request-size=33554432 "nbd://127.0.0.1:$nbdport/t" "$tmp/back" ||
+	fail "read back under a 1M budget"
+cmp "$tmp/r" "$tmp/back" || fail "data differs under a 1M budget"
 kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
 [ $st = 0 ] || fail "exit status $st after SIGTERM"
 echo "took $(($(date +%s) - t0)) s"
