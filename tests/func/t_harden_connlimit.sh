@@ -111,7 +111,10 @@ grep -q "nbd server unix:$tmp/a.sock: refused unix:$tmp/a.sock#3 (uid $(id -u), 
 	fail "no refusal line naming the Unix peer"
 grep -q "nbd server tcp:127.0.0.1:$nbdport: refused 127.0.0.1:[0-9]*: 2 connections already open (max_connections 2)" "$tmp/gw.log" ||
 	fail "no refusal line naming the TCP peer"
-[ "$(grep -c "refused" "$tmp/gw.log")" = 2 ] || fail "not one line per refusal"
+# One line per refused client (a retry after one left may be refused too,
+# while the gateway has not yet counted it gone: that is another client).
+[ "$(grep -c "refused unix:$tmp/a.sock#3 " "$tmp/gw.log")" = 1 ] || fail "not one line per refusal"
+[ -z "$(grep -o "refused [^ ]*" "$tmp/gw.log" | sort | uniq -d)" ] || fail "a refusal logged twice"
 head -c 16M /dev/urandom > "$tmp/r"
 timeout 120 nbdcopy --connections=2 --request-size=33554432 "$tmp/r" "nbd://127.0.0.1:$nbdport/t" ||
 	fail "16 MiB written in 32 MiB requests under a 1M budget"
