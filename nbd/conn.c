@@ -587,11 +587,19 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 		if (c->buf_bytes + want > c->buf_cap && buffers_will_return(c))
 			return -EAGAIN;
 	}
-	/* Others wait for the budget: a connection that holds buffers
-	 * stops reading and lets them go first; its replies resume it. */
-	if (buffers_will_return(c) && membudget_waiters(b) > (c->budget_wait ? 1u : 0u))
+	if (c->kernel) {
+		/* The host's own block device never waits behind socket
+		 * clients (a reclaim path may be writing through it): its
+		 * buffers are charged, and the others yield to it.  Bounded
+		 * by its per-connection share and the kernel's queue depth. */
+		if (!membudget_take(b, want))
+			membudget_charge(b, want);
+	} else if (buffers_will_return(c) &&
+		   membudget_waiters(b) > (c->budget_wait ? 1u : 0u)) {
+		/* Others wait for the budget: a connection that holds buffers
+		 * stops reading and lets them go first; its replies resume it. */
 		return -EAGAIN;
-	if (!membudget_take(b, want)) {
+	} else if (!membudget_take(b, want)) {
 		drop_cached(c);
 		if (!membudget_take(b, want)) {
 			if (!c->budget_wait) {
