@@ -1048,6 +1048,7 @@ int cmd_run(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	/* Before any reactor runs: the budget is read from every thread. */
 	membudget_init(membudget_global(), gw.cfg->buffer_budget, (unsigned)gw.cfg->stall_timeout);
+	membudget_pin_allocator();
 	log_info("buffer budget %llu MiB, a stalled client cut off after %d s",
 		 (unsigned long long)(gw.cfg->buffer_budget >> 20), gw.cfg->stall_timeout);
 	for (unsigned i = 0; i < gw.nr_reactors; i++) {

@@ -1,10 +1,18 @@
 /* The buffer budget: see membudget.h. */
 #include "gateway/membudget.h"
 
+#include <malloc.h>
+
 static struct membudget global = {
 	.limit = MEMBUDGET_DEFAULT_BYTES,
 	.stall_ns = MEMBUDGET_DEFAULT_STALL_S * 1000000000ull,
 };
+
+void membudget_pin_allocator(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+}
 
 struct membudget *membudget_global(void)
 {

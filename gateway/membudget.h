@@ -28,6 +28,11 @@ struct membudget {
 };
 
 void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s);
+/* Data buffers are large: malloc gives them their own mappings and
+ * unmaps them when freed, at a fixed threshold (glibc would otherwise
+ * raise it as buffers are freed and keep freed ones resident in its
+ * arenas), so that RSS follows the budget. */
+void membudget_pin_allocator(void);
 /* The process's budget; set once before the reactors start. */
 struct membudget *membudget_global(void);
 
