@@ -8,6 +8,7 @@
 
 #include "fuse/fs_priv.h"
 #include "gateway/log.h"
+#include "gateway/membudget.h"
 
 enum req_kind { RQ_READ, RQ_WRITE, RQ_FSYNC, RQ_ZERO };
 
@@ -55,6 +56,10 @@ struct req {
 
 /* --- requests and their volume I/O --- */
 
+/* Data buffers count in the process's budget, so that NBD connections
+ * yield to FUSE when it is spent.  FUSE itself does not wait: the kernel
+ * bounds its requests in flight (max_background, one per blocked caller),
+ * each at most FUSEFS_MAX_IO, and at most FREE_REQS_MAX are kept. */
 static int buf_reserve(uint8_t **p, size_t *cap, size_t need)
 {
 	void *nb;
@@ -64,9 +69,19 @@ static int buf_reserve(uint8_t **p, size_t *cap, size_t need)
 	if (posix_memalign(&nb, 4096, need))
 		return -ENOMEM;
 	free(*p);
+	membudget_give(membudget_global(), *cap);
+	membudget_charge(membudget_global(), need);
 	*p = nb;
 	*cap = need;
 	return 0;
+}
+
+static void req_free(struct req *q)
+{
+	membudget_give(membudget_global(), q->cap + q->edge_cap);
+	free(q->buf);
+	free(q->edge);
+	free(q);
 }
 
 static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, size_t span)
@@ -85,9 +100,7 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 	}
 	if (buf_reserve(&q->buf, &q->cap, span) < 0 ||
 	    buf_reserve(&q->edge, &q->edge_cap, 2 * (size_t)n->vol->block_size) < 0) {
-		free(q->buf);
-		free(q->edge);
-		free(q);
+		req_free(q);
 		return NULL;
 	}
 	q->fs = fs;
@@ -122,9 +135,7 @@ static void req_put(struct req *q)
 		list_add_head(&fs->free_reqs, &q->link);
 		fs->nr_free++;
 	} else {
-		free(q->buf);
-		free(q->edge);
-		free(q);
+		req_free(q);
 	}
 	fs->inflight--;
 	fusefs_maybe_finish(fs);
@@ -540,9 +551,7 @@ void fusefs_free_reqs(struct fusefs *fs)
 
 	while ((l = list_pop(&fs->free_reqs))) {
 		struct req *q = container_of(l, struct req, link);
-		free(q->buf);
-		free(q->edge);
-		free(q);
+		req_free(q);
 	}
 	fs->nr_free = 0;
 }

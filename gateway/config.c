@@ -21,6 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gateway/membudget.h"
 #include "transports/auth.h"
 
 #define DIGITS "0123456789"
@@ -520,6 +521,42 @@ static void parse_bandwidth(struct ctx *c, const config_setting_t *s,
 	}
 }
 
+/* Memory and connections: the buffer budget is a size ("256M") or bytes,
+ * at least MEMBUDGET_MIN_BYTES. */
+static void parse_budget(struct ctx *c, const config_setting_t *s,
+			 const char *path, void *dst)
+{
+	uint64_t v = 0;
+	long long i;
+
+	if (is_int(s)) {
+		if (!int_in_range(c, s, path, MEMBUDGET_MIN_BYTES, LLONG_MAX, &i))
+			return;
+		v = (uint64_t)i;
+	} else if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+		const char *str = config_setting_get_string(s);
+		int ret = config_parse_size(str, &v);
+		if (ret || v < MEMBUDGET_MIN_BYTES) {
+			err_at(c, s, "%s: invalid value \"%s\": %s", path, str,
+			       ret == -ERANGE ? "too large" :
+			       ret ? "expected bytes with an optional K, M, G or T suffix" :
+				     "at least 1M");
+			return;
+		}
+	} else {
+		err_type(c, s, path, "a string or an integer");
+		return;
+	}
+	*(uint64_t *)dst = v;
+}
+
+static void limits_defaults(struct gw_config *cfg)
+{
+	cfg->buffer_budget = MEMBUDGET_DEFAULT_BYTES;
+	cfg->max_connections = 64; /* NBD_DEFAULT_MAX_CONNECTIONS */
+	cfg->stall_timeout = MEMBUDGET_DEFAULT_STALL_S;
+}
+
 static void parse_nbd_device(struct ctx *c, const config_setting_t *s,
 			     const char *path, void *dst)
 {
@@ -691,6 +728,7 @@ static const struct field nbd_fields[] = {
 	     release_listen),
 	F_INT(E, "connections", nbd.connections, 1, 64),
 	F_FN(E, "access", nbd.access, struct gw_access, parse_access, NULL),
+	F_INT(E, "max_connections", nbd.max_connections, 1, 65536),
 	F_END,
 };
 
@@ -745,6 +783,10 @@ static const struct field gateway_fields[] = {
 	F_FN(C, "metrics", metrics, struct gw_listen, parse_listen, release_listen),
 	F_FN(C, "control_access", control_access, struct gw_access, parse_access, NULL),
 	F_FN(C, "metrics_access", metrics_access, struct gw_access, parse_access, NULL),
+	/* memory and connections */
+	F_FN(C, "buffer_budget", buffer_budget, uint64_t, parse_budget, NULL),
+	F_INT(C, "max_connections", max_connections, 1, 65536),
+	F_INT(C, "stall_timeout", stall_timeout, 1, 3600),
 	F_END,
 };
 
@@ -777,6 +819,7 @@ static void config_init_defaults(struct ctx *c, struct gw_config *cfg)
 	cfg->reactors = cpus < 1 ? 1 : cpus > MAX_REACTORS ? MAX_REACTORS
 							   : (int)cpus;
 	cfg->log_level = LOG_LVL_NOTICE;
+	limits_defaults(cfg);
 	dup_str(c, &cfg->path, c->path);
 	char control[PATH_MAX];
 	config_default_control(control, sizeof(control));

@@ -87,6 +87,7 @@ struct gw_nbd {
 	struct gw_listen listen;	/* kind GW_LISTEN_NONE if not set */
 	int connections;
 	struct gw_access access;	/* as parsed; see gw_listen.access */
+	int max_connections;	/* clients at once; 0 = gateway.max_connections */
 };
 
 struct gw_export {
@@ -129,6 +130,11 @@ struct gw_config {
 	struct gw_export *exports;
 	size_t nr_exports;
 	struct gw_fuse fuse;
+	/* Memory and connections (README "Limits and security"). */
+	uint64_t buffer_budget;	/* bytes of NBD and FUSE data buffers */
+	int max_connections;	/* per NBD listener, unless the export says */
+	int stall_timeout;	/* s; a client taking no replies is cut off
+				 * after this when others wait for buffers */
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing

@@ -48,7 +48,8 @@ bool config_export_equal(const struct gw_export *a, const struct gw_export *b)
 	return str_eq(a->name, b->name) && str_eq(a->target_name, b->target_name) &&
 	       a->nsid == b->nsid && a->has_nbd == b->has_nbd &&
 	       a->nbd.device == b->nbd.device && listen_eq(&a->nbd.listen, &b->nbd.listen) &&
-	       a->nbd.connections == b->nbd.connections && a->fuse == b->fuse &&
+	       a->nbd.connections == b->nbd.connections &&
+	       a->nbd.max_connections == b->nbd.max_connections && a->fuse == b->fuse &&
 	       a->read_only == b->read_only && a->qos_iops == b->qos_iops &&
 	       a->qos_bandwidth == b->qos_bandwidth && a->qos_read_iops == b->qos_read_iops &&
 	       a->qos_write_iops == b->qos_write_iops &&
@@ -148,6 +149,10 @@ const char *config_diff_restart_keys(const struct gw_config *a, const struct gw_
 		{ "hostnqn", !str_eq(a->hostnqn, b->hostnqn) },
 		{ "hostid", !str_eq(a->hostid, b->hostid) },
 		{ "metrics", !listen_eq(&a->metrics, &b->metrics) },
+		/* memory and connections: set when the reactors start */
+		{ "buffer_budget", a->buffer_budget != b->buffer_budget },
+		{ "max_connections", a->max_connections != b->max_connections },
+		{ "stall_timeout", a->stall_timeout != b->stall_timeout },
 		{ "fuse.mountpoint", !str_eq(a->fuse.mountpoint, b->fuse.mountpoint) },
 		{ "fuse.allow_other", a->fuse.allow_other != b->fuse.allow_other },
 		{ "fuse.uid", a->fuse.uid != b->fuse.uid },

@@ -21,6 +21,7 @@
 #include "gateway/daemon_priv.h"
 #include "gateway/linkwatch.h"
 #include "gateway/log.h"
+#include "gateway/membudget.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
 #include "gateway/notify.h"
@@ -518,6 +519,8 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 			.nr_exports = 1,
 			.reactors = gw->rp,
 			.nr_reactors = gw->nr_reactors,
+			.max_connections = (unsigned)(c->nbd.max_connections ? c->nbd.max_connections
+									      : gw->cfg->max_connections),
 		};
 		ret = nbd_server_start(&o, &e->srv);
 		if (ret < 0)
@@ -1044,6 +1047,11 @@ int cmd_run(int argc, char **argv)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* Before any reactor runs: the budget is read from every thread. */
+	membudget_init(membudget_global(), gw.cfg->buffer_budget, (unsigned)gw.cfg->stall_timeout);
+	membudget_pin_allocator();
+	log_info("buffer budget %llu MiB, a stalled client cut off after %d s",
+		 (unsigned long long)(gw.cfg->buffer_budget >> 20), gw.cfg->stall_timeout);
 	for (unsigned i = 0; i < gw.nr_reactors; i++) {
 		ret = reactor_init(&gw.reactors[i], i, 512);
 		if (ret < 0) {

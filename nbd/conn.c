@@ -12,6 +12,7 @@
 
 #include "gateway/iov.h"
 #include "gateway/log.h"
+#include "gateway/membudget.h"
 #include "nbd/internal.h"
 
 static const char *const state_names[] = {
@@ -49,6 +50,8 @@ bool nbd_conn_set_state(struct nbd_conn *c, enum nbd_conn_state to)
 }
 
 static void rx_done(struct reactor_op *op, int res, uint32_t flags);
+static void budget_poll(struct reactor_timer *t);
+static void housekeep(struct reactor_timer *t);
 static void resume_done(struct reactor_op *op, int res, uint32_t flags);
 static void tx_done(struct reactor_op *op, int res, uint32_t flags);
 
@@ -92,14 +95,39 @@ struct nbd_conn *nbd_conn_alloc(int fd, const char *peer)
 	c->tx_op.fn = tx_done;
 	c->resume_op.fn = resume_done;
 	reactor_timer_init(&c->timer, timer_fired);
+	reactor_timer_init(&c->poll_timer, budget_poll);
+	reactor_timer_init(&c->house_timer, housekeep);
+	c->buf_cap = membudget_conn_cap(membudget_global(), NBD_MAX_REQ_BUF);
 	c->want = RX_NONE;
 	return c;
 }
 
+static void budget_wait_end(struct nbd_conn *c)
+{
+	if (!c->budget_wait)
+		return;
+	c->budget_wait = false;
+	membudget_wait_end(membudget_global());
+	reactor_timer_cancel(&c->poll_timer);
+}
+
+static void buf_drop(struct nbd_conn *c, struct nbd_req *q)
+{
+	if (!q->buf)
+		return;
+	free(q->buf);
+	q->buf = NULL;
+	membudget_give(membudget_global(), q->cap);
+	c->buf_bytes -= q->cap;
+	q->cap = 0;
+}
+
 static void conn_release(struct nbd_conn *c)
 {
+	budget_wait_end(c);
+	reactor_timer_cancel(&c->house_timer);
 	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++)
-		free(c->reqs[i].buf);
+		buf_drop(c, &c->reqs[i]);
 	free(c->reqs);
 	free(c->rx);
 	free(c->hs);
@@ -373,6 +401,8 @@ static void tx_submit(struct nbd_conn *c)
 	c->msg.msg_iovlen = c->txv_cnt - c->txv_first;
 	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
 	c->tx_busy = true;
+	if (!c->tx_progress_ns)
+		c->tx_progress_ns = reactor_now_ns();
 }
 
 void nbd_conn_tx_kick(struct nbd_conn *c)
@@ -462,6 +492,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 			      res ? strerror(-res) : "connection closed");
 		return;
 	}
+	c->tx_progress_ns = reactor_now_ns();
 	c->txv_first += iov_advance(c->txv + c->txv_first, c->txv_cnt - c->txv_first,
 				    (size_t)res);
 	if (c->txv_first < c->txv_cnt) {
@@ -469,6 +500,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	release_sending(c);
+	c->tx_progress_ns = 0;
 	nbd_conn_tx_kick(c);
 	nbd_conn_rx_process(c);
 	nbd_conn_maybe_finish(c);
@@ -481,6 +513,10 @@ void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;
+	/* Someone waits for buffers: this one goes back to the budget now
+	 * rather than stay warm here. */
+	if (membudget_waiters(membudget_global()) || c->state >= NBD_CONN_CLOSING)
+		buf_drop(c, q);
 	/* LIFO: the slots in use stay few and keep their warm buffers. */
 	list_add_head(&c->free, &q->link);
 }
@@ -490,36 +526,104 @@ static bool buffers_will_return(const struct nbd_conn *c)
 	return c->inflight || !list_empty(&c->replyq) || !list_empty(&c->sending);
 }
 
+static void drop_cached(struct nbd_conn *c)
+{
+	for (struct list_node *ln = c->free.next; ln != &c->free; ln = ln->next)
+		buf_drop(c, container_of(ln, struct nbd_req, link));
+}
+
+static void budget_poll(struct reactor_timer *t)
+{
+	struct nbd_conn *c = container_of(t, struct nbd_conn, poll_timer);
+
+	if (c->state < NBD_CONN_DRAINING && c->pending)
+		nbd_conn_rx_process(c);
+}
+
+/* While the connection holds buffers: an idle one gives its cached
+ * buffers back (they count in the budget), and one whose client has taken
+ * no reply bytes for the stall time is cut off when others wait for
+ * buffers: a client that never reads must not keep the budget from the
+ * polite ones for longer than that. */
+static void housekeep(struct reactor_timer *t)
+{
+	struct nbd_conn *c = container_of(t, struct nbd_conn, house_timer);
+	struct membudget *b = membudget_global();
+
+	if (c->state != NBD_CONN_TRANSMISSION)
+		return;
+	/* Others: this connection may be a waiter itself. */
+	if (!c->kernel && c->tx_busy && c->tx_progress_ns &&
+	    membudget_waiters(b) > (c->budget_wait ? 1u : 0u) &&
+	    reactor_now_ns() - c->tx_progress_ns >= b->stall_ns) {
+		nbd_conn_fail(c, -ETIMEDOUT,
+			      "client took no reply bytes for %llu s while others wait for buffers "
+			      "(holds %zu KiB of the %llu KiB budget)",
+			      (unsigned long long)(b->stall_ns / NSEC_PER_SEC), c->buf_bytes >> 10,
+			      (unsigned long long)(b->limit >> 10));
+		return;
+	}
+	if (!buffers_will_return(c) && !c->pending && !c->cur)
+		drop_cached(c);
+	if (c->buf_bytes)
+		reactor_timer_arm(c->r, &c->house_timer, NBD_HOUSEKEEP_NS);
+}
+
 int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 {
+	struct membudget *b = membudget_global();
 	size_t want;
-	struct list_node *ln;
 
-	if (q->cap >= len)
+	if (q->cap >= len) {
+		budget_wait_end(c);
 		return 0;
+	}
 	/* Rounded up so that buffers are reused across nearby sizes. */
 	want = len <= 4096 ? 4096 : (len + 65535) & ~(size_t)65535;
-	if (c->buf_bytes - q->cap + want > NBD_BUF_BUDGET) {
-		for (ln = c->free.next; ln != &c->free; ln = ln->next) {
-			struct nbd_req *o = container_of(ln, struct nbd_req, link);
-			if (o->buf) {
-				c->buf_bytes -= o->cap;
-				free(o->buf);
-				o->buf = NULL;
-				o->cap = 0;
-			}
-		}
-		if (c->buf_bytes - q->cap + want > NBD_BUF_BUDGET && buffers_will_return(c))
+	buf_drop(c, q);
+	if (c->buf_bytes + want > c->buf_cap) {
+		drop_cached(c);
+		/* Over this connection's share: its own replies make room. */
+		if (c->buf_bytes + want > c->buf_cap && buffers_will_return(c))
 			return -EAGAIN;
 	}
-	c->buf_bytes -= q->cap;
-	free(q->buf);
-	q->cap = 0;
+	if (c->kernel) {
+		/* The host's own block device never waits behind socket
+		 * clients (a reclaim path may be writing through it): its
+		 * buffers are charged, and the others yield to it.  Bounded
+		 * by its per-connection share and the kernel's queue depth. */
+		if (!membudget_take(b, want))
+			membudget_charge(b, want);
+	} else if (buffers_will_return(c) &&
+		   membudget_waiters(b) > (c->budget_wait ? 1u : 0u)) {
+		/* Others wait for the budget: a connection that holds buffers
+		 * stops reading and lets them go first; its replies resume it. */
+		return -EAGAIN;
+	} else if (!membudget_take(b, want)) {
+		drop_cached(c);
+		if (!membudget_take(b, want)) {
+			if (!c->budget_wait) {
+				c->budget_wait = true;
+				membudget_wait_begin(b);
+				log_debug("nbd %s: waiting for %zu KiB of the buffer budget", c->peer,
+					  want >> 10);
+			}
+			/* Others' buffers come back on other threads: look again
+			 * soon (and at once when a reply of ours is sent). */
+			reactor_timer_arm(c->r, &c->poll_timer, NBD_BUDGET_POLL_NS);
+			return -EAGAIN;
+		}
+	}
+	budget_wait_end(c);
 	q->buf = malloc(want);
-	if (!q->buf)
+	if (!q->buf) {
+		membudget_give(b, want);
 		return -ENOMEM;
+	}
 	q->cap = want;
 	c->buf_bytes += want;
+	if (!c->house_timer.armed)
+		reactor_timer_arm(c->r, &c->house_timer, NBD_HOUSEKEEP_NS);
 	return 0;
 }
 
@@ -538,6 +642,7 @@ static void drop_unstarted(struct nbd_conn *c)
 		c->cur = NULL;
 	}
 	c->want = RX_NONE;
+	budget_wait_end(c);
 	if (c->state >= NBD_CONN_CLOSING)
 		while ((ln = list_pop(&c->replyq)))
 			nbd_req_put(c, container_of(ln, struct nbd_req, link));
@@ -552,6 +657,8 @@ static void finish_now(struct reactor_msg *m)
 
 	nbd_conn_set_state(c, NBD_CONN_CLOSED);
 	reactor_timer_cancel(&c->timer);
+	reactor_timer_cancel(&c->poll_timer);
+	reactor_timer_cancel(&c->house_timer);
 	close(c->fd);
 	c->fd = -1;
 	if (closed)

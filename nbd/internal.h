@@ -25,8 +25,14 @@
 #define NBD_MAX_OPT_LEN (8u * 1024)
 #define NBD_MAX_OPT_SKIP (1u << 20)
 #define NBD_MAX_STRING 4096
-/* Data buffers a connection may hold at once (reads and writes in flight). */
-#define NBD_BUF_BUDGET (64u << 20)
+/* Data buffers a connection may hold at once come from the process's
+ * budget (gateway/membudget.h); this is the largest request it must fit. */
+#define NBD_MAX_REQ_BUF (32u << 20)
+/* A connection waiting for the budget looks again this often. */
+#define NBD_BUDGET_POLL_NS (5 * NSEC_PER_MSEC)
+/* Held buffers are looked at this often: an idle connection gives its
+ * cached buffers back, a stalled one may be cut off. */
+#define NBD_HOUSEKEEP_NS (500 * NSEC_PER_MSEC)
 /* An oversized write payload up to this is read and dropped (EINVAL
  * reply); a longer one closes the connection. */
 #define NBD_MAX_SKIP (64ull << 20)
@@ -118,7 +124,11 @@ struct nbd_conn {
 	struct nbd_req *reqs;
 	struct list_node free, replyq;
 	unsigned inflight; /* volume I/O outstanding */
-	size_t buf_bytes;
+	size_t buf_bytes; /* held from the budget: in use and cached */
+	uint64_t buf_cap; /* at most this much (membudget_conn_cap) */
+	bool budget_wait; /* counted in the budget's waiters */
+	struct reactor_timer poll_timer, house_timer;
+	uint64_t tx_progress_ns; /* last time the client took reply bytes */
 
 	struct reactor_timer timer;
 	int close_err;

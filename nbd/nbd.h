@@ -37,7 +37,12 @@ struct nbd_server_opts {
 	 * the listener runs on reactors[0]. */
 	struct reactor **reactors;
 	unsigned nr_reactors;
+	/* Clients connected at once; the next one is closed at accept with
+	 * one log line.  0 = NBD_DEFAULT_MAX_CONNECTIONS. */
+	unsigned max_connections;
 };
+
+#define NBD_DEFAULT_MAX_CONNECTIONS 64u
 
 /* Binds and listens (a stale Unix socket file is replaced; TCP binds to
  * loopback unless the address says otherwise).  -errno with a logged

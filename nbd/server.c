@@ -42,6 +42,7 @@ struct nbd_server {
 	struct reactor_timer retry;
 	unsigned next; /* round-robin */
 	unsigned long nconn; /* accepted so far, for names */
+	unsigned conns; /* connections not yet gone (reactors[0] only) */
 	unsigned live; /* connections not yet gone, stop acks not yet back
 			* (reactors[0] only) */
 	bool stopping;
@@ -83,6 +84,7 @@ static void gone_on_r0(struct reactor_msg *m)
 	struct nbd_server *s = g->s;
 
 	free(g);
+	s->conns--;
 	s->live--;
 	maybe_done(s);
 }
@@ -135,6 +137,25 @@ static void peer_name(struct nbd_server *s, char *buf, size_t len)
 	snprintf(buf, len, "%s:%u", host, port);
 }
 
+/* Over the limit: closed before a byte of handshake, with one line that
+ * says who and why. */
+static void refuse(struct nbd_server *s, int fd, const char *peer)
+{
+	char who[160];
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+
+	if (s->peer_addr.ss_family == AF_UNIX &&
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+		snprintf(who, sizeof(who), "%s (uid %u, pid %d)", peer, (unsigned)cr.uid,
+			 (int)cr.pid);
+	else
+		snprintf(who, sizeof(who), "%s", peer);
+	log_warn("nbd server %s: refused %s: %u connections already open (max_connections %u)",
+		 s->spec, who, s->conns, s->opts.max_connections);
+	close(fd);
+}
+
 static void accept_retry(struct reactor_timer *t)
 {
 	struct nbd_server *s = container_of(t, struct nbd_server, retry);
@@ -178,6 +199,10 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	peer_name(s, peer, sizeof(peer));
 	accept_arm(s);
+	if (s->conns >= s->opts.max_connections) {
+		refuse(s, fd, peer);
+		return;
+	}
 
 	struct nbd_conn *c = nbd_conn_alloc(fd, peer);
 	if (!c) {
@@ -194,6 +219,7 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 	c->closed = nbd_server_conn_closed;
 	c->closed_arg = c;
 	s->live++;
+	s->conns++;
 	log_info("nbd server %s: connection from %s (reactor %u)", s->spec, peer, c->r->id);
 	c->arrive_msg.fn = conn_arrive;
 	if (idx == 0)
@@ -242,6 +268,8 @@ int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out
 	s->opts.reactors = s->reactors;
 	s->opts.exports = s->exports;
 	s->opts.listen = NULL;
+	if (!s->opts.max_connections)
+		s->opts.max_connections = NBD_DEFAULT_MAX_CONNECTIONS;
 	snprintf(s->spec, sizeof(s->spec), "%s",
 		 opts->listen->spec ? opts->listen->spec : "?");
 	for (unsigned i = 0; i < opts->nr_reactors; i++) {
@@ -270,9 +298,9 @@ int nbd_server_start(const struct nbd_server_opts *opts, struct nbd_server **out
 	s->accept_op.fn = accept_done;
 	reactor_timer_init(&s->retry, accept_retry);
 	accept_arm(s);
-	log_info("nbd server %s: listening (%u export%s, %u reactor%s)", s->spec,
-		 opts->nr_exports, opts->nr_exports == 1 ? "" : "s", opts->nr_reactors,
-		 opts->nr_reactors == 1 ? "" : "s");
+	log_info("nbd server %s: listening (%u export%s, %u reactor%s, at most %u connections)",
+		 s->spec, opts->nr_exports, opts->nr_exports == 1 ? "" : "s", opts->nr_reactors,
+		 opts->nr_reactors == 1 ? "" : "s", s->opts.max_connections);
 	*out = s;
 	return 0;
 }

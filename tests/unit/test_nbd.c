@@ -15,6 +15,7 @@
 
 #include "gateway/config.h"
 #include "gateway/log.h"
+#include "gateway/membudget.h"
 #include "gateway/reactor.h"
 #include "gateway/volume.h"
 #include "nbd/internal.h"
@@ -402,6 +403,54 @@ static uint32_t do_req(struct client *cl, uint16_t flags, uint16_t type, uint64_
 	req_send(cl, flags, type, cookie, off, len, wdata);
 	return simple_reply(cl, cookie, rdata, type == NBD_CMD_READ ? len : 0);
 }
+
+/* ---- the buffer budget ---- */
+
+/* True when a reply (or EOF) arrives within ms of pumping. */
+static bool reply_within(struct client *cl, unsigned ms)
+{
+	uint64_t end = reactor_now_ns() + ms * NSEC_PER_MSEC;
+	uint8_t b;
+
+	while (reactor_now_ns() < end) {
+		if (recv(cl->fd, &b, 1, MSG_PEEK) >= 0)
+			return true;
+		pump();
+	}
+	return false;
+}
+
+/* The budget spent by someone else: a socket client stops (its request
+ * waits, it is not failed) and goes on when buffers come back; the
+ * kernel device is served at once (it never waits behind others). */
+START_TEST(budget_spent_waits_kernel_served)
+{
+	struct membudget *b = membudget_global();
+	struct client sock, kern;
+	struct info in;
+	uint8_t r[65536];
+
+	membudget_init(b, 1u << 20, 30);
+	membudget_charge(b, 2u << 20);
+	cl_start(&sock, false, NULL);
+	cl_go(&sock, "disk", false, false, &in);
+	cl_start(&kern, true, &E[0]);
+	req_send(&sock, 0, NBD_CMD_READ, 7, 0, sizeof(r), NULL);
+	ck_assert_msg(!reply_within(&sock, 200), "served past the budget");
+	ck_assert_uint_eq(membudget_waiters(b), 1);
+	ck_assert_uint_eq(do_req(&kern, 0, NBD_CMD_READ, 0, sizeof(r), NULL, r), 0);
+	membudget_give(b, 2u << 20);
+	ck_assert_uint_eq(simple_reply(&sock, 7, r, sizeof(r)), 0);
+	ck_assert_uint_eq(membudget_waiters(b), 0);
+	cl_end(&sock);
+	cl_end(&kern);
+	for (int i = 0; i < 10; i++)
+		pump();
+	/* Every buffer is back once both are gone. */
+	ck_assert_uint_eq(membudget_used(b), 0);
+	membudget_init(b, MEMBUDGET_DEFAULT_BYTES, 0);
+}
+END_TEST
 
 /* ---- handshake ---- */
 
@@ -1287,6 +1336,7 @@ static Suite *suite(void)
 	tcase_add_test(t, multi_conn_flush);
 	tcase_add_test(t, server_unix_socket);
 	tcase_add_test(t, two_reactors_multi_conn);
+	tcase_add_test(t, budget_spent_waits_kernel_served);
 	suite_add_tcase(s, t);
 
 	t = tcase_create("block4k");

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Memory that cannot run out (issue 16): 16 NBD clients each send 4 reads
+# of 32 MiB and never read a reply byte.  The gateway's RSS peak (VmHWM)
+# stays under gateway.buffer_budget + 64 MiB, and polite clients on
+# another connection to the same export and on another export are served
+# meanwhile, data verified.  Without a budget the hogs took it past 1 GB.
+set -u
+T="$BUILD/nvmf-test-target"
+[ -x "$T" ] || { echo "no $T"; exit 1; }
+export PATH="/usr/bin:$PATH"
+/usr/bin/python3 -c 'import nbd' 2> /dev/null || { echo "SKIP: python3-libnbd is not installed"; exit 77; }
+tmp=$(mktemp -d /tmp/gw-budget.XXXXXX)
+tpid='' gpid='' hpid=''
+fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && tail -40 "$tmp/gw.log"; exit 1; }
+cleanup() {
+	[ -n "$hpid" ] && kill "$hpid" 2> /dev/null && wait "$hpid" 2> /dev/null
+	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
+	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+BUDGET_MB=128
+SLACK_MB=64	# the process without data buffers: code, rings, queues, pools
+t0=$(date +%s)
+
+"$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:bud-a:160M \
+	--subsys nqn.2014-08.org.nvmf-gateway:bud-b:32M \
+	--ready-file "$tmp/ready" > "$tmp/target.log" 2>&1 &
+tpid=$!
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
+port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
+[ -n "$port" ] || fail "the test target did not start"
+cat > "$tmp/gw.conf" << CONF
+gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control";
+  buffer_budget = "${BUDGET_MB}M"; stall_timeout = 2; };
+targets = (
+  { name = "ta"; subnqn = "nqn.2014-08.org.nvmf-gateway:bud-a";
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); },
+  { name = "tb"; subnqn = "nqn.2014-08.org.nvmf-gateway:bud-b";
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); } );
+exports = (
+  { name = "a"; target = "ta"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; }; },
+  { name = "b"; target = "tb"; nsid = 1; nbd = { listen = "unix:$tmp/b.sock"; }; } );
+CONF
+"$GW" check -c "$tmp/gw.conf" || fail "check"
+# Under ASan, freed buffers would sit in its quarantine and count in RSS.
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0" \
+	"$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
+gpid=$!
+for _ in $(seq 200); do
+	[ -S "$tmp/a.sock" ] && [ -S "$tmp/b.sock" ] && break
+	kill -0 "$gpid" 2> /dev/null || fail "the gateway exited"
+	sleep 0.1
+done
+[ -S "$tmp/b.sock" ] || fail "the gateway did not come up"
+kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$gpid/status"; }
+echo "RSS before: $(kb VmRSS) kB"
+
+/usr/bin/python3 "$TOP/tests/func/nbd/hog.py" "$tmp/a.sock" a 16 4 33554432 > "$tmp/hog.out" 2>&1 &
+hpid=$!
+for _ in $(seq 300); do grep -q READY "$tmp/hog.out" && break; sleep 0.1; done
+grep -q READY "$tmp/hog.out" || { cat "$tmp/hog.out"; fail "the hogs did not connect"; }
+# Let them take what they can before the polite clients come.
+sleep 2
+echo "RSS with the hogs: $(kb VmRSS) kB"
+
+# Polite: a second connection to a and one to b, each writes and reads
+# back 1 MiB at a time, compared; in a bounded time (hogs that take no
+# replies are cut off after stall_timeout, 2 s, while others wait).
+timeout 90 /usr/bin/python3 - "$tmp/a.sock" "$tmp/b.sock" > "$tmp/polite.out" 2>&1 << 'PY'
+import nbd, os, sys, time
+t = time.monotonic()
+for sock, name in ((sys.argv[1], "a"), (sys.argv[2], "b")):
+    h = nbd.NBD()
+    h.set_export_name(name)
+    h.connect_unix(sock)
+    for i in range(4):
+        data = os.urandom(1 << 20)
+        off = (8 + i) << 20
+        h.pwrite(data, off)
+        if h.pread(len(data), off) != data:
+            print("MISMATCH", name, i, flush=True)
+            sys.exit(1)
+    h.shutdown()
+    print("served", name, "after %.1f s" % (time.monotonic() - t), flush=True)
+print("OK polite")
+PY
+st=$?
+cat "$tmp/polite.out"
+[ $st = 0 ] && grep -q "OK polite" "$tmp/polite.out" || fail "polite clients not served (exit $st)"
+echo "RSS after the polite clients: $(kb VmRSS) kB"
+hwm=$(kb VmHWM)
+echo "VmHWM: $hwm kB; bound $(((BUDGET_MB + SLACK_MB) * 1024)) kB"
+[ "$hwm" -le $(((BUDGET_MB + SLACK_MB) * 1024)) ] || fail "RSS peak $hwm kB over the budget + ${SLACK_MB} MiB"
+kill -0 "$gpid" || fail "the gateway died"
+grep -q "client took no reply bytes for 2 s while others wait for buffers" "$tmp/gw.log" ||
+	fail "no hog was cut off with a reason"
+kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=''
+# A read of the largest size still works once they are gone.
+/usr/bin/python3 -c '
+import nbd, sys
+h = nbd.NBD(); h.set_export_name("a"); h.connect_unix(sys.argv[1])
+assert h.get_size() == 160 << 20
+h.pread(32 << 20, 0); h.shutdown()' "$tmp/a.sock" || fail "a 32 MiB read after the hogs left"
+kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
+[ $st = 0 ] || fail "exit status $st after SIGTERM"
+echo "hogs cut off: $(grep -c "closing: client took no reply bytes" "$tmp/gw.log")"
+echo "took $(($(date +%s) - t0)) s"
+echo PASS
