@@ -55,25 +55,37 @@ sysd_start() {
 	fi
 	rm -rf "$st/share" "$st/console.log" "$st/seq"
 	mkdir -p "$st/share/cmd" "$st/share/out" || return 1
-	# No -no-reboot: case 6 reboots the guest.  restrict=on: the guest
-	# reaches nothing; it needs no network (the target is on its loopback;
-	# eth0 only carries the soft-RoCE device).
+	_sysd_boot
+}
+
+# One power-on of the guest, its console appended to console.log.
+# -no-reboot: a reboot of the guest ends qemu, and sysd_reboot powers it on
+# again.  A warm reset of the same TCG qemu made the next boot crawl: its
+# init spent minutes in clear_page_erms (soft lockups, 300 s and more to
+# the agent) where a first boot took 1 to 2 min on the same loaded host.
+# restrict=on: the guest reaches nothing; it needs no network (the target
+# is on its loopback; eth0 only carries the soft-RoCE device).
+_sysd_boot() {
+	local st=$VM_STATE
 	qemu-system-x86_64 -name nvmf-gateway-sysd -nodefaults -no-user-config \
-		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
-		-display none -serial "file:$st/console.log" \
+		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 -no-reboot \
+		-display none -chardev "file,id=con,path=$st/console.log,append=on" -serial chardev:con \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$st/initrd.img" \
 		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 systemd.show_status=1 $SYSD_TIMEOUTS" \
 		-drive "file=$st/root.img,if=virtio,format=raw,cache=unsafe" \
 		-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 \
 		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \
-		-pidfile "$st/qemu.pid" -daemonize || { echo "sysd_start: qemu failed" >&2; return 1; }
+		-pidfile "$st/qemu.pid" -daemonize || { echo "sysd: qemu failed" >&2; return 1; }
 	_sysd_wait_ready || { _vm_kill "$(_vm_pid)"; return 1; }
 }
 
-# The reboot command removes its own file first: the agent is stopped by the
-# shutdown and must not find it again on the next boot.
+# `systemctl reboot` in the guest: the whole shutdown runs in the guest (its
+# journal keeps it), qemu exits at the reset, and the guest is powered on
+# again.  The reboot command removes its own file first: the agent is
+# stopped by the shutdown and must not find it again on the next boot.
 sysd_reboot() {
-	local seq id f
+	local seq id f pid t0=$SECONDS limit=${SYSD_BOOT_TIMEOUT:-300}
+	pid=$(_vm_pid)
 	seq=$(($(cat "$VM_STATE/seq" 2> /dev/null || echo 0) + 1))
 	echo "$seq" > "$VM_STATE/seq"
 	id=$(printf '%08d' "$seq")
@@ -81,5 +93,14 @@ sysd_reboot() {
 	rm -f "$VM_STATE/share/ready"
 	printf '#limit 60\nrm -f %q\nsystemctl --no-block reboot\n' "$f" > "$VM_STATE/share/cmd/.$id" &&
 		mv "$VM_STATE/share/cmd/.$id" "$f" || return 1
-	_sysd_wait_ready
+	if ! _vm_gone "$pid" "$limit"; then
+		echo "sysd: the guest's shutdown did not end within $limit s; console tail:" >&2
+		sed 's/\x1b\[[0-9;]*[A-Za-z]//g' "$VM_STATE/console.log" | tr '\r' '\n' |
+			grep -av 'Job .* running (' | grep -av '^ *$' | tail -n 40 >&2
+		_vm_kill "$pid"
+		return 1
+	fi
+	echo "sysd: shutdown for the reboot took $((SECONDS - t0)) s"
+	rm -f "$VM_STATE/qemu.pid"
+	_sysd_boot
 }
