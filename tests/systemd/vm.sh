@@ -8,7 +8,8 @@
 # 40 s on a quiet machine under TCG and 2 to 5 min with the 2 shared cores
 # at a load of 22.  The guest gives up sooner on its own (the units' start
 # timeouts below); the console says why and the wait ends at once.
-# The console log (serial, with kernel timestamps) keeps every boot.
+# The console log (serial, with kernel timestamps): console.log, and the
+# boots before a reboot in console.1.log, console.2.log.
 . "$(dirname "${BASH_SOURCE[0]}")/../interop/vm.sh"
 
 # A start job without a limit of its own (test-nvmet's oneshot has one, the
@@ -53,12 +54,13 @@ sysd_start() {
 		echo "sysd_start: a guest is already running for $st" >&2
 		return 1
 	fi
-	rm -rf "$st/share" "$st/console.log" "$st/seq"
+	rm -rf "$st/share" "$st"/console*.log "$st/seq"
 	mkdir -p "$st/share/cmd" "$st/share/out" || return 1
 	_sysd_boot
 }
 
-# One power-on of the guest, its console appended to console.log.
+# One power-on of the guest, its console in console.log (the earlier boots'
+# in console.N.log, N = 1, 2...).
 # -no-reboot: a reboot of the guest ends qemu, and sysd_reboot powers it on
 # again.  A warm reset of the same TCG qemu made the next boot crawl: its
 # init spent minutes in clear_page_erms (soft lockups, 300 s and more to
@@ -69,7 +71,7 @@ _sysd_boot() {
 	local st=$VM_STATE
 	qemu-system-x86_64 -name nvmf-gateway-sysd -nodefaults -no-user-config \
 		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 -no-reboot \
-		-display none -chardev "file,id=con,path=$st/console.log,append=on" -serial chardev:con \
+		-display none -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$st/initrd.img" \
 		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 systemd.show_status=1 $SYSD_TIMEOUTS" \
 		-drive "file=$st/root.img,if=virtio,format=raw,cache=unsafe" \
@@ -102,5 +104,6 @@ sysd_reboot() {
 	fi
 	echo "sysd: shutdown for the reboot took $((SECONDS - t0)) s"
 	rm -f "$VM_STATE/qemu.pid"
+	mv "$VM_STATE/console.log" "$VM_STATE/console.$(($(ls "$VM_STATE"/console.*.log 2> /dev/null | wc -l) + 1)).log"
 	_sysd_boot
 }
