@@ -4,9 +4,8 @@
 #   sysd_start STATE_DIR       boot STATE_DIR/root.img, wait for the agent
 #   sysd_reboot                `systemctl reboot` in the guest, wait for the
 #                              agent of the next boot
-# Env: SYSD_BOOT_TIMEOUT (s, default 300).  A boot to the agent took 20 to
-# 40 s on a quiet machine under TCG and 2 to 5 min with the 2 shared cores
-# at a load of 22.  The guest gives up sooner on its own (the units' start
+# Env: SYSD_BOOT_TIMEOUT (s, default 300).  A boot to the agent took 19 to
+# 25 s at a load of 1 to 5 under TCG, 76 s at 4 to 9, 2.5 min at 14.  The guest gives up sooner on its own (the units' start
 # timeouts below); the console says why and the wait ends at once.
 # The console log (serial, with kernel timestamps): console.log, and the
 # boots before a reboot in console.1.log, console.2.log.
