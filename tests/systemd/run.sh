@@ -44,7 +44,9 @@ stamp "boot"
 cd / # vm_exec runs in the caller's cwd when the guest has it
 if ! sysd_start "$st" > "$logs/boot.log" 2>&1; then
 	cat "$logs/boot.log"
-	fail_rest "the guest did not boot (see $st/console.log)"
+	# The reason on every result line: sysd's own, up to "; console tail".
+	why=$(grep -m1 -a '^sysd: ' "$logs/boot.log" | sed 's/^sysd: //; s/; console tail:.*//' | cut -c1-300)
+	fail_rest "${why:-the guest did not boot} (see $st/console.log)"
 	exit 1
 fi
 stamp "booted: $(VM_EXEC_TIMEOUT=300 vm_exec 'systemctl is-system-running --wait; systemctl --failed --no-legend; ps -p 1 -o comm=' | tr '\n' ' ')"
