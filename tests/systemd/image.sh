@@ -109,15 +109,16 @@ g=$stage/opt/sysd
 mkdir -p "$g" && cp -r "$here/guest/." "$g/" && cp "$top/tests/interop/guest-agent.sh" \
 	"$top/tests/interop/nvmet.sh" "$g/" && cp "$top/systemd/vm-host-ordering.conf" "$g/" ||
 	die "cannot copy the test files"
-share=$st/share
-mkdir -p "$stage$share"
-sed "s|@SHARE@|$share|g" "$here/guest/test-agent.service" > "$stage/etc/systemd/system/test-agent.service"
-cp "$here/guest/test-nvmet.service" "$here/guest/pve-guests.service" "$stage/etc/systemd/system/"
+mkdir -p "$stage/srv/sysd-share"
+cp "$here/guest/test-agent.service" "$here/guest/test-nvmet.service" \
+	"$here/guest/pve-guests.service" "$stage/etc/systemd/system/"
 ln -sf /etc/systemd/system/test-agent.service "$stage/etc/systemd/system/multi-user.target.wants/"
 ln -sf /etc/systemd/system/test-nvmet.service "$stage/etc/systemd/system/multi-user.target.wants/"
-mkdir -p "$stage/etc/nvmf-gateway"
+# No configuration yet, as after an install: case 1 writes it (from
+# /opt/sysd/nvmf-gateway.conf) before `systemctl enable --now`.  The
+# package's unit is enabled at install; with the file in the image it
+# would already be running at boot.
 rm -f "$stage/etc/nvmf-gateway/nvmf-gateway.conf"
-install -m 0600 "$here/guest/nvmf-gateway.conf" "$stage/etc/nvmf-gateway/nvmf-gateway.conf"
 # The share is mounted by test-agent.service, not fstab: a mount from fstab
 # raced 9pnet_virtio's probe ("no channels available") and sent the boot to
 # emergency mode.
@@ -136,7 +137,8 @@ mkdir -p "$stage/var/log/journal"
 # Timers and services that would only load the 2 shared cores (nvme-cli's
 # autoconnect has nothing to connect).
 for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer \
-	nvmf-autoconnect.service \
+	dpkg-db-backup.timer systemd-tmpfiles-clean.timer e2scrub_reap.service \
+	rdma-ndd.service nvmf-autoconnect.service \
 	serial-getty@ttyS0.service getty@tty1.service; do
 	ln -sf /dev/null "$stage/etc/systemd/system/$u"
 done

@@ -44,10 +44,12 @@ stamp "boot"
 cd / # vm_exec runs in the caller's cwd when the guest has it
 if ! sysd_start "$st" > "$logs/boot.log" 2>&1; then
 	cat "$logs/boot.log"
-	fail_rest "the guest did not boot (see $st/console.log)"
+	# The reason on every result line: sysd's own, up to "; console tail".
+	why=$(grep -m1 -a '^sysd: ' "$logs/boot.log" | sed 's/^sysd: //; s/; console tail:.*//' | cut -c1-300)
+	fail_rest "${why:-the guest did not boot} (see $st/console.log)"
 	exit 1
 fi
-stamp "booted: $(VM_EXEC_TIMEOUT=900 vm_exec 'systemctl is-system-running --wait; systemctl --failed --no-legend; ps -p 1 -o comm=' | tr '\n' ' ')"
+stamp "booted: $(VM_EXEC_TIMEOUT=300 vm_exec 'systemctl is-system-running --wait; systemctl --failed --no-legend; ps -p 1 -o comm=' | tr '\n' ' ')"
 
 # gcase NAME SCRIPT [ARGS]: one guest script, its output in logs/NAME.log.
 gcase() {
@@ -57,14 +59,26 @@ gcase() {
 	rc=$?
 	return $rc
 }
+# A guest that no longer answers fails every case left at once, with the
+# console's last lines, instead of each case waiting for its own limit.
+guest_lost() {
+	echo "the guest stopped answering during $1; console tail:"
+	sed 's/\x1b\[[0-9;]*[A-Za-z]//g' "$st/console.log" | tr '\r' '\n' |
+		grep -av 'Job .* running (' | grep -av '^ *$' | tail -n 30
+	fail_rest "the guest stopped answering during $1 (see $st/console.log)"
+	exit 1
+}
 run_case() { # run_case NAME SCRIPT [ARGS]
-	local name=$1 t0=$SECONDS
+	local name=$1 t0=$SECONDS rc
 	want "$name" || { report SKIP "$name" "not in SYSD_CASES"; return; }
-	if gcase "$@"; then
+	gcase "$@"
+	rc=$?
+	if [ $rc = 0 ]; then
 		report PASS "$name" "$((SECONDS - t0)) s"
 	else
 		report FAIL "$name" "see $logs/$name.log"
 		tail -n 15 "$logs/$name.log"
+		[ $rc != 255 ] || guest_lost "$name"
 	fi
 }
 

@@ -5,9 +5,22 @@
 # in SubState "start" (past ExecStartPre) with /dev/nbd0 not attached yet
 # (Type=simple would go from start-pre straight to running).  Polls are
 # slow under TCG on a loaded host: one observation is the proof.
+# Before all that, the package's unit was skipped at boot for want of the
+# configuration (ConditionPathExists of its drop-in).
 # Then /dev/nbd0 carries LVM and ext4: files written, read back after a
 # remount with the caches dropped.
 . /opt/sysd/lib.sh
+# The package enables the unit at install, and its drop-in conditions it on
+# the configuration, which the image does not have: at boot it was skipped,
+# not started and not failed.  Then the admin writes the file.
+[ ! -e "$CONF" ] || fail "$CONF exists before the admin wrote it"
+if dpkg-query -W nvmf-gateway > /dev/null 2>&1; then
+	[ "$(systemctl is-enabled "$U")" = enabled ] || fail "the package did not enable $U"
+	[ "$(prop ActiveState)/$(prop ConditionResult)" = inactive/no ] ||
+		fail "without a configuration the unit is $(prop ActiveState), condition $(prop ConditionResult)"
+	journalctl -b -o cat -u "$U" | grep 'unmet condition' || fail "no skip at boot in the journal"
+fi
+install -m 0600 /opt/sysd/nvmf-gateway.conf "$CONF" || fail "cannot write $CONF"
 tc qdisc add dev lo root netem delay 400ms || fail "netem"
 trap 'tc qdisc del dev lo root 2> /dev/null' EXIT
 journal_mark c1

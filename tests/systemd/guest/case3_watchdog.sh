@@ -15,8 +15,10 @@ journal_mark c3
 dmesg -C
 cd /run
 # Rate-limited so that the writes span the stall and the restart; the
-# verify pass reads everything back afterwards.
-fio --name=wd --filename="$MNT/fio.dat" --size=48M --bs=64k --rw=write \
+# verify pass reads everything back afterwards.  24 MiB at 512 KiB/s is
+# 48 s of writing, more than the 30 s of WatchdogSec plus the restart (fio,
+# behind its rate after the stall, then writes the rest at full speed).
+fio --name=wd --filename="$MNT/fio.dat" --size=24M --bs=64k --rw=write \
 	--ioengine=psync --fsync=8 --rate=512k --verify=crc32c --verify_fatal=1 \
 	--output=/run/fio-wd.txt &
 fio_pid=$!
