@@ -728,6 +728,11 @@ static const struct field gateway_fields[] = {
 	F_STR(C, "hostnqn", hostnqn, chk_nqn, false),
 	F_STR(C, "hostid", hostid, chk_uuid, false),
 	F_FN(C, "metrics", metrics, struct gw_listen, parse_listen, release_listen),
+	/* Reclaim safety while a kernel NBD device or FUSE mount is served
+	 * (gateway/reclaim.h); defaults in config_init_defaults. */
+	F_BOOL(C, "mlock", reclaim.mlock),
+	F_BOOL(C, "io_flusher", reclaim.io_flusher),
+	F_INT(C, "oom_score_adj", reclaim.oom_score_adj, -1000, 1000),
 	F_END,
 };
 
@@ -760,6 +765,7 @@ static void config_init_defaults(struct ctx *c, struct gw_config *cfg)
 	cfg->reactors = cpus < 1 ? 1 : cpus > MAX_REACTORS ? MAX_REACTORS
 							   : (int)cpus;
 	cfg->log_level = LOG_LVL_NOTICE;
+	cfg->reclaim = RECLAIM_OPTS_DEFAULT;
 	dup_str(c, &cfg->path, c->path);
 	char control[PATH_MAX];
 	config_default_control(control, sizeof(control));

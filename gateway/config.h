@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "gateway/log.h"
+#include "gateway/reclaim.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
 #define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"
@@ -121,6 +122,7 @@ struct gw_config {
 	struct gw_export *exports;
 	size_t nr_exports;
 	struct gw_fuse fuse;
+	struct reclaim_opts reclaim;	/* gateway.mlock, io_flusher, oom_score_adj */
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing
