@@ -116,7 +116,14 @@ void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 	if (done)
 		return;
 	done = true;
-	if (o->mlock) {
+	bool mlock = o->mlock;
+#if defined(__SANITIZE_ADDRESS__)
+	/* Its shadow memory is terabytes of reserved address space. */
+	if (mlock)
+		log_notice("reclaim: no mlockall in an AddressSanitizer build");
+	mlock = false;
+#endif
+	if (mlock) {
 		ret = do_mlock();
 		if (ret < 0)
 			snprintf(mbuf, sizeof(mbuf), "failed(%s)", err_name(-ret, e1, sizeof(e1)));

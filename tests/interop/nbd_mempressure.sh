@@ -18,6 +18,7 @@ mp_cleanup() {
 	set +e
 	[ -n "${HOG_PID:-}" ] && kill "$HOG_PID" 2> /dev/null
 	[ -n "${SAMPLER_PID:-}" ] && kill "$SAMPLER_PID" 2> /dev/null
+	[ $rc = 0 ] || tail -20 "${log:-/dev/null}"
 	swapoff "$mnt/swap" 2> /dev/null
 	(exit $rc)
 	nbd_cleanup
@@ -60,7 +61,7 @@ cg=/sys/fs/cgroup
 mountpoint -q $cg || mount -t cgroup2 none $cg
 echo +memory > $cg/cgroup.subtree_control
 mkdir -p $cg/host
-echo ${MEMPRESSURE_CG_MIB:-160}M > $cg/host/memory.high
+echo ${MEMPRESSURE_CG_MIB:-128}M > $cg/host/memory.high
 echo $$ > $cg/host/cgroup.procs
 
 mkfs.ext4 -q -E lazy_itable_init=1,lazy_journal_init=1 /dev/nbd0
@@ -76,20 +77,21 @@ free -m
 
 # The peak of swap in use, sampled by the guest.
 (
-	peak=0
+	peak=0 i=0
 	while :; do
 		used=$(awk '/^SwapTotal:/ { t = $2 } /^SwapFree:/ { f = $2 } END { print int((t - f) / 1024) }' /proc/meminfo)
 		[ "$used" -gt "$peak" ] && peak=$used && echo "$peak" > /tmp/swap-peak
+		[ $((i++ % 20)) = 0 ] && echo "progress: uptime $(cut -d' ' -f1 /proc/uptime) s, swap used $used MiB"
 		sleep 0.5
 	done
 ) &
 SAMPLER_PID=$!
 
 t0=$(cut -d. -f1 /proc/uptime)
-# More than the cgroup's memory, touched three times over: the excess lives
+# More than the cgroup's memory, touched twice over: the excess lives
 # in the swap file on /dev/nbd0, and the gateway's own pages are
 # candidates too unless they are locked.
-hog_mib=$((mem_mib + 96))
+hog_mib=$((mem_mib + 64))
 /usr/bin/python3 - "$hog_mib" > /tmp/hog.txt 2>&1 << 'PY' &
 import mmap, sys
 mib = int(sys.argv[1])
@@ -99,11 +101,11 @@ for _ in range(mib // 16):
     for off in range(0, 16 << 20, 4096):
         m[off] = 1
     chunks.append(m)
-for rnd in range(2):
+for rnd in range(1):
     for m in chunks:
         for off in range(0, 16 << 20, 4096):
             m[off] = rnd + 2
-print("hog: %d MiB touched three times" % mib)
+print("hog: %d MiB touched twice" % mib)
 PY
 HOG_PID=$!
 fio --name=mempressure --directory="$mnt" --size=24M --nrfiles=4 --rw=randwrite \
