@@ -19,6 +19,7 @@ mp_boot() {
 mp_case() {
 	T=${MEMPRESSURE_LIMIT:-420} g "bash tests/interop/nbd_mempressure.sh $GW $nqnmp $1"
 }
+mp_rc=0
 for mp_mode in ${MEMPRESSURE_MODES:-on}; do
 	[[ mempressure-$mp_mode =~ ${INTEROP_CASES:-.} ]] || continue
 	# Each mode on a fresh guest: a hung "off" run must not leave its
@@ -26,11 +27,14 @@ for mp_mode in ${MEMPRESSURE_MODES:-on}; do
 	vm_stop
 	if mp_boot > "$logdir/mempressure-boot.log" 2>&1; then
 		case_ "mempressure-$mp_mode" mp_case "$mp_mode"
+		[ "$(tail -1 "$logdir/mempressure-$mp_mode.log")" = PASS ] || mp_rc=1
 	else
 		cat "$logdir/mempressure-boot.log"
 		report FAIL "mempressure-$mp_mode" "the small guest did not start"
-		rc=1
+		rc=1 mp_rc=1
 	fi
 	grep -h 'mempressure:' "$logdir/mempressure-$mp_mode.log" 2> /dev/null
 done
 vm_stop
+# The guest's console stays for a failed run (hung tasks are there).
+[ $mp_rc = 0 ] && rm -rf "$mp_state"

@@ -16,10 +16,11 @@ mnt=/tmp/nbd-mnt
 mp_cleanup() {
 	local rc=$?
 	set +e
-	[ -n "${HOG_PID:-}" ] && kill "$HOG_PID" 2> /dev/null
-	[ -n "${SAMPLER_PID:-}" ] && kill "$SAMPLER_PID" 2> /dev/null
+	trap - ERR # what is already gone here is no failure
+	[ -z "${HOG_PID:-}" ] || kill "$HOG_PID" 2> /dev/null
+	[ -z "${SAMPLER_PID:-}" ] || kill "$SAMPLER_PID" 2> /dev/null
 	[ $rc = 0 ] || tail -20 "${log:-/dev/null}"
-	swapoff "$mnt/swap" 2> /dev/null
+	[ ! -e "$mnt/swap" ] || swapoff "$mnt/swap" 2> /dev/null
 	(exit $rc)
 	nbd_cleanup
 }
