@@ -13,6 +13,7 @@
 #include "fuse/fusefs.h"
 #include "gateway/log.h"
 #include "gateway/qos.h"
+#include "gateway/reclaim.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 
@@ -28,6 +29,7 @@ struct mount_cmd {
 	bool stopping;
 	int rc;
 	struct vol_qos_limits qos;
+	struct reclaim_opts reclaim;
 };
 
 static void mount_stopped(void *arg)
@@ -111,6 +113,8 @@ static void mount_job(struct session *s)
 	log_notice("mount: %s: %llu bytes, block %u, preferred I/O %u, max I/O %u, caps %s",
 		   m->name, (unsigned long long)s->vol->size, s->vol->block_size, s->vol->pref_io,
 		   s->vol->max_io, vol_caps_str(s->vol->caps, caps, sizeof(caps)));
+	struct reactor *rp = &s->r;
+	reclaim_enable(&rp, 1, 0, &m->reclaim);
 	if (fusefs_start(&s->r, &o, &m->fs) < 0) {
 		session_finish(s, 1);
 		return;
@@ -163,12 +167,14 @@ int cmd_mount(int argc, char **argv)
 		{ "mem", required_argument, 0, 2004 },
 		{ "daemon", no_argument, 0, 'd' },
 		{ "fuse-debug", no_argument, 0, 2005 },
+		{ "no-reclaim", no_argument, 0, 2006 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	struct session s;
-	struct mount_cmd m = { .s = &s, .ready_fd = -1, .uid = getuid(), .gid = getgid() };
+	struct mount_cmd m = { .s = &s, .ready_fd = -1, .uid = getuid(), .gid = getgid(),
+			       .reclaim = RECLAIM_OPTS_DEFAULT };
 	bool daemon = false;
 	char *abs_mp = NULL;
 	int opt, rc;
@@ -191,6 +197,7 @@ int cmd_mount(int argc, char **argv)
 			       "      --uid N, --gid N       the file's owner (default ours)\n"
 			       "  -d, --daemon               detach once mounted; prints the pid\n"
 			       "      --fuse-debug           trace every FUSE request on stderr\n"
+			       "      --no-reclaim           no mlockall, PR_SET_IO_FLUSHER or oom_score_adj\n"
 			       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 			return 0;
 		case 2000:
@@ -229,6 +236,9 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case 2005:
 			m.debug = true;
+			break;
+		case 2006:
+			m.reclaim = RECLAIM_OPTS_OFF;
 			break;
 		default:
 			rc = qos_parse_opt("mount", opt, optarg, &m.qos);

@@ -31,6 +31,7 @@ struct nbd_cli {
 	struct reactor extra[NBD_CLI_MAX_REACTORS - 1];
 	unsigned nr_started;
 	struct vol_qos_limits qos;
+	struct reclaim_opts reclaim;
 };
 
 struct stop_msg {
@@ -179,6 +180,8 @@ static void nbd_job(struct session *s)
 		snprintf(n->desc, sizeof(n->desc), "%s namespace %u", s->opts.subnqn, s->nsid);
 	n->export.description = n->desc;
 	if (n->kernel) {
+		struct reactor *rp = &s->r;
+		reclaim_enable(&rp, 1, 0, &n->reclaim);
 		if (attach_kernel_device(s, n) < 0)
 			session_finish(s, 1);
 		return;
@@ -221,6 +224,8 @@ static void usage(void)
 	       "      --name EXPORT            export name (default \"\"; \"\" always reaches it)\n"
 	       "      --read-only              refuse writes\n"
 	       "      --reactors N             threads serving connections (default 1)\n"
+	       "      --no-reclaim             a kernel device without mlockall,\n"
+	       "                               PR_SET_IO_FLUSHER or oom_score_adj\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 
@@ -232,12 +237,14 @@ int cmd_nbd(int argc, char **argv)
 		{ "read-only", no_argument, 0, 3001 },
 		{ "mem", required_argument, 0, 3002 },
 		{ "reactors", required_argument, 0, 3003 },
+		{ "no-reclaim", no_argument, 0, 3004 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	struct session s;
-	struct nbd_cli n = { .export = { .name = "" }, .nr_reactors = 1 };
+	struct nbd_cli n = { .export = { .name = "" }, .nr_reactors = 1,
+			     .reclaim = RECLAIM_OPTS_DEFAULT };
 	int opt, rc;
 
 	session_defaults(&s, "4420");
@@ -253,6 +260,9 @@ int cmd_nbd(int argc, char **argv)
 				return 1;
 			}
 			n.export.name = optarg;
+			break;
+		case 3004:
+			n.reclaim = RECLAIM_OPTS_OFF;
 			break;
 		case 3001:
 			s.read_only = true;

@@ -787,6 +787,11 @@ static const struct field gateway_fields[] = {
 	F_FN(C, "buffer_budget", buffer_budget, uint64_t, parse_budget, NULL),
 	F_INT(C, "max_connections", max_connections, 1, 65536),
 	F_INT(C, "stall_timeout", stall_timeout, 1, 3600),
+	/* Reclaim safety while a kernel NBD device or FUSE mount is served
+	 * (gateway/reclaim.h); defaults in config_init_defaults. */
+	F_BOOL(C, "mlock", reclaim.mlock),
+	F_BOOL(C, "io_flusher", reclaim.io_flusher),
+	F_INT(C, "oom_score_adj", reclaim.oom_score_adj, -1000, 1000),
 	F_END,
 };
 
@@ -820,6 +825,7 @@ static void config_init_defaults(struct ctx *c, struct gw_config *cfg)
 							   : (int)cpus;
 	cfg->log_level = LOG_LVL_NOTICE;
 	limits_defaults(cfg);
+	cfg->reclaim = RECLAIM_OPTS_DEFAULT;
 	dup_str(c, &cfg->path, c->path);
 	char control[PATH_MAX];
 	config_default_control(control, sizeof(control));

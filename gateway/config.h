@@ -12,6 +12,7 @@
 
 #include "gateway/access.h"
 #include "gateway/log.h"
+#include "gateway/reclaim.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
 #define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"
@@ -135,6 +136,7 @@ struct gw_config {
 	int max_connections;	/* per NBD listener, unless the export says */
 	int stall_timeout;	/* s; a client taking no replies is cut off
 				 * after this when others wait for buffers */
+	struct reclaim_opts reclaim;	/* gateway.mlock, io_flusher, oom_score_adj */
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing

@@ -24,6 +24,7 @@
 #include "gateway/membudget.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
+#include "gateway/reclaim.h"
 #include "gateway/notify.h"
 #include "gateway/tools.h"
 #include "gateway/volume.h"
@@ -776,6 +777,14 @@ static void batch_exports(struct gw_batch *b)
 		struct gw_exp *e = b->exps[i];
 		if (start_export(gw, e) < 0)
 			e->failed = true;
+	}
+	/* Before the kernel can write back through anything we serve; the
+	 * queues' pools exist by now (their targets are connected). */
+	for (size_t i = 0; i < b->nr_exps; i++) {
+		struct gw_export *c = b->exps[i]->cfg;
+		if (!b->exps[i]->failed &&
+		    (c->fuse || (c->has_nbd && c->nbd.device != GW_NBD_NONE)))
+			reclaim_enable(gw->rp, gw->nr_reactors, 0, &gw->cfg->reclaim);
 	}
 	if (start_fuse(gw, b->exps, b->nr_exps) < 0)
 		log_err("fuse: the mount failed; no export has a FUSE file");

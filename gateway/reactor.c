@@ -2,8 +2,11 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -230,9 +233,38 @@ void reactor_run(struct reactor *r)
 
 void reactor_stop(struct reactor *r) { r->stop = true; }
 
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+static atomic_bool io_flusher_wanted;
+
+int reactor_thread_io_flusher(void)
+{
+	return prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+void reactor_io_flusher_for_new_threads(bool on)
+{
+	atomic_store(&io_flusher_wanted, on);
+}
+
 static void *reactor_thread(void *arg)
 {
-	reactor_run(arg);
+	struct reactor *r = arg;
+	char name[16];
+
+	/* Seen in top -H, /proc/PID/task/N/comm and stack dumps. */
+	snprintf(name, sizeof(name), "gw-reactor-%u", r->id);
+	pthread_setname_np(pthread_self(), name);
+	/* A thread started after reclaim_enable() (a reload's export) has
+	 * not received the message the running ones did. */
+	if (atomic_load(&io_flusher_wanted)) {
+		int ret = reactor_thread_io_flusher();
+		if (ret < 0)
+			log_debug("reactor %u: PR_SET_IO_FLUSHER: %s", r->id, strerror(-ret));
+	}
+	reactor_run(r);
 	return NULL;
 }
 

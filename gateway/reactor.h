@@ -72,7 +72,13 @@ void reactor_run(struct reactor *r);
 void reactor_poll(struct reactor *r, uint64_t timeout_ns);
 void reactor_stop(struct reactor *r);
 
-/* Start the reactor on its own thread. */
+/* PR_SET_IO_FLUSHER on the calling thread: 0 or -errno (-EINVAL before
+ * Linux 5.6, -EPERM without CAP_SYS_RESOURCE). */
+int reactor_thread_io_flusher(void);
+/* Whether threads started from now on set it themselves. */
+void reactor_io_flusher_for_new_threads(bool on);
+
+/* Start the reactor on its own thread, named "gw-reactor-ID". */
 int reactor_start_thread(struct reactor *r);
 void reactor_join(struct reactor *r);
 

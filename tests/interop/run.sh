@@ -184,4 +184,7 @@ fi
 # /dev/nbdN attached by the gateway: filesystems, LVM, restart.
 . "$top/tests/interop/cases_nbd.sh"
 
+# Last: swap on /dev/nbd0 in a small guest of its own (it stops this one).
+. "$top/tests/interop/mempressure.sh"
+
 exit $rc

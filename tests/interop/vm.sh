@@ -7,6 +7,7 @@
 # the checkout are there at the same paths; /tmp and /run are guest tmpfs.
 # Env: VM_CACHE (kernel cache, default /var/tmp/nvmf-gateway-vm),
 #   VM_BOOT_TIMEOUT (s, default 120), VM_EXEC_TIMEOUT (s, default 600),
+#   VM_MEM (guest RAM in MiB, default 2048),
 #   VM_STATE (set by vm_start; set it to drive a running guest from another
 #   shell).  STATE_DIR holds qemu.pid, console.log (serial console: kernel
 #   and init messages) and share/ (the agent's cmd/ and out/ folders: the
@@ -44,7 +45,7 @@ vm_start() {
 	keep=$(cd "$VM_DIR/../.." && pwd -P)
 	# restrict=on: the guest reaches nothing but its forwarded ports.
 	qemu-system-x86_64 -name nvmf-gateway-test -nodefaults -no-user-config \
-		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 \
+		-accel tcg,thread=multi -cpu max -m "${VM_MEM:-2048}" -smp 2 \
 		-display none -no-reboot -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$VM_CACHE/initramfs.img" \
 		-append "console=ttyS0 panic=-1 vmshare=$st/share vmagent=$VM_DIR/guest-agent.sh vmkeep=$keep" \

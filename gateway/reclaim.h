@@ -1,0 +1,34 @@
+/* Reclaim safety while the gateway serves a block device or a FUSE mount
+ * to the kernel of its own host: page reclaim may write dirty pages back
+ * through that very device, and it can only finish if the gateway makes
+ * progress without waiting on the same reclaim. */
+#ifndef GATEWAY_RECLAIM_H
+#define GATEWAY_RECLAIM_H
+
+#include <stdbool.h>
+
+struct reactor;
+
+struct reclaim_opts {
+	bool mlock;		/* mlockall(MCL_CURRENT | MCL_FUTURE) */
+	bool io_flusher;	/* PR_SET_IO_FLUSHER on every reactor thread */
+	bool oom;		/* write oom_score_adj */
+	int oom_score_adj;	/* -1000..1000 */
+};
+
+#define RECLAIM_OPTS_DEFAULT                                              \
+	((struct reclaim_opts){ .mlock = true, .io_flusher = true, .oom = true, \
+				.oom_score_adj = -900 })
+#define RECLAIM_OPTS_OFF ((struct reclaim_opts){ .oom_score_adj = 0 })
+
+/* Applies O once per process, from the thread of RS[SELF] (called on a
+ * reactor): mlockall and oom_score_adj for the process, PR_SET_IO_FLUSHER
+ * on this thread, on the other reactors by message and on reactor threads
+ * started later.  Logs one line:
+ *   reclaim: mlockall=ok|off|failed(ERR) io_flusher=ok|off|failed(ERR) oom_score_adj=N
+ * Failures are logged and the gateway goes on.  Later calls do nothing. */
+void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
+		    const struct reclaim_opts *o);
+bool reclaim_enabled(void);
+
+#endif
