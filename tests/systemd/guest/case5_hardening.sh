@@ -3,7 +3,8 @@
 # own cgroup (so the device BPF program systemd attached for DevicePolicy=
 # and DeviceAllow= applies to it) and tries to open devices: /dev/nbd*,
 # /dev/fuse and the RDMA devices open, the others fail with EPERM.  The
-# process has exactly CAP_SYS_ADMIN and CAP_IPC_LOCK, and with them it
+# process has exactly CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_SYS_RESOURCE
+# (PR_SET_IO_FLUSHER), and with them it
 # attached /dev/nbd0 over netlink and mounted its FUSE file system.
 . /opt/sysd/lib.sh
 journal_mark c5
@@ -12,24 +13,27 @@ is_active || fail "not active after start"
 pid=$(prop MainPID)
 wait_until 120 "/dev/nbd0 attached" attached nbd0
 grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "/proc/$pid/status"
-want=0000000000204000 # CAP_SYS_ADMIN (21) | CAP_IPC_LOCK (14)
+want=0000000001204000 # CAP_SYS_RESOURCE (24) | CAP_SYS_ADMIN (21) | CAP_IPC_LOCK (14)
 for c in CapEff CapPrm CapBnd; do
 	[ "$(awk -v k="$c:" '$1 == k { print $2 }' "/proc/$pid/status")" = $want ] ||
-		fail "$c is not exactly CAP_SYS_ADMIN + CAP_IPC_LOCK"
+		fail "$c is not exactly CAP_SYS_ADMIN + CAP_IPC_LOCK + CAP_SYS_RESOURCE"
 done
 [ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "/proc/$pid/status")" = 1 ] || fail "NoNewPrivs"
 [ "$(awk '$1 == "Seccomp:" { print $2 }' "/proc/$pid/status")" = 2 ] || fail "no seccomp filter"
 journal_since c5 -u "$U" | grep -q 'nbd0.*attached\|/dev/nbd0 attached' ||
 	fail "no netlink attach of /dev/nbd0 by this process in the journal"
 
-# ---- Memory protections under the unit's limits (issue 15 item 5, issue 16).
-# PLACEHOLDER for the lead, deliberately not implemented here: once the
-# "reclaim" work has landed (mlockall and PR_SET_IO_FLUSHER in the gateway,
-# the unit's LimitMEMLOCK/OOMScoreAdjust), check that this process logged
-#   reclaim: mlockall=ok io_flusher=ok
-# in its journal since the mark c5 (journal_since c5 -u "$U"), i.e. that
-# both work under the unit's own limits and capabilities.
-# ---- end of the placeholder.
+# Memory protections under the unit's own limits (issue 16): mlockall needs
+# LimitMEMLOCK=infinity (or CAP_IPC_LOCK), PR_SET_IO_FLUSHER needs
+# CAP_SYS_RESOURCE, and OOMScoreAdjust= sets the score before exec.
+rl=$(journalctl -q -u "$U" _PID="$pid" | grep -o 'reclaim: .*' | tail -n 1)
+echo "this process logged: $rl"
+grep -q 'reclaim: mlockall=ok io_flusher=ok' <<< "$rl" ||
+	fail "the memory protections did not all take effect under the unit: '$rl'"
+[ "$(cat "/proc/$pid/oom_score_adj")" = -900 ] || fail "oom_score_adj is $(cat "/proc/$pid/oom_score_adj"), not -900"
+lck=$(awk '$1 == "VmLck:" { print $2 }' "/proc/$pid/status")
+[ "${lck:-0}" -gt 0 ] || fail "no locked memory (VmLck ${lck:-none})"
+echo "memory protections hold: $rl, VmLck $lck kB"
 
 # FUSE: mounted in the unit's own mount namespace (PrivateMounts=).
 nsenter -t "$pid" -m -- ls -l /run/nvmf-gateway/fuse || fail "no FUSE mount in the unit's namespace"
