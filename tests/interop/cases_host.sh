@@ -119,7 +119,7 @@ t_host_fsx() {
 		losetup -j "$hmnt/disk"
 		return 1
 	fi
-	python3 "$top/tests/func/fuse/fsx.py" "$hmnt/disk" "${INTEROP_FSX_OPS:-20000}" 7 4096
+	python3 "$top/tests/func/fuse/fsx.py" "$hmnt/disk" "${INTEROP_FSX_OPS:-10000}" 7 4096
 }
 
 # nbdsh: flush, FUA, trim, write zeroes (NO_HOLE), structured replies and

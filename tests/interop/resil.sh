@@ -205,9 +205,9 @@ flap)
 	;;
 ana)
 	gw_up 'multipath = "round-robin"; reconnect_delay = 2;' "$(path 4431), $(path 4432)" 1
-	fio_start 90 # the guest is slow (TCG): long enough for both rounds
+	fio_start 90 # the guest is slow (TCG): long enough for the round
 	sleep 3
-	for i in 1 2; do
+	for i in $(seq "${INTEROP_ANA_ROUNDS:-1}"); do
 		for s in "$pb 1 0" "$pa 0 1"; do
 			set -- $s # port to make inaccessible, its path, the other path
 			other_port=$pa; [ "$1" = "$pa" ] && other_port=$pb
