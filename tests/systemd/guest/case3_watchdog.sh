@@ -3,13 +3,15 @@
 # restarts the service (WatchdogSec=), and the new process reattaches
 # /dev/nbd0: an ext4 file system (on LVM) mounted on it stays mounted and
 # fio, writing through the stall and verifying afterwards, ends without an
-# error.  The reactor thread is found by its comm (io_uring's workers are
-# named iou-wrk-*).  SIGSTOP to one thread stops its whole thread group, so
+# error.  A reactor thread is found by its comm, gw-reactor-N.  SIGSTOP
+# to one thread stops its whole thread group, so
 # every reactor stalls, the one named included.
 . /opt/sysd/lib.sh
 is_active || fail "the unit is not active"
 attached nbd0 || fail "/dev/nbd0 is not attached"
 vgchange -q -ay "$VG" && mkdir -p "$MNT" && mount "/dev/$VG/lv0" "$MNT" || fail "mount"
+# A failure must not leave /dev/nbd0 held open: the next cases detach it.
+trap 'mountpoint -q "$MNT" && umount "$MNT"; vgchange -q -an "$VG" > /dev/null 2>&1' EXIT
 pid=$(prop MainPID) restarts=$(prop NRestarts)
 journal_mark c3
 dmesg -C
@@ -28,9 +30,9 @@ tid=''
 for t in /proc/"$pid"/task/*; do
 	c=$(cat "$t/comm")
 	echo "task ${t##*/}: $c"
-	[ "${t##*/}" != "$pid" ] && [ "$c" = "$(cat /proc/"$pid"/comm)" ] && tid=${t##*/}
+	case $c in gw-reactor-*) tid=${t##*/} ;; esac
 done
-[ -n "$tid" ] || fail "no second reactor thread in $pid"
+[ -n "$tid" ] || fail "no reactor thread (comm gw-reactor-N) in $pid"
 echo "SIGSTOP to reactor thread $tid of $pid"
 t_stop=$SECONDS
 kill -STOP "$tid" || fail "kill -STOP"
