@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "gateway/membudget.h"
+#include "gateway/secret.h"
 #include "transports/auth.h"
 
 #define DIGITS "0123456789"
@@ -587,30 +588,26 @@ static void parse_listen(struct ctx *c, const config_setting_t *s,
 }
 
 /* A file holding a secret must be for its owner's eyes only, and that
- * owner root or the gateway's own uid: another user could rewrite it. */
+ * owner root or the gateway's own uid (gw_secret_file_problem). */
 static bool secret_file_private(struct ctx *c, const config_setting_t *s,
 				const char *path, const char *file, int fd)
 {
 	struct stat st;
+	char problem[128];
 
 	if ((fd >= 0 ? fstat(fd, &st) : stat(file, &st)) < 0) {
 		err_at(c, s, "%s: cannot stat %s: %s", path, file, strerror(errno));
 		return false;
 	}
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		err_at(c, s, "%s: %s holds a secret and is readable by group or others "
-		       "(mode %04o); refusing it: chmod go-rwx %s",
-		       path, file, (unsigned)(st.st_mode & 07777), file);
-		return false;
-	}
-	if (st.st_uid != 0 && st.st_uid != geteuid()) {
-		err_at(c, s, "%s: %s holds a secret and is owned by uid %u, neither root nor "
-		       "the gateway's uid %u; refusing it: chown %u %s",
-		       path, file, (unsigned)st.st_uid, (unsigned)geteuid(), (unsigned)geteuid(),
-		       file);
-		return false;
-	}
-	return true;
+	if (!gw_secret_file_problem(&st, problem, sizeof(problem)))
+		return true;
+	if (st.st_mode & (S_IRWXG | S_IRWXO))
+		err_at(c, s, "%s: %s holds a secret and %s; refusing it: chmod go-rwx %s",
+		       path, file, problem, file);
+	else
+		err_at(c, s, "%s: %s holds a secret and %s; refusing it: chown %u %s",
+		       path, file, problem, (unsigned)geteuid(), file);
+	return false;
 }
 
 /* The secret itself is never echoed in a message. */
