@@ -31,6 +31,15 @@ static void quiesce_run(struct reactor_msg *m)
 
 	tq->quiesce_queued = false;
 	if (tq->fd >= 0) {
+		/* Those commands complete with an error now and may be sent
+		 * again down another path.  A graceful close would leave their
+		 * capsules and data in the send queue, delivered when a downed
+		 * link comes back, after the retry: an old write landing over
+		 * a newer one.  A zero linger drops them and resets. */
+		if (tq->abort_close) {
+			struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+			setsockopt(tq->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		}
 		close(tq->fd);
 		tq->fd = -1;
 	}
@@ -65,6 +74,7 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 	if (tq->conn == TCP_CONN_CLOSING)
 		return;
 	tq->conn = TCP_CONN_CLOSING;
+	tq->abort_close = q->nr_in_flight > 0;
 	reactor_timer_cancel(&tq->connect_timer);
 	if (tq->connect_pending) {
 		struct io_uring_sqe *sqe = reactor_sqe(q->r, NULL);

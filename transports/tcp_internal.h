@@ -106,6 +106,9 @@ struct tcp_queue {
 	 * goes out once that send is reaped whole (so it does not land inside
 	 * another PDU), or not at all if term_timer fires first. */
 	bool term_deferred;
+	/* Commands were in flight when the queue started closing: close with
+	 * a reset, not a FIN behind the unsent bytes (see quiesce_run). */
+	bool abort_close;
 	struct reactor_timer term_timer;
 
 	/* Receive side. */
