@@ -10,7 +10,11 @@ export VM_CACHE=${VM_CACHE:-/var/tmp/nvmf-gateway-vm}
 . "$top/tests/interop/vm.sh"
 cd "$top"
 GW="$top/$build/nvmf-gateway"
+# The first free port from 14420 (a test run's VM may hold 14420).
 port=${DEMO_PORT:-14420}
+if [ -z "${DEMO_PORT:-}" ]; then
+	while (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null; do port=$((port + 1)); done
+fi
 nqn=nqn.2014-08.org.nvmf-gateway:demo
 state=$(mktemp -d /tmp/nvmf-demo.XXXXXX)
 gwpid=
