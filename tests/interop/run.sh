@@ -27,28 +27,60 @@ transports=${INTEROP_TRANSPORTS:-tcp rdma}
 
 # case NAME CMD...: one test case; its output goes to the log folder.
 # INTEROP_CASES=REGEX runs only the cases whose name matches (development).
+# A case that loses the guest (a guest kernel panic powers qemu off: panic=-1
+# with -no-reboot) fails with the console's tail in its log and on stdout,
+# and the guest is booted and the target set up again, so that one crash
+# does not fail every later case (at most INTEROP_REBOOTS times, default 2).
+reboots=0
 case_() {
 	local name=$1
 	shift
 	[[ $name =~ ${INTEROP_CASES:-.} ]] || return 0
 	if "$@" > "$logdir/$name.log" 2>&1; then
 		report PASS "$name"
-	else
-		tail -25 "$logdir/$name.log"
-		report FAIL "$name" "log $logdir/$name.log"
-		rc=1
+		return 0
 	fi
+	rc=1
+	# A guest that is there but no longer answers (hung) is killed, then
+	# treated as one that is gone.
+	if [ "${VM_STATE:-}" = "$state" ] && _vm_alive "$(_vm_pid)" &&
+		! VM_EXEC_TIMEOUT=30 vm_exec true > /dev/null 2>&1; then
+		echo "the guest no longer answers after $name: killing it" >> "$logdir/$name.log"
+		_vm_kill "$(_vm_pid)" >> "$logdir/$name.log" 2>&1
+	fi
+	if [ "${VM_STATE:-}" = "$state" ] && ! _vm_alive "$(_vm_pid)"; then
+		cp "$state/console.log" "$logdir/$name.console.log" 2> /dev/null
+		{
+			echo "the guest is gone (qemu exited) during $name; console tail:"
+			tail -n 60 "$state/console.log" 2> /dev/null
+		} >> "$logdir/$name.log"
+	fi
+	tail -25 "$logdir/$name.log"
+	report FAIL "$name" "log $logdir/$name.log"
+	[ "${VM_STATE:-}" = "$state" ] && ! _vm_alive "$(_vm_pid)" || return 0
+	if [ "$reboots" -ge "${INTEROP_REBOOTS:-2}" ]; then
+		echo "interop: the guest is gone again after $reboots reboots; not booting it again"
+		return 0
+	fi
+	reboots=$((reboots + 1))
+	echo "interop: the guest is gone after $name; booting it again ($reboots of ${INTEROP_REBOOTS:-2})"
+	guest_up "reboot$reboots" || echo "interop: the guest did not come back"
 }
 
 g() { VM_EXEC_TIMEOUT=${T:-300} vm_exec "export NVMF_GATEWAY_STATE_DIR=/tmp/gw-state; $*"; }
 
-if ! vm_start "$state" "$port:4420" > "$logdir/boot.log" 2>&1; then
-	cat "$logdir/boot.log"
-	report FAIL boot "guest did not start"
-	exit 1
-fi
-report PASS boot
-if ! vm_exec ". tests/interop/nvmet.sh &&
+# guest_up TAG: boots the guest and sets up the kernel target: the
+# subsystems and the ports every case expects.  Its logs: TAG.log and
+# TAG-target.log in the log folder.
+guest_up() {
+	vm_start "$state" "$port:4420" > "$logdir/$1.log" 2>&1 || {
+		cat "$logdir/$1.log"
+		report FAIL "$1" "guest did not start"
+		return 1
+	}
+	# Only the first boot counts as a case; a reboot is told by case_.
+	[ "$1" = boot ] && report PASS boot
+	vm_exec ". tests/interop/nvmet.sh &&
 	nvmet_subsys $nqn512 256M 512 && nvmet_subsys $nqn4k 256M 4096 &&
 	nvmet_subsys $nqnacl 64M 512 $hostok &&
 	nvmet_port 1 tcp 10.0.2.15 4420 &&
@@ -56,12 +88,13 @@ if ! vm_exec ". tests/interop/nvmet.sh &&
 	if [[ ' $transports ' == *' rdma '* ]]; then
 		nvmet_port 2 rdma 10.0.2.15 4420 && ibv_devices | grep rxe0 &&
 		nvmet_link $nqn512 2 && nvmet_link $nqn4k 2 && nvmet_link $nqnacl 2
-	fi" \
-	> "$logdir/target.log" 2>&1; then
-	cat "$logdir/target.log"
-	report FAIL target-setup
-	exit 1
-fi
+	fi" > "$logdir/$1-target.log" 2>&1 || {
+		cat "$logdir/$1-target.log"
+		report FAIL "target-setup${1#boot}"
+		return 1
+	}
+}
+guest_up boot || exit 1
 
 for tr in $transports; do
 sfx=; [ $tr = tcp ] || sfx=-$tr
