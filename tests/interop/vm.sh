@@ -44,11 +44,16 @@ vm_start() {
 	# The checkout must stay visible even when it lives under /tmp.
 	keep=$(cd "$VM_DIR/../.." && pwd -P)
 	# restrict=on: the guest reaches nothing but its forwarded ports.
+	# tsc=reliable: without it, the clocksource watchdog of a guest on a
+	# busy host finds the TSC "skewed" and switches clocks at run time,
+	# which patches kernel text; under multi-threaded TCG that patching
+	# can hit a stale int3 on the other vCPU and panic the guest (a CI run
+	# lost its guest so: "Oops: int3" in sched_clock_cpu, nvmet_tcp_io_work).
 	qemu-system-x86_64 -name nvmf-gateway-test -nodefaults -no-user-config \
 		-accel tcg,thread=multi -cpu max -m "${VM_MEM:-2048}" -smp 2 \
 		-display none -no-reboot -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$VM_CACHE/initramfs.img" \
-		-append "console=ttyS0 panic=-1 vmshare=$st/share vmagent=$VM_DIR/guest-agent.sh vmkeep=$keep" \
+		-append "console=ttyS0 panic=-1 tsc=reliable vmshare=$st/share vmagent=$VM_DIR/guest-agent.sh vmkeep=$keep" \
 		-netdev "user,id=n0,restrict=on$fwd" -device virtio-net-pci,netdev=n0 \
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \

@@ -64,6 +64,7 @@ sysd_start() {
 # again.  A warm reset of the same TCG qemu made the next boot crawl: its
 # init spent minutes in clear_page_erms (soft lockups, 300 s and more to
 # the agent) where a first boot took 1 to 2 min on the same loaded host.
+# tsc=reliable: no clocksource switch at run time (see tests/interop/vm.sh).
 # restrict=on: the guest reaches nothing; it needs no network (the target
 # is on its loopback; eth0 only carries the soft-RoCE device).
 _sysd_boot() {
@@ -72,7 +73,7 @@ _sysd_boot() {
 		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 -no-reboot \
 		-display none -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$st/initrd.img" \
-		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 systemd.show_status=1 $SYSD_TIMEOUTS" \
+		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 tsc=reliable systemd.show_status=1 $SYSD_TIMEOUTS" \
 		-drive "file=$st/root.img,if=virtio,format=raw,cache=unsafe" \
 		-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 \
 		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \
