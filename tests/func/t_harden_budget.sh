@@ -5,20 +5,17 @@
 # another connection to the same export and on another export are served
 # meanwhile, data verified.  Without a budget the hogs took it past 1 GB.
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 export PATH="/usr/bin:$PATH"
-/usr/bin/python3 -c 'import nbd' 2> /dev/null || { echo "SKIP: python3-libnbd is not installed"; exit 77; }
+/usr/bin/python3 -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 tmp=$(mktemp -d /tmp/gw-budget.XXXXXX)
 tpid='' gpid='' hpid=''
-fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && tail -40 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$hpid" ] && kill "$hpid" 2> /dev/null && wait "$hpid" 2> /dev/null
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn stop_var gpid
+cleanup_fn stop_var hpid
 BUDGET_MB=128
 SLACK_MB=64	# the process without data buffers: code, rings, queues, pools
 t0=$(date +%s)

@@ -7,19 +7,16 @@
 # is 1M here, below one 32 MiB request: such requests still go through,
 # one at a time, over two connections at once.
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 export PATH="/usr/bin:$PATH"
-/usr/bin/python3 -c 'import nbd' 2> /dev/null || { echo "SKIP: python3-libnbd is not installed"; exit 77; }
+/usr/bin/python3 -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 tmp=$(mktemp -d /tmp/gw-connlimit.XXXXXX)
 tpid='' gpid=''
-fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && tail -40 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn stop_var gpid
 t0=$(date +%s)
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:cl-a:16M \

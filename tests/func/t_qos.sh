@@ -7,18 +7,15 @@
 # may not reach the limit at all).  That e2 was not held back is the
 # gateway's own counter: only e1's I/O waited (qos_delayed_total).
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 LIMIT=300
 tmp=$(mktemp -d /tmp/gw-qos.XXXXXX)
 tpid='' gpid=''
-fail() { echo "FAIL: $*"; [ -e "$tmp/gw.log" ] && tail -20 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn stop_var gpid
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:qos:64M:512:2 \
 	--ready-file "$tmp/ready" > "$tmp/target.log" 2>&1 &
