@@ -33,7 +33,7 @@ echo "$out" | grep -qF "$tmp/gw.conf:3: targets[0].dhchap_secret_file: $tmp/k ho
 	fail "check: no owner message: $out"
 chown 0 "$tmp/k"
 "$GW" check -c "$tmp/gw.conf" > /dev/null || fail "check refused root's private file"
-gw_start --mem 16M --dhchap-secret-file "$tmp/k" "unix:$sock"
+gw_start nbd --mem 16M --dhchap-secret-file "$tmp/k" "unix:$sock"
 [ "$(served)" = served ] || fail "not served with a secret file"
 gw_stop
 echo "secret file: owner checked"
@@ -43,21 +43,21 @@ out=$(NVMF_GATEWAY_DHCHAP_SECRET=${key/KfiaR/KfiaS} timeout 10 "$GW" nbd --mem 1
 	fail "a bad key in the environment was taken"
 echo "$out" | grep -q '^nvmf-gateway: \$NVMF_GATEWAY_DHCHAP_SECRET: invalid secret: ' || fail "env: $out"
 echo "$out" | grep -qF "${key/KfiaR/KfiaS}" && fail "the secret was echoed"
-NVMF_GATEWAY_DHCHAP_SECRET=$key NVMF_GATEWAY_DHCHAP_CTRL_SECRET=$ckey gw_start --mem 16M "unix:$sock"
-nul_has /proc/$gw_pid/environ "$key" && fail "the host key is in /proc/$gw_pid/environ"
-nul_has /proc/$gw_pid/environ "$ckey" && fail "the ctrl key is in /proc/$gw_pid/environ"
+NVMF_GATEWAY_DHCHAP_SECRET=$key NVMF_GATEWAY_DHCHAP_CTRL_SECRET=$ckey gw_start nbd --mem 16M "unix:$sock"
+nul_has /proc/$GW_PID/environ "$key" && fail "the host key is in /proc/$GW_PID/environ"
+nul_has /proc/$GW_PID/environ "$ckey" && fail "the ctrl key is in /proc/$GW_PID/environ"
 gw_stop
 echo "environment: taken, then emptied"
 
 # The command line: scrubbed, with a warning naming the option.
-gw_start --mem 16M -S "$key" --dhchap-ctrl-secret="$ckey" "unix:$sock"
-tr '\0' ' ' < /proc/$gw_pid/cmdline; echo
-nul_has /proc/$gw_pid/cmdline "$key" && fail "-S: the key is in /proc/$gw_pid/cmdline"
-nul_has /proc/$gw_pid/cmdline "${ckey#DHHC-1:00:}" && fail "-C: the key is in /proc/$gw_pid/cmdline"
-nul_has /proc/$gw_pid/cmdline "-S" || fail "cmdline lost its -S"
-[ "$(tr '\0' '\n' < /proc/$gw_pid/cmdline | wc -l)" = 8 ] || fail "cmdline has another shape"
+gw_start nbd --mem 16M -S "$key" --dhchap-ctrl-secret="$ckey" "unix:$sock"
+tr '\0' ' ' < /proc/$GW_PID/cmdline; echo
+nul_has /proc/$GW_PID/cmdline "$key" && fail "-S: the key is in /proc/$GW_PID/cmdline"
+nul_has /proc/$GW_PID/cmdline "${ckey#DHHC-1:00:}" && fail "-C: the key is in /proc/$GW_PID/cmdline"
+nul_has /proc/$GW_PID/cmdline "-S" || fail "cmdline lost its -S"
+[ "$(tr '\0' '\n' < /proc/$GW_PID/cmdline | wc -l)" = 8 ] || fail "cmdline has another shape"
 for o in "-S/--dhchap-secret" "-C/--dhchap-ctrl-secret"; do
-	grep -qF "the secret given with $o was readable by every local user in /proc/$gw_pid/cmdline (ps) until now" "$tmp/gw.log" ||
+	grep -qF "the secret given with $o was readable by every local user in /proc/$GW_PID/cmdline (ps) until now" "$tmp/gw.log" ||
 		fail "no warning for $o"
 done
 [ "$(served)" = served ] || fail "not served after the scrub"

@@ -10,7 +10,6 @@ set -u
 . "$TOP/tests/func/control/lib.sh"
 need jq
 probe="/usr/bin/python3 $TOP/tests/func/access/probe.py"
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 nport=$(free_port) mport=$(free_port) v6port=$(free_port)
 
 target_start nqn.2014-08.org.nvmf-gateway:acc-tcp:16M
@@ -25,7 +24,7 @@ exports = ( { name = "a"; target = "t"; nbd = { listen = "tcp:127.0.0.1:$nport";
   { name = "b"; target = "t"; nbd = { listen = "tcp:[::1]:$v6port";
       access = { allow_from = [ "fd00::/8" ]; }; }; } );
 CONF
-gw_start
+gw_start run "$tmp/gw.conf"
 
 nbd="tcp:127.0.0.1:$nport" met="tcp:127.0.0.1:$mport"
 http='GET /metrics HTTP/1.0'

@@ -27,7 +27,7 @@ exports = (
                  allow_users = [ "root" ]; allow_groups = [ 4242 ]; }; }; },
   { name = "b"; target = "t"; nbd = { listen = "unix:$tmp/b.sock"; }; } );
 CONF
-gw_start
+gw_start run "$tmp/gw.conf"
 chmod 755 "$tmp"
 
 # The files: as configured, and owner-only where nothing is said.

@@ -4,10 +4,9 @@
 # private passes, and a malformed key is named without being echoed.
 set -u
 : "${GW:?run by tests/func/run.sh}"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$TOP/tests/lib/func.sh"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir gw-auth
 umask 022
 # nvme gen-dhchap-key -s 000102..1f -m 0
 key='DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:'

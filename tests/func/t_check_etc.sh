@@ -3,7 +3,7 @@
 # file as FILE:LINE: message, exiting 1.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$TOP/tests/lib/func.sh"
 
 n=0
 for f in "$TOP"/etc/*.conf; do
@@ -17,8 +17,7 @@ for f in "$TOP"/etc/*.conf; do
 done
 echo "$n example files pass"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir gw-check
 bad="$tmp/broken.conf"
 cat > "$bad" <<'CONF'
 gateway = { reactors = 0; };

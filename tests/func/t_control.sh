@@ -22,7 +22,7 @@ exports = (
   { name = "b"; target = "tb"; nbd = { listen = "unix:$tmp/b.sock"; }; fuse = true; } );
 fuse = { mountpoint = "$tmp/fuse"; };
 EOF
-gw_start
+gw_start run "$tmp/gw.conf"
 
 [ "$(stat -c %a "$ctl")" = 600 ] || fail "control socket mode $(stat -c %a "$ctl"), want 600"
 echo "socket mode 600"

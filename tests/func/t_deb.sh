@@ -10,12 +10,11 @@
 # T_DEB_FILE=PATH checks that package instead of building one.
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$TOP/tests/lib/func.sh"
 for c in dpkg-buildpackage dh lintian; do
-	command -v $c > /dev/null || { echo "skip: no $c (tests/deps.sh deb installs it)"; exit 77; }
+	command -v $c > /dev/null || skip "no $c (tests/deps.sh deb installs it)"
 done
-tmp=$(mktemp -d /tmp/gw-deb.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir gw-deb
 build=${BUILD#"$TOP"/}
 ver=$(cat "$TOP/VERSION")
 arch=$(dpkg --print-architecture)

@@ -20,7 +20,7 @@ exports = (
   { name = "b"; target = "ta"; nsid = 2; nbd = { listen = "unix:$tmp/b.sock"; }; fuse = true; } );
 fuse = { mountpoint = "$tmp/fuse"; };
 EOF
-gw_start
+gw_start run "$tmp/gw.conf"
 cntlid=$(st '.targets[0].paths[0].cntlid')
 
 head -c 4M /dev/urandom > "$tmp/in"

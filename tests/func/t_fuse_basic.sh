@@ -8,7 +8,7 @@ set -u
 fuse_require
 
 size=$((8 << 20))
-gw_start --mem 8M:4096 --name disk.img --uid 1234 --gid 4321
+gw_start mount --mem 8M:4096 --name disk.img --uid 1234 --gid 4321 "$MNT"
 F="$MNT/disk.img"
 
 ls -l "$MNT"

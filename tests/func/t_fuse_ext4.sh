@@ -5,18 +5,19 @@
 set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
-command -v mkfs.ext4 > /dev/null || skip "e2fsprogs not installed"
+need mkfs.ext4
 LOOP=
 FSMNT="$T/fs"
 mkdir -p "$FSMNT"
+# The file system on the gateway's file goes first, the gateway after it.
 ext4_cleanup() {
 	mountpoint -q "$FSMNT" && umount "$FSMNT"
 	[ -n "$LOOP" ] && losetup -d "$LOOP" 2> /dev/null
-	fuse_cleanup
+	return 0
 }
-trap ext4_cleanup EXIT
 
-gw_start --mem 128M:4096 --name lab.img
+gw_start mount --mem 128M:4096 --name lab.img "$MNT"
+cleanup_fn ext4_cleanup
 for dio in off on; do
 	LOOP=$(losetup -f --show --direct-io=$dio "$MNT/lab.img" 2>&1) ||
 		skip "no loop device here: $LOOP"

@@ -11,7 +11,7 @@ check_range() {	# the model file vs the FUSE file
 }
 
 for geo in 8M:512 8M:4096; do
-	gw_start --mem "$geo" --name disk
+	gw_start mount --mem "$geo" --name disk "$MNT"
 	F="$MNT/disk"
 	head -c $((8 << 20)) /dev/urandom > "$T/model"
 	dd if="$T/model" of="$F" bs=1M conv=notrunc status=none || fail "fill"

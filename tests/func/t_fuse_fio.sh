@@ -5,10 +5,10 @@
 set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
-command -v fio > /dev/null || skip "fio not installed"
+need fio
 
 # --max-xfer: 128k jobs and 1 MiB FUSE requests are split into 64k volume I/Os
-gw_start --mem 64M:4096 --max-xfer 64k --name disk
+gw_start mount --mem 64M:4096 --max-xfer 64k --name disk "$MNT"
 n=0
 for engine in psync io_uring; do
 	for qd in 1 16; do

@@ -7,10 +7,9 @@ set -u
 . "$TOP/tests/func/fuse/lib.sh"
 . "$TOP/tests/target/helpers.sh"
 fuse_require
-trap 'tgt_stop; fuse_cleanup' EXIT
 nqn=nqn.2026-01.io.nvmf-gateway:fsx
 tgt_start --subsys "$nqn:64M:4096" --dlfeat 0
-gw_start -t tcp -a 127.0.0.1 -s "$TGT_PORT" -n "$nqn" --name disk -k 30
+gw_start mount -t tcp -a 127.0.0.1 -s "$TGT_PORT" -n "$nqn" --name disk -k 30 "$MNT"
 F="$MNT/disk"
 grep -q 'caps flush,fua,trim,write-zeroes$' "$T/gw.log" || { cat "$T/gw.log"; fail "caps"; }
 dd if=/dev/urandom of="$F" bs=1M count=64 oflag=direct conv=notrunc status=none || fail "fill"

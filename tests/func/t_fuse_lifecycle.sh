@@ -6,7 +6,7 @@ set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
 
-gw_start --mem 4M:4096 --name disk
+gw_start mount --mem 4M:4096 --name disk "$MNT"
 echo hello | dd of="$MNT/disk" conv=notrunc status=none
 kill -9 "$GW_PID"
 wait "$GW_PID" 2> /dev/null
@@ -15,7 +15,7 @@ out=$(stat "$MNT" 2>&1) && fail "the mount of a killed gateway still answers"
 # ENOTCONN, or ECONNABORTED while the kernel is still aborting the connection.
 case $out in *"not connected"* | *"connection abort"*) ;; *) fail "stale mount: '$out', want ENOTCONN or ECONNABORTED" ;; esac
 
-gw_start --mem 4M:4096 --name disk
+gw_start mount --mem 4M:4096 --name disk "$MNT"
 grep -q "stale mount" "$T/gw.log" || fail "no log line about the stale mount"
 [ "$(stat -c %s "$MNT/disk")" = $((4 << 20)) ] || fail "the new mount does not work"
 gw_stop

@@ -11,7 +11,7 @@ cc -O2 -o "$T/overlap" "$TOP/tests/func/fuse/overlap.c" $(pkg-config --libs libu
 	fail "cannot build the helper"
 
 for geo in 16M:512 16M:4096; do
-	gw_start --mem "$geo" --name disk
+	gw_start mount --mem "$geo" --name disk "$MNT"
 	"$T/overlap" "$MNT/disk" $((2 << 20)) 6 "${geo#*:}" || fail "bytes lost with $geo"
 	gw_stop
 	# informational: how often the range lock actually made a write wait

@@ -5,9 +5,9 @@
 set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
-command -v qemu-img > /dev/null || skip "qemu-img not installed"
+need qemu-img
 
-gw_start --mem 32M:512 --name vm.img
+gw_start mount --mem 32M:512 --name vm.img "$MNT"
 F="$MNT/vm.img"
 info=$(qemu-img info --output=json -f raw "$F") || fail "qemu-img info"
 echo "$info"

@@ -7,7 +7,7 @@ set -u
 . "$TOP/tests/func/fuse/lib.sh"
 fuse_require
 
-gw_start --mem 4M:512 --name ro.img --read-only --allow-other --uid 65534 --gid 65534
+gw_start mount --mem 4M:512 --name ro.img --read-only --allow-other --uid 65534 --gid 65534 "$MNT"
 F="$MNT/ro.img"
 chmod 755 "$T"	# mktemp -d made it 0700
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
@@ -26,7 +26,7 @@ echo "$out"
 [ "$(errno_of "fd=os.open('$F', os.O_RDONLY); os.fsync(fd)")" = OK ] || fail "fsync failed"
 gw_stop
 
-gw_start --mem 4M:512 --name rw.img --uid 65534
+gw_start mount --mem 4M:512 --name rw.img --uid 65534 "$MNT"
 out=$(as_nobody stat "$MNT/rw.img" 2>&1) && fail "without --allow-other, nobody could stat"
 case $out in *"Permission denied"*) ;; *) fail "without --allow-other: '$out'" ;; esac
 gw_stop INT

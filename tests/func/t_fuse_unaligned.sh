@@ -10,7 +10,7 @@ fuse_require
 for geo in 4M:512 8M:4096; do
 	bs=${geo#*:}
 	# with 4k blocks, an 8k transfer limit: requests split below it
-	gw_start --mem "$geo" --name disk $([ "$bs" = 4096 ] && echo --max-xfer 8k)
+	gw_start mount --mem "$geo" --name disk $([ "$bs" = 4096 ] && echo --max-xfer 8k) "$MNT"
 	F="$MNT/disk"
 	head -c 3000000 /dev/urandom > "$T/ref"
 	: > "$T/expect"

@@ -5,20 +5,16 @@
 # another connection to the same export and on another export are served
 # meanwhile, data verified.  Without a budget the hogs took it past 1 GB.
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 export PATH="/usr/bin:$PATH"
-/usr/bin/python3 -c 'import nbd' 2> /dev/null || { echo "SKIP: python3-libnbd is not installed"; exit 77; }
+/usr/bin/python3 -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 tmp=$(mktemp -d /tmp/gw-budget.XXXXXX)
-tpid='' gpid='' hpid=''
-fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && tail -40 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$hpid" ] && kill "$hpid" 2> /dev/null && wait "$hpid" 2> /dev/null
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tpid='' hpid=''
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn stop_var hpid
 BUDGET_MB=128
 SLACK_MB=64	# the process without data buffers: code, rings, queues, pools
 t0=$(date +%s)
@@ -42,18 +38,10 @@ exports = (
   { name = "a"; target = "ta"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; }; },
   { name = "b"; target = "tb"; nsid = 1; nbd = { listen = "unix:$tmp/b.sock"; }; } );
 CONF
-"$GW" check -c "$tmp/gw.conf" || fail "check"
 # Under ASan, freed buffers would sit in its quarantine and count in RSS.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0" \
-	"$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
-gpid=$!
-for _ in $(seq 200); do
-	[ -S "$tmp/a.sock" ] && [ -S "$tmp/b.sock" ] && break
-	kill -0 "$gpid" 2> /dev/null || fail "the gateway exited"
-	sleep 0.1
-done
-[ -S "$tmp/b.sock" ] || fail "the gateway did not come up"
-kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$gpid/status"; }
+	SOCKS="$tmp/a.sock $tmp/b.sock" gw_start run "$tmp/gw.conf"
+kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$GW_PID/status"; }
 echo "RSS before: $(kb VmRSS) kB"
 
 /usr/bin/python3 "$TOP/tests/func/nbd/hog.py" "$tmp/a.sock" a 16 4 33554432 > "$tmp/hog.out" 2>&1 &
@@ -92,7 +80,7 @@ echo "RSS after the polite clients: $(kb VmRSS) kB"
 hwm=$(kb VmHWM)
 echo "VmHWM: $hwm kB; bound $(((BUDGET_MB + SLACK_MB) * 1024)) kB"
 [ "$hwm" -le $(((BUDGET_MB + SLACK_MB) * 1024)) ] || fail "RSS peak $hwm kB over the budget + ${SLACK_MB} MiB"
-kill -0 "$gpid" || fail "the gateway died"
+kill -0 "$GW_PID" || fail "the gateway died"
 grep -q "client took no reply bytes for 2 s while others wait for buffers" "$tmp/gw.log" ||
 	fail "no hog was cut off with a reason"
 kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=''
@@ -102,8 +90,7 @@ import nbd, sys
 h = nbd.NBD(); h.set_export_name("a"); h.connect_unix(sys.argv[1])
 assert h.get_size() == 160 << 20
 h.pread(32 << 20, 0); h.shutdown()' "$tmp/a.sock" || fail "a 32 MiB read after the hogs left"
-kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
-[ $st = 0 ] || fail "exit status $st after SIGTERM"
+gw_stop
 echo "hogs cut off: $(grep -c "closing: client took no reply bytes" "$tmp/gw.log")"
 echo "took $(($(date +%s) - t0)) s"
 echo PASS

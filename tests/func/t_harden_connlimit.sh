@@ -7,19 +7,15 @@
 # is 1M here, below one 32 MiB request: such requests still go through,
 # one at a time, over two connections at once.
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 export PATH="/usr/bin:$PATH"
-/usr/bin/python3 -c 'import nbd' 2> /dev/null || { echo "SKIP: python3-libnbd is not installed"; exit 77; }
+/usr/bin/python3 -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 tmp=$(mktemp -d /tmp/gw-connlimit.XXXXXX)
-tpid='' gpid=''
-fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && tail -40 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tpid=''
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
 t0=$(date +%s)
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:cl-a:16M \
@@ -40,14 +36,8 @@ exports = (
   { name = "t"; target = "ta"; nsid = 1; nbd = { listen = "tcp:127.0.0.1:$nbdport"; }; } );
 CONF
 "$GW" check -c "$tmp/gw.conf" || fail "check"
-"$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
-gpid=$!
-for _ in $(seq 200); do
-	[ -S "$tmp/a.sock" ] && grep -q "export t: NBD on" "$tmp/gw.log" && break
-	kill -0 "$gpid" 2> /dev/null || fail "the gateway exited"
-	sleep 0.1
-done
-grep -q "export t: NBD on" "$tmp/gw.log" || fail "the gateway did not come up"
+SOCKS="$tmp/a.sock" gw_start run "$tmp/gw.conf"
+wait_for 20 'grep -q "export t: NBD on" "$tmp/gw.log"' || fail "the gateway did not come up"
 
 timeout 60 /usr/bin/python3 - "$tmp/a.sock" "$nbdport" > "$tmp/clients.out" 2>&1 << 'PY'
 import nbd, os, socket, sys, time
@@ -121,7 +111,6 @@ timeout 120 nbdcopy --connections=2 --request-size=33554432 "$tmp/r" "nbd://127.
 timeout 120 nbdcopy --connections=2 --request-size=33554432 "nbd://127.0.0.1:$nbdport/t" "$tmp/back" ||
 	fail "read back under a 1M budget"
 cmp "$tmp/r" "$tmp/back" || fail "data differs under a 1M budget"
-kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
-[ $st = 0 ] || fail "exit status $st after SIGTERM"
+gw_stop
 echo "took $(($(date +%s) - t0)) s"
 echo PASS

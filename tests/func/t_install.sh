@@ -5,9 +5,8 @@
 # already present is never overwritten (nor removed by uninstall).
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
-fail() { echo "FAIL: $*"; exit 1; }
-tmp=$(mktemp -d /tmp/gw-install.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+. "$TOP/tests/lib/func.sh"
+tmp_dir gw-install
 build=${BUILD#"$TOP"/}	# the Makefile's own relative form: nothing rebuilds
 mk() { make -s -C "$TOP" BUILD="$build" "$@"; }
 

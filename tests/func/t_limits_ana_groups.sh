@@ -7,7 +7,7 @@
 # per-path counters and by the target's port 1 I/O counter.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
-command -v curl > /dev/null || skip "curl is not installed"
+need curl
 
 N=nqn.2026-01.io.nvmf-gateway:groups
 tgt_start a "" -s 0 -s 0 --subsys "$N:8M:512:20"
@@ -23,7 +23,7 @@ targets = ( { name = "t1"; subnqn = "$N"; multipath = "round-robin";
     keep_alive_tmo = 5; reconnect_delay = 1; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 20; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 
 io_of() { # io_of PATH: reads + writes + errors the gateway counted on that path
 	local r w e
@@ -48,5 +48,5 @@ echo "nsid 20 (group 20): path 0 (inaccessible) $a, path 1 (optimized) $b;" \
 [ "$a" = 0 ] || fail "path 0 (inaccessible for group 20) carried $a I/Os"
 [ $((u1 - u0)) = 0 ] || fail "port 1 saw $((u1 - u0)) I/O commands for an inaccessible group"
 gw_alive
-gw_finish
+gw_stop
 echo pass

@@ -21,7 +21,7 @@ targets = ( { name = "t1"; subnqn = "$N"; multipath = "round-robin";
     keep_alive_tmo = 5; reconnect_delay = 1; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 line=$(grep 'e1: namespace 1 of t1' "$tmp/gw.log") || fail "no export line in the log"
 echo "$line"
 grep -q 'path 1 of target t1: nsid 1: .*not used' "$tmp/gw.log" &&
@@ -38,5 +38,5 @@ print('can_flush', h.can_flush())
 sys.exit(0 if h.can_flush() else 1)
 " || fail "the NBD export does not offer flush"
 gw_alive
-gw_finish
+gw_stop
 echo pass

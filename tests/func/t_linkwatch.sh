@@ -42,7 +42,7 @@ targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
     keep_alive_tmo = 10; reconnect_delay = 5; ctrl_loss_tmo = 60; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf" "ip netns exec $G"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf" "ip netns exec $G"
 grep 'linkwatch' "$tmp/gw.log"
 grep -q "path 0: local interface p1-g (by route), up" "$tmp/gw.log" || fail "path 0's interface not found"
 grep -q "path 1: local interface p2-g (by route), up" "$tmp/gw.log" || fail "path 1's interface not found"
@@ -92,5 +92,5 @@ echo "link up: port 1 +$((a1 - a0))"
 
 verify_stop_ok
 gw_alive
-gw_finish
+gw_stop
 echo pass

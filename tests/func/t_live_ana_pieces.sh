@@ -26,7 +26,7 @@ targets = ( { name = "t1"; subnqn = "$N"; multipath = "round-robin";
     keep_alive_tmo = 5; reconnect_delay = 1; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 grep -q 'ANA: .* nsid 2 on port 1 is now inaccessible (no event sent)' "$tmp/tgt-a.log" ||
 	fail "the target did not change nsid 2 between the pieces (was the page read in pieces?)"
 grep 'ANA log page' "$tmp/gw.log" | head -4
@@ -44,5 +44,5 @@ echo "nsid 2 inaccessible on port 1 since between the pieces: target port 1 +$((
 grep -q 'changed while it was read in pieces (change count' "$tmp/gw.log" ||
 	fail "no log line for the page read again"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

@@ -23,7 +23,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 3; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 
 # io_ok WHAT: a write and a read, each answered ok within 30 s (far more
@@ -61,5 +61,5 @@ io_ok "after the second reconnect, in group 7"
 	fail "want one line per move: $(grep 'now in ANA group' "$tmp/gw.log")"
 ! grep -q 'failed with EIO' "$tmp/gw.log" || fail "the gateway failed I/O"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

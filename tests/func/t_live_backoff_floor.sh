@@ -19,7 +19,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 0; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 [ "$("$NBDPY" "$LIO" read "$S" 10)" = ok ] || fail "first read"
 ctl a status 3 0 > /dev/null
@@ -32,7 +32,7 @@ r=$(cat "$tmp/r.out")
 echo "fast_io_fail_tmo = 0, status 3 0 then off after 0.4 s: the read says $r"
 [ "$r" = ok ] || fail "a transient path status on a live path failed the read: $r (want ok)"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 
 # The one-shot command's SIGTERM with a read waiting for a usable path.
 "$GW" nbd -t tcp -a 127.0.0.1 -s "$port" -n "$A" "unix:$tmp/n.sock" > "$tmp/nbd.log" 2>&1 &

@@ -36,7 +36,7 @@ exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/
             { name = "e3"; target = "t3"; nsid = 1;
               nbd = { listen = "unix:$tmp/e3.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/e3.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/e3.sock" gw_start run "$tmp/gw.conf"
 [ "$("$NBDPY" "$LIO" read "$tmp/e1.sock" 10)" = ok ] || fail "first read on e1"
 [ "$("$NBDPY" "$LIO" read "$tmp/e2.sock" 10)" = ok ] || fail "first read on e2"
 
@@ -66,7 +66,7 @@ rp=$!
 gw_wait 'e3: read .* capped by the gateway.s maximum' 1 30 > /dev/null ||
 	fail "e3: its read did not meet the retry delay"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 wait "$rp"
 echo "e3 (no deadline, 100 retries of 5 s), SIGTERM during a delay: the daemon exited;" \
 	"the read says $(cat "$tmp/e3.out")"

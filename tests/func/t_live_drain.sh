@@ -22,7 +22,7 @@ targets = ( { name = "t1"; subnqn = "$A";
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; },
             { name = "e2"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_start run "$tmp/gw.conf"
 grep -q 'I/O waits for a usable path for ever' "$tmp/gw.log" ||
 	fail "the gateway did not say that I/O may wait for ever"
 [ "$("$NBDPY" "$LIO" read "$tmp/e1.sock" 10)" = ok ] || fail "first read"
@@ -48,7 +48,7 @@ grep -q 'export e1: removed' "$tmp/gw.log" || fail "e1 not removed"
 "$NBDPY" "$LIO" read "$tmp/e2.sock" 60 > "$tmp/r2.out" &
 rp=$!
 sleep 2
-gw_finish_within 30
+gw_stop_within 30
 wait "$rp"
 r=$(cat "$tmp/r2.out")
 echo "read waiting during SIGTERM: $r"

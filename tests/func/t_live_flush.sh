@@ -12,7 +12,7 @@
 # event), it is re-sent about once a second; SIGTERM then ends the daemon.
 set -u
 . "$TOP/tests/func/live/lib.sh"
-command -v curl > /dev/null || skip "curl is not installed"
+need curl
 
 A=nqn.2026-01.io.nvmf-gateway:liveflush
 mkdir -p "$tmp/disk"
@@ -27,7 +27,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 4; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 errors() { metric "$URL" nvmf_gateway_path_errors_total 'target="t1",path="0"'; }
 
@@ -89,5 +89,5 @@ echo "flush answered ANA Inaccessible for 1.5 s, then ok: $r; path errors: $((e1
 r=$("$NBDPY" "$LIO" flush "$S" 20)
 [ "$r" = ok ] || fail "flush after recovery: $r"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

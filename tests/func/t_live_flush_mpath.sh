@@ -18,7 +18,7 @@ targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 30; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 
 [ "$("$NBDPY" "$LIO" write "$S" 10)" = ok ] || fail "write (on path 0, failover)"
@@ -33,5 +33,5 @@ echo "flush with path 0 inaccessible and path 1 optimized: $r in $took s"
 awk -v t="$took" 'BEGIN { exit !(t < 15) }' || fail "the flush waited $took s"
 ! grep -q 'failed with EIO' "$tmp/gw.log" || fail "an I/O failed"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

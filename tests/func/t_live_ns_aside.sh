@@ -10,7 +10,7 @@
 # of export e1 (stats: p99 of its reads), not by how fast this machine is.
 set -u
 . "$TOP/tests/func/live/lib.sh"
-command -v jq > /dev/null || skip "jq is not installed"
+need jq
 
 A=nqn.2026-01.io.nvmf-gateway:nsaside
 tgt_start a "" -s 0 --subsys "$A:8M:512:2"
@@ -24,7 +24,7 @@ targets = ( { name = "t1"; subnqn = "$A";
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; },
             { name = "e2"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_start run "$tmp/gw.conf"
 [ "$("$NBDPY" "$LIO" read "$tmp/e2.sock" 10)" = ok ] || fail "first read on e2"
 
 # reads.py SOCK SECONDS QD: QD reads at a time until SECONDS have passed
@@ -78,5 +78,5 @@ echo "nsid 2 answering 3/0: e2 ok $e2ok err $e2err; e1 ok $e1ok err $e1err," \
 [ "$p99" -lt 300000 ] || fail "e1's reads waited: p99 $p99 us (nsid 2's errors slowed nsid 1)"
 [ "$e1ok" -ge 20 ] || fail "e1 completed only $e1ok reads in 3 s"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

@@ -24,7 +24,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 20; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 [ "$("$NBDPY" "$LIO" read "$S" 10)" = ok ] || fail "first read"
 
@@ -49,9 +49,9 @@ grep -q 'the controller answered Keep Alive Timer Expired' "$tmp/gw.log" ||
 
 # Reconfigure to a short fast_io_fail_tmo: the status stays on, the read
 # must fail with EIO after about 2 s of the gateway's clock.
-gw_finish_within 30
+gw_stop_within 30
 sed -i 's/fast_io_fail_tmo = 20/fast_io_fail_tmo = 2/' "$tmp/gw.conf"
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 [ "$("$NBDPY" "$LIO" read "$S" 10)" = ok ] || fail "read after restart"
 # expect_eio SCT SC LO HI: with that status left on, a read fails with EIO
 # after LO..HI s of waiting by the gateway's own clock (its log line).
@@ -77,5 +77,5 @@ expect_eio 3 3 9.9 14
 ctl a status off > /dev/null
 [ "$("$NBDPY" "$LIO" read "$S" 10)" = ok ] || fail "read after the status went off"
 gw_alive
-gw_finish_within 30
+gw_stop_within 30
 echo pass

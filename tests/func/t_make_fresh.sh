@@ -11,10 +11,9 @@
 #     a suite that leaves no results fails it as well; all passing is 0.
 set -u
 : "${TOP:?run by tests/func/run.sh}"
-fail() { echo "FAIL: $*"; exit 1; }
-command -v pkg-config > /dev/null || { echo "skip: no pkg-config"; exit 77; }
-tmp=$(mktemp -d /tmp/gw-fresh.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+. "$TOP/tests/lib/func.sh"
+command -v pkg-config > /dev/null || skip "no pkg-config"
+tmp_dir gw-fresh
 
 cat > "$tmp/pkg-config" << EOF
 #!/bin/sh

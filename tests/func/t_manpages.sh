@@ -8,7 +8,7 @@
 # (groff -ww, man --warnings).
 set -u
 : "${TOP:?run by tests/func/run.sh}"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$TOP/tests/lib/func.sh"
 m8="$TOP/man/nvmf-gateway.8" m5="$TOP/man/nvmf-gateway.conf.5"
 [ -f "$m8" ] && [ -f "$m5" ] || fail "no man pages in $TOP/man"
 cd "$TOP" || exit 1
@@ -51,7 +51,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 echo "every command, option and key is documented"
 
-command -v groff > /dev/null || { echo "skip: coverage passed, but no groff to check formatting (package groff-base)"; exit 77; }
+command -v groff > /dev/null || skip "coverage passed, but no groff to check formatting (package groff-base)"
 for p in "$m8" "$m5"; do
 	w=$(groff -man -ww -z "$p" 2>&1)
 	[ -z "$w" ] || { echo "$w"; fail "groff warnings in $p"; }

@@ -5,8 +5,9 @@
 # through the NBD socket.  Other paths get 404, other methods 405, and a
 # malformed request only closes its connection (logged).
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 # promtool comes with Debian's prometheus package, which also installs and
 # enables a Prometheus server: the project does not install it for its
 # tests.  The strict parser (metrics/expo.py) always runs; promtool too
@@ -16,13 +17,9 @@ promtool() { [ -z "$PROMTOOL" ] || "$PROMTOOL" "$@"; }
 PATH=/usr/bin:$PATH
 tmp=$(mktemp -d /tmp/gw-metrics.XXXXXX)
 tpid='' gpid=''
-fail() { echo "FAIL: $*"; [ -e "$tmp/gw.log" ] && tail -20 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn stop_var gpid
 expo="$TOP/tests/func/metrics/expo.py"
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:metrics:64M \

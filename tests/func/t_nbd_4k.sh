@@ -7,7 +7,7 @@ need nbdinfo nbdcopy nbdsh qemu-img
 "$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 
 sock="$tmp/nbd.sock"
-gw_start --mem 64M:4096 --name disk4k "unix:$sock"
+gw_start nbd --mem 64M:4096 --name disk4k "unix:$sock"
 uri="nbd+unix:///disk4k?socket=$sock"
 
 [ "$(nbdinfo_field "$uri" block_size_minimum)" = 4096 ] || fail "minimum block size"

@@ -7,11 +7,11 @@ need nbdinfo
 "$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 
 sock="$tmp/nbd.sock"
-gw_start --mem 16M --name disk "unix:$sock"
+gw_start nbd --mem 16M --name disk "unix:$sock"
 out=$("$NBDPY" "$TOP/tests/func/nbd/hostile.py" "$sock" 2>&1) || { echo "$out"; cat "$tmp/gw.log"; fail "hostile.py"; }
 echo "$out"
 echo "$out" | grep -q "^OK hostile" || fail "hostile.py did not finish"
-kill -0 "$gw_pid" || fail "the gateway died"
+kill -0 "$GW_PID" || fail "the gateway died"
 [ "$(nbdinfo --size "nbd+unix:///disk?socket=$sock")" = 16777216 ] || fail "no longer serving"
 cat "$tmp/gw.log"
 for want in "closing: bad option magic" "closing: option 7 with 2147483647 bytes" \

@@ -6,7 +6,7 @@ need nbdinfo nbdcopy nbdsh
 "$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 
 port=$(free_port)
-gw_start --mem 64M --name tdisk "tcp:127.0.0.1:$port"
+gw_start nbd --mem 64M --name tdisk "tcp:127.0.0.1:$port"
 uri="nbd://127.0.0.1:$port/tdisk"
 grep -q "on tcp:127.0.0.1:$port" "$tmp/gw.out" || fail "startup line does not say where"
 [ "$(nbdinfo --size "$uri")" = 67108864 ] || fail "size over TCP"
@@ -19,7 +19,7 @@ gw_stop
 
 # tcp:PORT alone binds loopback.
 port=$(free_port)
-gw_start --mem 16M --read-only "tcp:$port"
+gw_start nbd --mem 16M --read-only "tcp:$port"
 uri="nbd://127.0.0.1:$port/"
 grep -q "read-only" "$tmp/gw.out" || fail "startup line does not say read-only"
 [ "$(nbdinfo_field "$uri" is_read_only)" = true ] || fail "not advertised read-only"

@@ -9,7 +9,7 @@ need nbdinfo nbdcopy nbdsh qemu-img qemu-io fio
 sock="$tmp/nbd.sock"
 # Two reactors: connections alternate between them (multi-conn clients
 # below use both).
-NVMF_GATEWAY_LOG=info gw_start --mem 64M --name disk --reactors 2 "unix:$sock"
+NVMF_GATEWAY_LOG=info gw_start nbd --mem 64M --name disk --reactors 2 "unix:$sock"
 uri="nbd+unix:///disk?socket=$sock"
 
 # --list: one export, named.

@@ -7,18 +7,14 @@
 # may not reach the limit at all).  That e2 was not held back is the
 # gateway's own counter: only e1's I/O waited (qos_delayed_total).
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 LIMIT=300
 tmp=$(mktemp -d /tmp/gw-qos.XXXXXX)
-tpid='' gpid=''
-fail() { echo "FAIL: $*"; [ -e "$tmp/gw.log" ] && tail -20 "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+tpid=''
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:qos:64M:512:2 \
 	--ready-file "$tmp/ready" > "$tmp/target.log" 2>&1 &
@@ -36,14 +32,7 @@ exports = (
     qos = { iops = $LIMIT; }; },
   { name = "e2"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 CONF
-"$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
-gpid=$!
-for _ in $(seq 200); do
-	[ -S "$tmp/e1.sock" ] && [ -S "$tmp/e2.sock" ] && [ -S "$tmp/metrics.sock" ] && break
-	kill -0 "$gpid" 2> /dev/null || fail "the gateway exited"
-	sleep 0.1
-done
-[ -S "$tmp/e2.sock" ] || fail "the gateway did not come up"
+SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/metrics.sock" gw_start run "$tmp/gw.conf"
 
 # e1 keeps 32 I/Os queued (~100 ms at its limit): on a busy machine the
 # client itself may stall, and the limiter can only give what is asked.
@@ -78,13 +67,10 @@ d2=$(echo "$m" | sed -n 's/^nvmf_gateway_export_qos_delayed_total{export="e2"} /
 echo "qos_delayed: e1 $d1, e2 $d2"
 [ -n "$d1" ] && [ "$d1" -gt 0 ] || fail "e1's I/O never waited"
 [ "$d2" = 0 ] || fail "e2's I/O waited for QoS"
-kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
-[ "$st" = 0 ] || fail "exit $st"
+gw_stop
 
 # The quick command takes the same limit: nbd --mem --qos-iops.
-"$GW" nbd --mem 16M --qos-iops 200 "unix:$tmp/q.sock" > "$tmp/q.log" 2>&1 &
-gpid=$!
-for _ in $(seq 100); do [ -S "$tmp/q.sock" ] && break; sleep 0.1; done
+gw_start nbd --mem 16M --qos-iops 200 "unix:$tmp/q.sock"
 fio --output-format=json --output="$tmp/q.json" --name=q "${common[@]}" --runtime=3 \
 	--uri="nbd+unix:///?socket=$tmp/q.sock" || fail "fio on nbd --mem"
 q=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0]["read"]["iops"])' \
@@ -93,6 +79,5 @@ echo "nbd --qos-iops 200: $q IOPS"
 # Never above the limit; below it only as far as a busy client explains.
 python3 -c 'import sys; q = float(sys.argv[1]); sys.exit(not 100 <= q <= 220)' "$q" ||
 	fail "nbd --qos-iops 200 ran at $q IOPS"
-kill -TERM "$gpid"; wait "$gpid"; st=$?; gpid=''
-[ "$st" = 0 ] || fail "nbd exit $st"
+gw_stop
 echo "qos: OK"

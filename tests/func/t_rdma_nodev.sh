@@ -3,11 +3,10 @@
 # names what is missing, exit 1 (bench and discover alike).
 set -u
 : "${GW:?run by tests/func/run.sh}"
-fail() { echo "FAIL: $*"; exit 1; }
+. "$TOP/tests/lib/func.sh"
 
 if [ -n "$(ls /sys/class/infiniband 2> /dev/null)" ]; then
-	echo "skip: this host has an RDMA device ($(ls /sys/class/infiniband | head -1))"
-	exit 77
+	skip "this host has an RDMA device ($(ls /sys/class/infiniband | head -1))"
 fi
 for cmd in "bench -n nqn.2014-08.org.nvmf-gateway:x -T 1" "discover"; do
 	out=$(timeout 20 "$GW" $cmd -t rdma -a 127.0.0.1 2>&1); st=$?

@@ -12,19 +12,13 @@
 # First the shim is shown to count: an NBD handshake while armed allocates.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}"
-fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
-for t in fio cc addr2line nbdinfo; do
-	command -v $t > /dev/null || skip "$t is not installed"
-done
+. "$TOP/tests/lib/func.sh"
+need fio cc addr2line nbdinfo
 tmp=$(mktemp -d /tmp/reclaim-noalloc.XXXXXX)
 gw_pid= mnt=$tmp/mnt
-cleanup() {
-	[ -n "$gw_pid" ] && kill "$gw_pid" 2> /dev/null && wait "$gw_pid" 2> /dev/null
-	grep -qs " $mnt " /proc/mounts && umount -l "$mnt"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn unmount_lazy "$mnt"
+cleanup_fn stop_var gw_pid
 cc -shared -fPIC -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -o "$tmp/allocshim.so" \
 	"$TOP/tests/func/reclaim/allocshim.c" || fail "cannot build the shim"
 

@@ -34,7 +34,7 @@ EA2="{ name = \"a2\"; target = \"ta\"; nsid = 1; read_only = true; fuse = true; 
 EC="{ name = \"c\"; target = \"tc\"; nsid = 2; nbd = { listen = \"unix:$tmp/c.sock\"; }; fuse = true; }"
 
 conf "$EA, $EB" "$TA, $TB"
-gw_start
+gw_start run "$tmp/gw.conf"
 [ -e "$tmp/fuse/b" ] || fail "no FUSE file b at start"
 cntlid=$(st '.targets[0].paths[0].cntlid')
 [ "$cntlid" -gt 0 ] || fail "no cntlid for ta"
@@ -86,7 +86,7 @@ mv "$tmp/gw.conf.good" "$tmp/gw.conf"
 
 # reload 2 by SIGHUP: c goes with tc, b comes back with tb
 conf "$EA, $EA2, $EB" "$TA, $TB"
-kill -HUP "$gpid"
+kill -HUP "$GW_PID"
 wait_for 20 test -S "$tmp/b.sock" || fail "SIGHUP did not bring b back"
 wait_for 20 test ! -S "$tmp/c.sock" || fail "SIGHUP did not remove c"
 wait_for 20 'test "$(st .reloads)" = 2' || fail "reload count after SIGHUP"

@@ -22,7 +22,7 @@ targets = ( { name = "t1"; subnqn = "$A";
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; },
   { name = "e2"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_start run "$tmp/gw.conf"
 "$NBDPY" "$IO" verify "$tmp/e1.sock" 1 > /dev/null || fail "e1 does not work at start"
 
 # The other export keeps being verified while t1 is lost.
@@ -46,7 +46,7 @@ gw_alive
 # The port comes back; the volume is re-attached by a reload (SIGHUP, as
 # systemd's ExecReload sends it): e1 works again, e2 was never touched.
 ctl a port 1 up > /dev/null
-kill -HUP "$GPID"
+kill -HUP "$GW_PID"
 ok=0
 for _ in $(seq 1 40); do
 	sleep 0.5
@@ -55,5 +55,5 @@ done
 [ "$ok" = 1 ] || { tail -20 "$tmp/gw.log"; fail "e1 does not work again after the port is back and a reload"; }
 echo "e1 works again after the reload"
 gw_alive
-gw_finish
+gw_stop
 echo pass

@@ -18,7 +18,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; fast_io_fail_tmo = 2; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 "$NBDPY" "$IO" verify "$tmp/e1.sock" 1 > /dev/null || fail "e1 does not work at start"
 
 lose_port_time_error 'fast_io_fail_tmo): failing I/O'
@@ -42,5 +42,5 @@ echo "path 0 live again $back s after the port came back (gateway clock)"
 echo "$back <= 6" | bc -l | grep -q 1 || fail "took $back s, more than reconnect_delay + 5 s"
 "$NBDPY" "$IO" until-ok "$tmp/e1.sock" 60 > "$tmp/ok.out" || fail "e1 still fails 60 s after the path came back"
 "$NBDPY" "$IO" verify "$tmp/e1.sock" 2 || fail "verified I/O after the return"
-gw_finish
+gw_stop
 echo pass

@@ -20,7 +20,7 @@ targets = ( { name = "t1"; subnqn = "$A";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 S="$tmp/e1.sock"
 
 restart() { # restart: kill -9, start again, wait until the gateway is back
@@ -62,5 +62,5 @@ echo "flushed blocks intact: $kept/64, unflushed blocks still there: $lost/64"
 r=$("$NBDPY" "$IO" flush "$S")
 [ "$r" = ok ] || fail "flush after the loss was reported: $r"
 gw_alive
-gw_finish
+gw_stop
 echo pass

@@ -20,7 +20,7 @@ targets = ( { name = "t1"; subnqn = "$N";
     keep_alive_tmo = 5; reconnect_delay = 1; ctrl_loss_tmo = 60; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 
 "$NBDPY" "$IO" verify "$tmp/e1.sock" 16 > "$tmp/verify.out" 2> "$tmp/verify.err" &
 vpid=$!
@@ -49,5 +49,5 @@ cat "$tmp/verify.out" "$tmp/verify.err"
 grep -q '"verify_errors": 0' "$tmp/verify.out" || fail "verify errors"
 grep -q '"io_errors": 0' "$tmp/verify.out" || fail "I/O errors"
 [ "$(grep -c 'path 0 live again' "$tmp/gw.log")" -ge 2 ] || fail "no two reconnects logged"
-gw_finish
+gw_stop
 echo pass

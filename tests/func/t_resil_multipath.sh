@@ -6,7 +6,7 @@
 # target's per-port I/O counters; zero verify and I/O errors.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
-command -v curl > /dev/null || skip "curl is not installed"
+need curl
 
 N=nqn.2026-01.io.nvmf-gateway:mpath
 tgt_start a "" -s 0 -s 0 --subsys "$N:64M"
@@ -21,7 +21,7 @@ targets = ( { name = "t1"; subnqn = "$N"; multipath = "round-robin";
     keep_alive_tmo = 5; reconnect_delay = 1; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
-SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 
 io_of() { # io_of PATH: reads + writes the gateway counted on that path
 	local r w
@@ -77,5 +77,5 @@ for round in 1 2 3; do
 done
 verify_stop_ok
 gw_alive
-gw_finish
+gw_stop
 echo pass

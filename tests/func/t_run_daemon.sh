@@ -4,18 +4,15 @@
 # holding both exports; data written one way is read the other; SIGTERM
 # ends it cleanly; a dead target makes it exit 1; -f off daemonizes.
 set -u
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 tmp=$(mktemp -d /tmp/gw-run.XXXXXX)
 tpid='' gpid=''
-fail() { echo "FAIL: $*"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	mountpoint -q "$tmp/fuse" && umount -l "$tmp/fuse"
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn unmount_lazy "$tmp/fuse"
+cleanup_fn stop_var gpid
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:run-a:64M \
 	--subsys nqn.2014-08.org.nvmf-gateway:run-b:32M:4096 \

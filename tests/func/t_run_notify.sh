@@ -6,18 +6,15 @@
 # process it sends no pings at all.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${BUILD:?}"
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
+[ -x "$T" ] || fail "no $T"
 tmp=$(mktemp -d /tmp/gw-notify.XXXXXX)
 tpid='' gpid='' lpid=''
-fail() { echo "FAIL: $*"; [ -f "$tmp/gw.log" ] && cat "$tmp/gw.log"; exit 1; }
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	[ -n "$lpid" ] && kill "$lpid" 2> /dev/null && wait "$lpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var lpid
+cleanup_fn stop_var tpid
+cleanup_fn stop_var gpid
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:notify:16M \
 	--ready-file "$tmp/ready" > "$tmp/target.log" 2>&1 &

@@ -7,12 +7,11 @@
 # still, the FUSE-on-host drop-in (no mount namespace) at most 5.0.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}"
-fail() { echo "FAIL: $*"; exit 1; }
-command -v systemd-analyze > /dev/null || { echo "skip: no systemd-analyze (package systemd)"; exit 77; }
-systemd-analyze --version > /dev/null 2>&1 || { echo "skip: systemd-analyze does not run here"; exit 77; }
+. "$TOP/tests/lib/func.sh"
+command -v systemd-analyze > /dev/null || skip "no systemd-analyze (package systemd)"
+systemd-analyze --version > /dev/null 2>&1 || skip "systemd-analyze does not run here"
 [ -x "$GW" ] || fail "no $GW"
-tmp=$(mktemp -d /tmp/gw-unit.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+tmp_dir gw-unit
 
 sed "s|/usr/local/bin/nvmf-gateway|$GW|g" "$TOP/systemd/nvmf-gateway.service" > "$tmp/nvmf-gateway.service"
 grep -q "ExecStart=$GW run" "$tmp/nvmf-gateway.service" || fail "ExecStart= not substituted"

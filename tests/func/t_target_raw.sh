@@ -5,7 +5,7 @@
 # range checks, bad PDUs answered with C2HTermReq, the keep-alive timeout.
 set -u
 . "$TOP/tests/target/helpers.sh"
-command -v python3 > /dev/null || { echo "skip: python3 is not installed"; exit 77; }
+need python3
 
 A=nqn.2026-01.io.nvmf-gateway:raw
 tgt_start --subsys "$A:16M:512:3"

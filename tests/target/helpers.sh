@@ -3,10 +3,14 @@
 # loopback port and stops exactly that pid.
 : "${BUILD:?run by tests/func/run.sh}"
 TGT="$BUILD/nvmf-test-target"
+: "${TOP:?run by tests/func/run.sh}"
+. "$TOP/tests/lib/func.sh"
 TGT_PID=
-TGT_DIR=$(mktemp -d)
-
-fail() { echo "FAIL: $*"; [ -n "$TGT_PID" ] && tail -20 "$TGT_DIR/target.log"; exit 1; }
+TGT_DIR=$(mktemp -d /tmp/gw-tgt.XXXXXX)
+cleanup_fn rm -rf "$TGT_DIR"
+cleanup_fn tgt_stop
+_tgt_log_tail() { [ -z "$TGT_PID" ] || tail -20 "$TGT_DIR/target.log"; }
+fail_show _tgt_log_tail
 
 # tgt_start ARGS...: a target on 127.0.0.1 with a kernel-chosen port; sets
 # TGT_PID, TGT_PORT and TGT_CTL.  Its log is $TGT_DIR/target.log.
@@ -46,12 +50,6 @@ tgt_finish() {
 	[ "$st" = 0 ] || { tail -30 "$TGT_DIR/target.log"; fail "target exit status $st"; }
 	echo "target stopped cleanly"
 }
-
-tgt_cleanup() {
-	tgt_stop
-	rm -rf "$TGT_DIR"
-}
-trap tgt_cleanup EXIT
 
 # ctl COMMAND...: one control command; fails the test unless answered "ok".
 ctl() {

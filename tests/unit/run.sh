@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every Check unit-test binary of a build folder; one result line per
-# binary, plus Check's own summary lines.
+# binary, plus Check's own summary lines.  A binary that exits 77 skipped
+# (e.g. no io_uring on this host) and says why on its last line.
 set -u
 build="${1:-build}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -14,7 +15,9 @@ for t in "$build"/tests/unit/test_*; do
 	echo "$out" | grep -E '^[0-9]+%: Checks|:[EF]:' || true
 	# Check's own counts, so the summary counts test cases, not binaries.
 	line=$(echo "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
-	if [ $st -eq 0 ] && [ -n "$line" ]; then
+	if [ $st -eq 77 ]; then
+		report SKIP "$name" "$(echo "$out" | tail -1)"
+	elif [ $st -eq 0 ] && [ -n "$line" ]; then
 		report PASS "$name" "$(echo "$line" | sed 's/^[0-9]*%: //')"
 	else
 		echo "$out" | tail -30

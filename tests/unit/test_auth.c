@@ -6,6 +6,7 @@
 #include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -891,6 +892,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("auth");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

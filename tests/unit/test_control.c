@@ -3,6 +3,7 @@
  * for malformed lines on that connection only, mode 0600, stop with a
  * call outstanding. */
 #include "gateway/control.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -261,6 +262,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("control");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

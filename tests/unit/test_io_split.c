@@ -9,6 +9,7 @@
 
 #include "transports/io.h"
 #include "transports/transport.h"
+#include "unit_skip.h"
 
 #define MAX_CMDS 4096
 
@@ -600,6 +601,7 @@ static Suite *io_suite(void)
 
 int main(void)
 {
+	unit_need_io_uring();
 	SRunner *sr = srunner_create(io_suite());
 	int failed;
 

@@ -5,6 +5,7 @@
 #include "gateway/daemon_metrics.h"
 #include "gateway/metrics.h"
 #include "gateway/qos.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -337,6 +338,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("metrics");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

@@ -21,6 +21,7 @@
 #include "nbd/internal.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
+#include "unit_skip.h"
 
 #define ALL_CAPS (VOL_CAP_FLUSH | VOL_CAP_FUA | VOL_CAP_TRIM | VOL_CAP_WRITE_ZEROES | \
 		  VOL_CAP_FAST_ZERO)
@@ -1348,6 +1349,7 @@ static Suite *suite(void)
 
 int main(void)
 {
+	unit_need_io_uring();
 	SRunner *sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -3,6 +3,7 @@
  * CONNECT replies, backend identifier matching over a fake sysfs tree, the
  * choice between CONNECT and RECONFIGURE, and the flags. */
 #include "nbd/kdev.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -432,6 +433,7 @@ static Suite *suite(void)
 
 int main(void)
 {
+	unit_need_io_uring();
 	SRunner *sr = srunner_create(suite());
 	int failed;
 

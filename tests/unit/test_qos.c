@@ -6,6 +6,7 @@
  * completions before timers), not on time. */
 #include "gateway/qos.h"
 #include "gateway/volume.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -342,6 +343,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("qos");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

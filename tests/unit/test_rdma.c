@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway/reactor.h"
+#include "unit_skip.h"
 
 static uint16_t le16_at(const void *p, size_t off)
 {
@@ -499,6 +500,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("rdma");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, cm_req_admin);

@@ -13,6 +13,7 @@
 
 #include "tests/unit/tcp_fixture.h"
 #include "transports/crc32c.h"
+#include "unit_skip.h"
 
 #define BUFSZ (64 * 1024)
 
@@ -838,6 +839,7 @@ static Suite *tcp_rx_suite(void)
 
 int main(void)
 {
+	unit_need_io_uring();
 	SRunner *sr = srunner_create(tcp_rx_suite());
 	int failed;
 

@@ -2,6 +2,7 @@
  * rejected request), exactly one callback, never from inside vol_submit,
  * and on the submitting reactor even when another reactor did the work. */
 #include "gateway/volume.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -258,6 +259,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("volume");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

@@ -5,6 +5,7 @@
  * blocked reactor stays blocked however slow the machine is. */
 #include "gateway/watchdog.h"
 #include "gateway/reactor.h"
+#include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
@@ -217,6 +218,7 @@ END_TEST
 
 int main(void)
 {
+	unit_need_io_uring();
 	Suite *s = suite_create("watchdog");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;

@@ -15,7 +15,7 @@ fuse_require
 port=$((20000 + $$ % 20000))
 nqn4k=nqn.2026-01.io.nvmf-gateway:fuse4k
 nqn512=nqn.2026-01.io.nvmf-gateway:fuse512
-trap '[ -n "$GW_PID" ] && kill "$GW_PID" 2> /dev/null; sleep 1; vm_stop; fuse_cleanup' EXIT
+cleanup_fn vm_stop
 cc -O2 -o "$T/overlap" "$TOP/tests/func/fuse/overlap.c" $(pkg-config --libs liburing) || fail "helper"
 
 vm_start "$T/vm" "$port:4420" || fail "the guest did not boot"
@@ -25,7 +25,7 @@ vm_exec ". tests/interop/nvmet.sh && nvmet_subsys $nqn4k 64M 4096 &&
 
 for nqn in $nqn4k $nqn512; do
 	bs=4096; [ $nqn = $nqn512 ] && bs=512
-	gw_start -t tcp -a 127.0.0.1 -s $port -n $nqn --name disk --max-xfer 64k
+	gw_start mount -t tcp -a 127.0.0.1 -s $port -n $nqn --name disk --max-xfer 64k "$MNT"
 	F="$MNT/disk"
 	stat -c '%n: %s bytes, st_blksize %o' "$F"
 	python3 "$TOP/tests/func/fuse/fsx.py" "$F" 20000 7 $bs || fail "fsx on $nqn"

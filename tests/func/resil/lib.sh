@@ -1,6 +1,7 @@
-# Shared by tests/func/t_resil_*.sh and t_linkwatch.sh: the test target(s)
-# and `nvmf-gateway run` with a configuration the test writes, each stopped
-# by its own pid on exit.
+# Shared by tests/func/t_resil_*.sh, t_live_*.sh, t_limits_*.sh and
+# t_linkwatch.sh, on top of tests/lib/func.sh: the test target(s), each
+# stopped by its own pid on exit, beside `SOCKS="..." gw_start run CONF`
+# with a configuration the test writes.
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}" "${BUILD:?}"
 export PATH="/usr/bin:$PATH"
 # The gateway stamps its log lines with CLOCK_MONOTONIC: time bounds are
@@ -9,34 +10,32 @@ export NVMF_GATEWAY_LOG_STAMP=1
 NBDPY=/usr/bin/python3 # Debian's, with the libnbd bindings
 TGT="$BUILD/nvmf-test-target"
 IO="$TOP/tests/func/resil/io.py"
-tmp=$(mktemp -d /tmp/gw-resil.XXXXXX)
+. "$TOP/tests/lib/func.sh"
+tmp_dir gw-resil
 declare -A TPID=()
-GPID=
 NETNS=()
-
-fail() {
-	echo "FAIL: $*"
-	[ -e "$tmp/gw.log" ] && { echo "--- gateway log"; tail -40 "$tmp/gw.log"; }
-	for f in "$tmp"/tgt-*.log; do [ -e "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
-	exit 1
-}
-skip() { echo "SKIP: $*"; exit 77; }
-cleanup() {
-	[ -n "$GPID" ] && kill -TERM "$GPID" 2> /dev/null && wait "$GPID" 2> /dev/null
+# On exit, after the gateway: the targets, then the namespaces.
+cleanup_fn _netns_del_all
+cleanup_fn _tgt_kill_all
+_tgt_kill_all() {
+	local k
 	for k in "${!TPID[@]}"; do
 		kill -KILL "${TPID[$k]}" 2> /dev/null && wait "${TPID[$k]}" 2> /dev/null
 	done
-	for ns in "${NETNS[@]}"; do ip netns del "$ns" 2> /dev/null; done
-	rm -rf "$tmp"
 }
-trap cleanup EXIT
+_netns_del_all() {
+	local ns
+	for ns in "${NETNS[@]}"; do ip netns del "$ns" 2> /dev/null; done
+}
+_tgt_log_tails() {
+	local f
+	for f in "$tmp"/tgt-*.log; do [ -e "$f" ] && { echo "--- $f"; tail -15 "$f"; }; done
+	return 0
+}
+fail_show _tgt_log_tails
 
 [ -x "$TGT" ] || fail "$TGT not built"
 "$NBDPY" -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
-
-free_port() {
-	"$NBDPY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # tgt_start NAME PREFIX ARGS...: a test target named NAME (its control
 # socket $tmp/NAME.ctl, log $tmp/tgt-NAME.log), run under PREFIX (e.g.
@@ -73,34 +72,6 @@ ctl() {
 # stat_field NAME KEY: a key=value of the target's stats.
 stat_field() {
 	ctl "$1" stats | tr ' ' '\n' | sed -n "s/^$2=//p"
-}
-
-# gw_run CONF [PREFIX]: the daemon in the foreground (log $tmp/gw.log),
-# waits until every socket in SOCKS (space-separated) exists.
-gw_run() {
-	local conf=$1 prefix=${2:-}
-	"$GW" check -c "$conf" > /dev/null || fail "config rejected: $("$GW" check -c "$conf" 2>&1)"
-	$prefix "$GW" run -f -c "$conf" > "$tmp/gw.log" 2>&1 &
-	GPID=$!
-	for _ in $(seq 1 300); do
-		local ok=1
-		for s in $SOCKS; do [ -S "$s" ] || ok=0; done
-		[ $ok = 1 ] && return 0
-		kill -0 "$GPID" 2> /dev/null || fail "gateway exited at start"
-		sleep 0.05
-	done
-	fail "gateway did not start serving"
-}
-
-gw_alive() { kill -0 "$GPID" 2> /dev/null || fail "the gateway died"; }
-
-# gw_finish: SIGTERM; the daemon must exit 0 on its own.
-gw_finish() {
-	local st=0
-	kill -TERM "$GPID"
-	wait "$GPID" || st=$?
-	GPID=
-	[ $st = 0 ] || fail "gateway exit status $st after SIGTERM"
 }
 
 # metric URL NAME LABELS: one sample's value from the metrics endpoint

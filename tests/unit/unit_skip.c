@@ -1,0 +1,26 @@
+#include "unit_skip.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void unit_need_io_uring(void)
+{
+	struct io_uring ring;
+	int ret;
+
+	/* The same library entry the reactor uses, so a refusal here is the
+	 * refusal reactor_init() would meet. */
+	ret = io_uring_queue_init(2, &ring, 0);
+	if (ret == 0) {
+		io_uring_queue_exit(&ring);
+		return;
+	}
+	if (ret == -ENOSYS || ret == -EPERM || ret == -EACCES) {
+		printf("io_uring is unavailable on this host (%s)\n", strerror(-ret));
+		fflush(stdout);
+		exit(UNIT_EXIT_SKIP);
+	}
+}
