@@ -36,8 +36,11 @@ CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
 LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)
 
 # Every module's .c is part of the core library that the binary, the unit
-# tests and the fuzzers link; only main.c is the binary's own.
-MODULE_SRCS := $(sort $(filter-out gateway/main.c,$(wildcard gateway/*.c transports/*.c nbd/*.c fuse/*.c)))
+# tests and the fuzzers link; only main.c is the binary's own.  The folders
+# are the layers, bottom first (README "Layers"; make check-layers).
+LAYER_DIRS := gateway/base transports transports/tcp transports/rdma transports/auth \
+	gateway/volume nbd fuse gateway
+MODULE_SRCS := $(sort $(filter-out gateway/main.c,$(wildcard $(LAYER_DIRS:%=%/*.c))))
 MODULE_OBJS := $(MODULE_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -75,7 +78,7 @@ $(BUILD)/nvmf-gateway: $(BUILD)/gateway/main.o $(BUILD)/libgateway.a
 # The fault-injecting NVMe/TCP test target (tests/target/): a test tool, not
 # part of the gateway; it shares only the wire structures, CRC32C and the logging API.
 TARGET_SRCS := $(sort $(wildcard tests/target/*.c))
-TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/log.o
+TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/base/log.o
 $(BUILD)/nvmf-test-target: $(TARGET_OBJS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^
 

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
-#include "gateway/qos.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "nbd/kdev.h"

@@ -21,9 +21,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "gateway/membudget.h"
+#include "gateway/base/membudget.h"
 #include "gateway/secret.h"
-#include "transports/auth.h"
+#include "transports/auth/auth.h"
 
 #define DIGITS "0123456789"
 #define ALPHA "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gateway/access.h"
-#include "gateway/log.h"
-#include "gateway/reclaim.h"
+#include "gateway/base/access.h"
+#include "gateway/base/log.h"
+#include "gateway/base/reclaim.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
 #define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "gateway/daemon_priv.h"
-#include "gateway/json.h"
-#include "gateway/log.h"
-#include "gateway/qos.h"
+#include "gateway/base/json.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
 
 static const char *trtype_name(enum nvmf_trtype t)
 {

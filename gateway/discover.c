@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "gateway/discover.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "transports/status.h"

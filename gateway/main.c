@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "gateway/tools.h"
 
 static void usage(FILE *f)

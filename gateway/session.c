@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "gateway/secret.h"
 
 void session_defaults(struct session *s, const char *default_port)

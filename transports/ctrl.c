@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 #include "transports/status.h"
 

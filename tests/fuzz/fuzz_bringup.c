@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"

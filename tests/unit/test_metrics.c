@@ -3,8 +3,8 @@
  * socket: 200 with the fill's text, 404, 405, HEAD, malformed and oversized
  * requests closed without a reply, stop with a connection still open. */
 #include "gateway/daemon_metrics.h"
-#include "gateway/metrics.h"
-#include "gateway/qos.h"
+#include "gateway/base/metrics.h"
+#include "gateway/volume/qos.h"
 
 #include <check.h>
 #include <errno.h>

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
-#include "gateway/membudget.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "nbd/internal.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
