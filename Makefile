@@ -59,7 +59,7 @@ FUZZ_JOBS ?= 2
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	-DNVMF_DEBUG_INVARIANTS
 
-.PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
+.PHONY: check-layers all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
@@ -117,6 +117,10 @@ chaos: $(if $(filter build,$(BUILD)),all)
 chaos-suite: all
 	tests/chaos/suite.sh $(BUILD)
 
+# No #include runs from a lower layer to a higher one (README "Layers").
+check-layers:
+	tests/check-layers.sh
+
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNVMF_DEBUG_INVARIANTS" \
@@ -165,8 +169,8 @@ DEMO ?= tests/demo.sh
 # suite's make failed, or an expected suite left no results.  A new suite
 # adds its target to TEST_SUITES and its result file to TEST_RESULTS.
 # "deb" builds the package that func's t_deb then checks (a step, not a
-# suite: no result file of its own).
-TEST_SUITES ?= deb unit func chaos-suite interop test-systemd asan-unit fuzz
+# suite: no result file of its own); so is "check-layers", first and cheap.
+TEST_SUITES ?= check-layers deb unit func chaos-suite interop test-systemd asan-unit fuzz
 TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res \
 	$(BUILD)/results/systemd.res \

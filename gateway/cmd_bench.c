@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gateway/config.h"
+#include "gateway/base/parse.h"
 #include "gateway/base/histogram.h"
 #include "gateway/base/log.h"
 #include "gateway/session.h"
@@ -421,7 +422,7 @@ int cmd_bench(int argc, char **argv)
 			break;
 		}
 		case 'b':
-			if (config_parse_size(optarg, &v) < 0 || v < 512 || v > (64u << 20) || v % 512) {
+			if (gw_parse_size(optarg, &v) < 0 || v < 512 || v > (64u << 20) || v % 512) {
 				fprintf(stderr, "nvmf-gateway: block size '%s': 512 to 64M, multiple of 512\n",
 					optarg);
 				return 1;
@@ -453,7 +454,7 @@ int cmd_bench(int argc, char **argv)
 			b.verify = true;
 			break;
 		case 2002:
-			if (config_parse_size(optarg, &v) < 0 || !v) {
+			if (gw_parse_size(optarg, &v) < 0 || !v) {
 				fprintf(stderr, "nvmf-gateway: bad size '%s'\n", optarg);
 				return 1;
 			}

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "gateway/base/membudget.h"
+#include "gateway/base/parse.h"
 #include "gateway/secret.h"
 #include "transports/auth/auth.h"
 
@@ -253,44 +254,6 @@ static const char *chk_sockpath(const char *s)
 
 /* ---- shared parsers ---- */
 
-static int parse_port(const char *s, uint16_t *out)
-{
-	size_t n = strlen(s);
-
-	if (n < 1 || n > 5 || strspn(s, DIGITS) != n)
-		return -EINVAL;
-	unsigned long v = strtoul(s, NULL, 10);
-	if (v < 1 || v > UINT16_MAX)
-		return -EINVAL;
-	*out = (uint16_t)v;
-	return 0;
-}
-
-int config_parse_size(const char *s, uint64_t *out)
-{
-	static const char units[] = "kmgt";
-	unsigned shift = 0;
-	char *end;
-
-	/* strtoull alone would take spaces, signs and "-1" wrapping. */
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	if (*end) {
-		const char *u = strchr(units, tolower((unsigned char)*end));
-		if (!u || end[1])
-			return -EINVAL;
-		shift = 10 * (unsigned)(u - units + 1);
-	}
-	if (v > UINT64_MAX >> shift)
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 int config_parse_nbd_device(const char *s, int *out)
 {
 	static const char prefix[] = "/dev/nbd";
@@ -308,66 +271,6 @@ int config_parse_nbd_device(const char *s, int *out)
 	if (n < 1 || n > 9 || strspn(d, DIGITS) != n || (d[0] == '0' && n > 1))
 		return -EINVAL;
 	*out = (int)strtol(d, NULL, 10);
-	return 0;
-}
-
-void config_listen_free(struct gw_listen *l)
-{
-	free(l->spec);
-	free(l->path);
-	free(l->host);
-	*l = (struct gw_listen){ .kind = GW_LISTEN_NONE };
-}
-
-/* "HOST" of tcp:HOST:PORT; brackets allow an IPv6 address.  An empty host
- * ("tcp::PORT") is the same as none: loopback, 127.0.0.1 (gw_listen_open),
- * since NBD and the metrics endpoint authenticate nobody. */
-static int parse_tcp_host(const char *h, size_t n, char **out)
-{
-	if (n && h[0] == '[') {
-		if (n < 2 || h[n - 1] != ']')
-			return -EINVAL;
-		h++;
-		n -= 2;
-	}
-	*out = NULL;
-	if (!n)
-		return 0;
-	*out = strndup(h, n);
-	return *out ? 0 : -ENOMEM;
-}
-
-int config_parse_listen(const char *s, struct gw_listen *out)
-{
-	struct gw_listen l = { .kind = GW_LISTEN_NONE };
-
-	if (strncmp(s, "unix:", 5) == 0) {
-		const char *p = s + 5;
-		if (!*p || strlen(p) >= UNIX_PATH_MAX)
-			return -EINVAL;
-		l.kind = GW_LISTEN_UNIX;
-		l.path = strdup(p);
-		if (!l.path)
-			return -ENOMEM;
-	} else if (strncmp(s, "tcp:", 4) == 0) {
-		const char *hp = s + 4, *colon = strrchr(hp, ':');
-		l.kind = GW_LISTEN_TCP;
-		if (parse_port(colon ? colon + 1 : hp, &l.port))
-			return -EINVAL;
-		if (colon) {
-			int ret = parse_tcp_host(hp, (size_t)(colon - hp), &l.host);
-			if (ret)
-				return ret;
-		}
-	} else {
-		return -EINVAL;
-	}
-	l.spec = strdup(s);
-	if (!l.spec) {
-		config_listen_free(&l);
-		return -ENOMEM;
-	}
-	*out = l;
 	return 0;
 }
 
@@ -459,7 +362,7 @@ static void release_str(void *dst)
 
 static void release_listen(void *dst)
 {
-	config_listen_free(dst);
+	gw_listen_free(dst);
 }
 
 static void parse_log_level(struct ctx *c, const config_setting_t *s,
@@ -487,7 +390,7 @@ static void parse_trsvcid(struct ctx *c, const config_setting_t *s,
 			return;
 		port = (uint16_t)v;
 	} else if (config_setting_type(s) == CONFIG_TYPE_STRING) {
-		if (parse_port(config_setting_get_string(s), &port)) {
+		if (gw_parse_port(config_setting_get_string(s), &port)) {
 			err_at(c, s, "%s: invalid value \"%s\": expected a port 1..65535",
 			       path, config_setting_get_string(s));
 			return;
@@ -512,7 +415,7 @@ static void parse_bandwidth(struct ctx *c, const config_setting_t *s,
 			*(uint64_t *)dst = (uint64_t)v;
 	} else if (config_setting_type(s) == CONFIG_TYPE_STRING) {
 		const char *str = config_setting_get_string(s);
-		int ret = config_parse_size(str, dst);
+		int ret = gw_parse_size(str, dst);
 		if (ret)
 			err_at(c, s, "%s: invalid value \"%s\": %s", path, str,
 			       ret == -ERANGE ? "too large"
@@ -536,7 +439,7 @@ static void parse_budget(struct ctx *c, const config_setting_t *s,
 		v = (uint64_t)i;
 	} else if (config_setting_type(s) == CONFIG_TYPE_STRING) {
 		const char *str = config_setting_get_string(s);
-		int ret = config_parse_size(str, &v);
+		int ret = gw_parse_size(str, &v);
 		if (ret || v < MEMBUDGET_MIN_BYTES) {
 			err_at(c, s, "%s: invalid value \"%s\": %s", path, str,
 			       ret == -ERANGE ? "too large" :
@@ -579,7 +482,7 @@ static void parse_listen(struct ctx *c, const config_setting_t *s,
 		return;
 	}
 	const char *v = config_setting_get_string(s);
-	int ret = config_parse_listen(v, dst);
+	int ret = gw_listen_parse(v, dst);
 	if (ret == -ENOMEM)
 		c->nomem = true;
 	else if (ret)

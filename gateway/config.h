@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "gateway/base/access.h"
+#include "gateway/base/listen.h"
 #include "gateway/base/log.h"
 #include "gateway/base/reclaim.h"
 
@@ -60,24 +61,6 @@ struct gw_target {
 	char *dhchap_ctrl_secret;
 	char *dhchap_secret_file;
 	char *dhchap_ctrl_secret_file;
-};
-
-enum gw_listen_kind {
-	GW_LISTEN_NONE,
-	GW_LISTEN_UNIX,
-	GW_LISTEN_TCP,
-};
-
-/* An NBD server socket: "unix:PATH", "tcp:HOST:PORT" or "tcp:PORT". */
-struct gw_listen {
-	enum gw_listen_kind kind;
-	char *spec;		/* the string as written, for messages */
-	char *path;		/* UNIX */
-	char *host;		/* TCP; NULL = loopback (127.0.0.1) */
-	uint16_t port;		/* TCP */
-	/* Copied from the listener's *access group once the file is read
-	 * (config_parse_listen leaves it zero: no rules, mode 0600). */
-	struct gw_access access;
 };
 
 #define GW_NBD_NONE (-2)	/* no kernel device, socket only */
@@ -155,14 +138,9 @@ void config_default_control(char *buf, size_t len);
 struct gw_target *config_find_target(const struct gw_config *cfg,
 				     const char *name);
 
-/* Parsers shared with the CLI.  0, or -EINVAL on bad syntax. */
-/* "400M", "4k", "1G", "2T", "512": base 1024; -ERANGE past 2^64-1. */
-int config_parse_size(const char *s, uint64_t *out);
+/* Parsers shared with the CLI (sizes and listeners: gateway/base/parse.h
+ * and listen.h).  0, or -EINVAL on bad syntax. */
 /* "/dev/nbdN" -> N, "auto" -> GW_NBD_AUTO. */
 int config_parse_nbd_device(const char *s, int *out);
-/* Fills *out (strings allocated, -ENOMEM possible); free with
- * config_listen_free. */
-int config_parse_listen(const char *s, struct gw_listen *out);
-void config_listen_free(struct gw_listen *l);
 
 #endif

@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gateway/config.h"
+#include "gateway/base/listen.h"
 #include "gateway/base/reactor.h"
 #include "gateway/volume/volume.h"
 

@@ -2,6 +2,7 @@
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -9,6 +10,9 @@
 #include <unistd.h>
 
 #include "gateway/base/listen.h"
+#include "gateway/base/parse.h"
+
+#define UNIX_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 static int listen_unix(const char *path, int backlog, const struct gw_access *acc,
 		       unsigned default_mode)
@@ -102,4 +106,64 @@ int gw_listen_open(const struct gw_listen *l, uint16_t default_port, int backlog
 	default:
 		return -EINVAL;
 	}
+}
+
+void gw_listen_free(struct gw_listen *l)
+{
+	free(l->spec);
+	free(l->path);
+	free(l->host);
+	*l = (struct gw_listen){ .kind = GW_LISTEN_NONE };
+}
+
+/* "HOST" of tcp:HOST:PORT; brackets allow an IPv6 address.  An empty host
+ * ("tcp::PORT") is the same as none: loopback, 127.0.0.1 (gw_listen_open),
+ * since NBD and the metrics endpoint authenticate nobody. */
+static int parse_tcp_host(const char *h, size_t n, char **out)
+{
+	if (n && h[0] == '[') {
+		if (n < 2 || h[n - 1] != ']')
+			return -EINVAL;
+		h++;
+		n -= 2;
+	}
+	*out = NULL;
+	if (!n)
+		return 0;
+	*out = strndup(h, n);
+	return *out ? 0 : -ENOMEM;
+}
+
+int gw_listen_parse(const char *s, struct gw_listen *out)
+{
+	struct gw_listen l = { .kind = GW_LISTEN_NONE };
+
+	if (strncmp(s, "unix:", 5) == 0) {
+		const char *p = s + 5;
+		if (!*p || strlen(p) >= UNIX_PATH_MAX)
+			return -EINVAL;
+		l.kind = GW_LISTEN_UNIX;
+		l.path = strdup(p);
+		if (!l.path)
+			return -ENOMEM;
+	} else if (strncmp(s, "tcp:", 4) == 0) {
+		const char *hp = s + 4, *colon = strrchr(hp, ':');
+		l.kind = GW_LISTEN_TCP;
+		if (gw_parse_port(colon ? colon + 1 : hp, &l.port))
+			return -EINVAL;
+		if (colon) {
+			int ret = parse_tcp_host(hp, (size_t)(colon - hp), &l.host);
+			if (ret)
+				return ret;
+		}
+	} else {
+		return -EINVAL;
+	}
+	l.spec = strdup(s);
+	if (!l.spec) {
+		gw_listen_free(&l);
+		return -ENOMEM;
+	}
+	*out = l;
+	return 0;
 }

@@ -7,7 +7,29 @@
 #include <sys/types.h>
 
 #include "gateway/base/access.h"
-#include "gateway/config.h"
+
+enum gw_listen_kind {
+	GW_LISTEN_NONE,
+	GW_LISTEN_UNIX,
+	GW_LISTEN_TCP,
+};
+
+/* An NBD server socket: "unix:PATH", "tcp:HOST:PORT" or "tcp:PORT". */
+struct gw_listen {
+	enum gw_listen_kind kind;
+	char *spec;		/* the string as written, for messages */
+	char *path;		/* UNIX */
+	char *host;		/* TCP; NULL = loopback (127.0.0.1) */
+	uint16_t port;		/* TCP */
+	/* Copied from the listener's *access group once the file is read
+	 * (gw_listen_parse leaves it zero: no rules, mode 0600). */
+	struct gw_access access;
+};
+
+/* Fills *out (strings allocated, -ENOMEM possible), or -EINVAL on bad
+ * syntax; free with gw_listen_free. */
+int gw_listen_parse(const char *s, struct gw_listen *out);
+void gw_listen_free(struct gw_listen *l);
 
 /* A Unix listener's file when its access names no mode: the owner only
  * (NBD has no authentication of its own). */

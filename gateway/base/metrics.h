@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/config.h"
+#include "gateway/base/listen.h"
 #include "gateway/base/histogram.h"
 #include "gateway/base/reactor.h"
 

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/config.h"
+#include "gateway/base/parse.h"
 #include "gateway/base/log.h"
 
 #define STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
@@ -272,7 +272,7 @@ int qos_parse_opt(const char *cmd, int opt, const char *arg, struct vol_qos_limi
 		l->iops = v;
 		return 1;
 	case QOS_OPT_BANDWIDTH:
-		if (config_parse_size(arg, &v) < 0) {
+		if (gw_parse_size(arg, &v) < 0) {
 			fprintf(stderr, "nvmf-gateway %s: --qos-bandwidth '%s': bytes per second "
 					"with an optional K, M, G or T (0 = unlimited)\n", cmd, arg);
 			return -1;

@@ -1,4 +1,5 @@
 #include "gateway/config.h"
+#include "gateway/base/parse.h"
 
 #include <check.h>
 #include <errno.h>
@@ -816,7 +817,7 @@ START_TEST(parse_size)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t v = 12345;
-		int rc = config_parse_size(cases[i].s, &v);
+		int rc = gw_parse_size(cases[i].s, &v);
 		ck_assert_msg(rc == cases[i].rc, "\"%s\": rc %d", cases[i].s, rc);
 		ck_assert_msg(rc || v == cases[i].v, "\"%s\": %llu", cases[i].s,
 			      (unsigned long long)v);
@@ -870,17 +871,17 @@ START_TEST(parse_listen)
 	struct gw_listen l;
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		ck_assert_msg(config_parse_listen(good[i].s, &l) == 0, "\"%s\"", good[i].s);
+		ck_assert_msg(gw_listen_parse(good[i].s, &l) == 0, "\"%s\"", good[i].s);
 		ck_assert_int_eq(l.kind, good[i].kind);
 		ck_assert_str_eq(l.spec, good[i].s);
 		ck_assert_pstr_eq(l.path, good[i].path);
 		ck_assert_pstr_eq(l.host, good[i].host);
 		ck_assert_uint_eq(l.port, good[i].port);
-		config_listen_free(&l);
+		gw_listen_free(&l);
 		ck_assert_int_eq(l.kind, GW_LISTEN_NONE);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(config_parse_listen(bad[i], &l) == -EINVAL,
+		ck_assert_msg(gw_listen_parse(bad[i], &l) == -EINVAL,
 			      "\"%s\" accepted", bad[i]);
 }
 END_TEST

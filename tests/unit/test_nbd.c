@@ -1161,7 +1161,7 @@ START_TEST(server_unix_socket)
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "unix:%s/s.sock", dir);
-	ck_assert_int_eq(config_parse_listen(path, &l), 0);
+	ck_assert_int_eq(gw_listen_parse(path, &l), 0);
 	ck_assert_int_eq(nbd_server_start(&o, &srv), 0);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", l.path);
 	/* A second server on the same live socket is refused. */
@@ -1188,7 +1188,7 @@ START_TEST(server_unix_socket)
 	ck_assert_int_eq(stopped, 1);
 	ck_assert_int_eq(stat(l.path, &st), -1);
 	close(cl.fd);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	rmdir(dir);
 }
 END_TEST
@@ -1234,7 +1234,7 @@ START_TEST(two_reactors_multi_conn)
 	ck_assert_int_eq(reactor_start_thread(&R2), 0);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(spec, sizeof(spec), "unix:%s/s.sock", dir);
-	ck_assert_int_eq(config_parse_listen(spec, &l), 0);
+	ck_assert_int_eq(gw_listen_parse(spec, &l), 0);
 	ck_assert_int_eq(nbd_server_start(&o, &srv), 0);
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
@@ -1273,7 +1273,7 @@ START_TEST(two_reactors_multi_conn)
 	reactor_send_msg(&R2, &stop_msg);
 	reactor_join(&R2);
 	reactor_fini(&R2);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	rmdir(dir);
 	vol_destroy(&cv->v);
 }
