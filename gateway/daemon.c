@@ -7,7 +7,6 @@
  * then the reactors. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
+#include "gateway/daemon.h"
 #include "gateway/daemon_metrics.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/linkwatch.h"
@@ -26,7 +26,6 @@
 #include "gateway/volume/qos.h"
 #include "gateway/base/reclaim.h"
 #include "gateway/base/notify.h"
-#include "gateway/tools.h"
 #include "gateway/volume/volume.h"
 #include "gateway/watchdog.h"
 #include "fuse/fusefs.h"
@@ -952,18 +951,7 @@ static void start_all(struct gw *gw)
 	gw_batch_run(b);
 }
 
-/* ---- the command ---- */
-
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: nvmf-gateway run [-c FILE] [-f|--foreground]\n\n"
-		   "Runs the gateway: connects every target of FILE (default %s) and\n"
-		   "serves its exports until SIGINT or SIGTERM.\n\n"
-		   "  -c, --config FILE     configuration file\n"
-		   "  -f, --foreground      do not daemonize (for systemd and tests)\n"
-		   "  -v, --verbose         debug logs\n",
-		GW_CONFIG_DEFAULT_PATH);
-}
+/* ---- the daemon's life, from cmd_run ---- */
 
 /* Forks; the parent waits until the child says it is up (exit 0) or has
  * failed (exit 1).  Returns in the child with *ready_fd set. */
@@ -996,32 +984,12 @@ static int daemonize(int *ready_fd)
 	return 0;
 }
 
-int cmd_run(int argc, char **argv)
+int daemon_run(const char *path, bool foreground)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, 0, 'c' }, { "foreground", no_argument, 0, 'f' },
-		{ "verbose", no_argument, 0, 'v' },	 { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	const char *path = GW_CONFIG_DEFAULT_PATH;
-	bool foreground = false;
 	struct gw gw = { .sfd = -1, .ready_fd = -1, .start_ns = reactor_now_ns() };
 	sigset_t set;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, "c:fvh", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'c': path = optarg; break;
-		case 'f': foreground = true; break;
-		case 'v': log_set_level(LOG_LVL_DEBUG); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 1;
-		}
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 1;
-	}
 	if (config_load(path, &gw.cfg, stderr) < 0)
 		return 1;
 	if (!getenv("NVMF_GATEWAY_LOG") && gw.cfg->log_level)
