@@ -39,4 +39,12 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 			log_msg(LOG_LVL_DEBUG, __VA_ARGS__);             \
 	} while (0)
 
+/* The base of the object-prefixed log macros (ctrl_log, target_log,
+ * path_log): LOG_LVL_<lvl>, and a debug line costs nothing when off. */
+#define obj_log(lvl, ...)                                                \
+	do {                                                             \
+		if (log_enabled(LOG_LVL_##lvl))                          \
+			log_msg(LOG_LVL_##lvl, __VA_ARGS__);             \
+	} while (0)
+
 #endif

@@ -32,9 +32,9 @@ void mp_fast_fire(struct reactor_timer *tm)
 
 	if (mp_any_attached(t) || t->shutting_down)
 		return;
-	log_err("target %s: no usable path for %d s (fast_io_fail_tmo): failing I/O with EIO "
-		"while reconnecting",
-		t->o.ctrl.name, t->o.fast_io_fail_tmo_s);
+	target_log(ERR, t, "no usable path for %d s (fast_io_fail_tmo): failing I/O with EIO "
+		   "while reconnecting",
+		   t->o.fast_io_fail_tmo_s);
 	t->fast_failed = true;
 	mp_broadcast(t, NULL, NULL);
 }
@@ -57,9 +57,9 @@ static void path_delete(struct mp_path *p, const char *why)
 			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DEAD);
 	}
 	if (mp_all_deleted(t))
-		log_err("target %s: every path is deleted; its exports fail with EIO until an "
-			"operator reset (nvmf-gateway reset %s) or a reload",
-			t->o.ctrl.name, t->o.ctrl.name);
+		target_log(ERR, t, "every path is deleted; its exports fail with EIO until an "
+			   "operator reset (nvmf-gateway reset %s) or a reload",
+			   t->o.ctrl.name);
 	mp_broadcast(t, NULL, NULL);
 }
 
@@ -73,8 +73,7 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 		return;
 	p->connecting = true;
 	p->reconnects++;
-	log_info("target %s: path %u: reconnecting (attempt %u)", t->o.ctrl.name, p->idx,
-		 p->reconnects);
+	path_log(INFO, p, "reconnecting (attempt %u)", p->reconnects);
 	if (!p->started) {
 		struct nvmf_ctrl_opts co = t->o.ctrl;
 		co.path = t->o.paths[p->idx];
@@ -315,8 +314,7 @@ static void ana_watch(struct mp_path *p)
 		change |= p->ctrl.ns[i].ana_state == NVME_ANA_CHANGE;
 	if (!change) {
 		if (p->change_ns)
-			log_info("target %s: path %u: ANA transition over after %.1f s",
-				 p->t->o.ctrl.name, p->idx,
+			path_log(INFO, p, "ANA transition over after %.1f s",
 				 (double)(reactor_now_ns() - p->change_ns) / 1e9);
 		p->change_ns = 0;
 		reactor_timer_cancel(&p->ana_timer);
@@ -324,8 +322,8 @@ static void ana_watch(struct mp_path *p)
 	}
 	if (!p->change_ns) {
 		p->change_ns = reactor_now_ns();
-		log_notice("target %s: path %u: ANA transition; waiting up to ANATT %.0f s",
-			   p->t->o.ctrl.name, p->idx, (double)path_anatt_ns(p) / 1e9);
+		path_log(NOTICE, p, "ANA transition; waiting up to ANATT %.0f s",
+			 (double)path_anatt_ns(p) / 1e9);
 	}
 	if (!p->ana_timer.armed)
 		reactor_timer_arm(p->t->r, &p->ana_timer, MP_BACKOFF_NS);
@@ -339,9 +337,9 @@ void mp_ana_fire(struct reactor_timer *tm)
 	if (!p->attached || !p->change_ns || p->t->shutting_down)
 		return;
 	if (now - p->change_ns >= path_anatt_ns(p)) {
-		log_err("target %s: path %u: ANA transition not over after ANATT (%.0f s); "
-			"resetting the controller",
-			p->t->o.ctrl.name, p->idx, (double)path_anatt_ns(p) / 1e9);
+		path_log(ERR, p, "ANA transition not over after ANATT (%.0f s); "
+			 "resetting the controller",
+			 (double)path_anatt_ns(p) / 1e9);
 		p->change_ns = 0;
 		if (p->ctrl.state == NVMF_CTRL_LIVE)
 			nvmf_ctrl_reset(&p->ctrl, -ETIMEDOUT, "ANATT expired");
@@ -385,8 +383,7 @@ void mp_target_reset(struct mp_target *t)
 			p->reset_now = true;
 			nvmf_ctrl_reset(&p->ctrl, -ECONNRESET, "requested by the operator");
 		} else if (p->deleted) {
-			log_notice("target %s: path %u: reconnecting as the operator asked",
-				   t->o.ctrl.name, i);
+			path_log(NOTICE, p, "reconnecting as the operator asked");
 			p->deleted = false;
 			p->lost_ns = reactor_now_ns();
 			if (t->o.ctrl_loss_tmo_s >= 0)
@@ -412,15 +409,14 @@ void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char
 		 * as a transport error would, rather than when keep-alive
 		 * notices (the I/O moves to another path or waits). */
 		if (p->attached && p->ctrl.state == NVMF_CTRL_LIVE) {
-			log_notice("target %s: path %u: %s; failing the path over", t->o.ctrl.name,
-				   idx, why);
+			path_log(NOTICE, p, "%s; failing the path over", why);
 			nvmf_ctrl_reset(&p->ctrl, -ENETDOWN, why);
 		}
 		return;
 	}
 	if (p->attached || p->deleted || p->connecting)
 		return;
-	log_notice("target %s: path %u: %s; reconnecting now", t->o.ctrl.name, idx, why);
+	path_log(NOTICE, p, "%s; reconnecting now", why);
 	if (p->reconnect_timer.armed)
 		schedule_reconnect(p, true);
 	else

@@ -6,7 +6,15 @@
 #ifndef GW_MPATH_PRIV_H
 #define GW_MPATH_PRIV_H
 
+#include "gateway/base/log.h"
 #include "gateway/volume/mpath.h"
+
+/* A target's or a path's log line, its prefix written once: "target T: "
+ * and "target T: path N: " (lvl is ERR, WARN, NOTICE, INFO or DEBUG). */
+#define target_log(lvl, t, fmt, ...) \
+	obj_log(lvl, "target %s: " fmt, (t)->o.ctrl.name, ##__VA_ARGS__)
+#define path_log(lvl, p, fmt, ...) \
+	obj_log(lvl, "target %s: path %u: " fmt, (p)->t->o.ctrl.name, (p)->idx, ##__VA_ARGS__)
 
 #define MP_MAX_QS 64 /* queues of one path on one reactor */
 
