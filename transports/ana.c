@@ -149,8 +149,8 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state, const uint8_t *n
 		struct nvmf_ns *ns = ns_lookup(c, nsid);
 		if (!ns || ns->anagrpid == grpid)
 			continue;
-		log_notice("ctrl %s: nsid %u moved from ANA group %u to %u (ANA log page)",
-			   c->opts.name, nsid, ns->anagrpid, grpid);
+		ctrl_log(NOTICE, c, "nsid %u moved from ANA group %u to %u (ANA log page)",
+			   nsid, ns->anagrpid, grpid);
 		ns->anagrpid = grpid;
 		c->ana_regroups++;
 		a->changed = true;
@@ -159,7 +159,7 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state, const uint8_t *n
 		struct nvmf_ns *ns = &c->ns[i];
 		if (ns->anagrpid != grpid || ns->ana_state == state)
 			continue;
-		log_notice("ctrl %s: nsid %u (ANA group %u): %s -> %s", c->opts.name, ns->nsid,
+		ctrl_log(NOTICE, c, "nsid %u (ANA group %u): %s -> %s", ns->nsid,
 			   grpid, nvme_ana_state_name(ns->ana_state), nvme_ana_state_name(state));
 		ns->ana_state = state;
 		a->changed = true;
@@ -283,7 +283,7 @@ static void ana_read_done(struct nvmf_req *req, int err)
 		return;
 	}
 	if (st) {
-		log_warn("ctrl %s: reading the ANA log (bytes %zu to %zu) failed: %s", c->opts.name,
+		ctrl_log(WARN, c, "reading the ANA log (bytes %zu to %zu) failed: %s",
 			 c->ana_have, c->ana_have + c->ana_chunk,
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 		ana_read_finish(c, nvme_status_to_errno(st) ?: -EIO);
@@ -303,9 +303,9 @@ static void ana_read_done(struct nvmf_req *req, int err)
 	bool restart;
 	size_t want;
 	if (nvmf_ana_next_read(c->ana_have, need, chunk, &want, &restart) < 0) {
-		log_err("ctrl %s: the ANA log page claims at least %llu bytes, more than the %u "
+		ctrl_log(ERR, c, "the ANA log page claims at least %llu bytes, more than the %u "
 			"this host reads; refused",
-			c->opts.name, (unsigned long long)need, NVMF_ANA_LOG_MAX);
+			(unsigned long long)need, NVMF_ANA_LOG_MAX);
 		ana_read_finish(c, -EMSGSIZE);
 		return;
 	}
@@ -314,8 +314,8 @@ static void ana_read_done(struct nvmf_req *req, int err)
 		c->ana_have = 0; /* again, whole, in one command */
 	else
 		c->ana_pieces = true;
-	log_info("ctrl %s: the ANA log page is at least %llu bytes: reading %zu bytes%s",
-		 c->opts.name, (unsigned long long)need, c->ana_want,
+	ctrl_log(INFO, c, "the ANA log page is at least %llu bytes: reading %zu bytes%s",
+		 (unsigned long long)need, c->ana_want,
 		 c->ana_have ? " on, at increasing offsets" : " in one command");
 more:
 	if ((err = ana_read_chunk(c)) < 0)
@@ -335,7 +335,7 @@ static void ana_check_done(struct nvmf_req *req, int err)
 		return;
 	}
 	if (st) {
-		log_warn("ctrl %s: reading the ANA log header again failed: %s", c->opts.name,
+		ctrl_log(WARN, c, "reading the ANA log header again failed: %s",
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 		ana_read_finish(c, nvme_status_to_errno(st) ?: -EIO);
 		return;
@@ -347,16 +347,16 @@ static void ana_check_done(struct nvmf_req *req, int err)
 		return;
 	}
 	if (++c->ana_rereads > NVMF_ANA_REREADS) {
-		log_warn("ctrl %s: the ANA log page changed while it was read in pieces, %u times "
+		ctrl_log(WARN, c, "the ANA log page changed while it was read in pieces, %u times "
 			 "in a row (change count %llu -> %llu); states unchanged for now",
-			 c->opts.name, c->ana_rereads, (unsigned long long)was.chgcnt,
+			 c->ana_rereads, (unsigned long long)was.chgcnt,
 			 (unsigned long long)now.chgcnt);
 		ana_read_finish(c, -EAGAIN);
 		return;
 	}
-	log_info("ctrl %s: the ANA log page changed while it was read in pieces (change count "
+	ctrl_log(INFO, c, "the ANA log page changed while it was read in pieces (change count "
 		 "%llu -> %llu); reading it again",
-		 c->opts.name, (unsigned long long)was.chgcnt, (unsigned long long)now.chgcnt);
+		 (unsigned long long)was.chgcnt, (unsigned long long)now.chgcnt);
 	c->ana_pieces = false;
 	c->ana_have = 0;
 	c->ana_want = ANA_FIRST_READ;
@@ -425,7 +425,7 @@ static void ana_refresh_read(struct nvmf_ctrl *c, int err)
 	if (err == -EBUSY || err == -ENOMEM)
 		c->ana_again = true; /* no request for a piece: the next event retries */
 	if (!err && (ret = nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have)) < 0)
-		log_warn("ctrl %s: malformed ANA log page; states unchanged", c->opts.name);
+		ctrl_log(WARN, c, "malformed ANA log page; states unchanged");
 	if (ret > 0 && c->ana_cb)
 		c->ana_cb(c);
 	if (c->ana_again) {
@@ -468,11 +468,11 @@ static void aer_done(struct nvmf_req *req, int err)
 	if (err || c->state != NVMF_CTRL_LIVE)
 		return; /* the queue is going down; re-armed after reconnect */
 	if (st) {
-		log_warn("ctrl %s: asynchronous event request failed: %s; no more events",
-			 c->opts.name, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		ctrl_log(WARN, c, "asynchronous event request failed: %s; no more events",
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 		return;
 	}
-	log_info("ctrl %s: asynchronous event type %u info 0x%02x", c->opts.name,
+	ctrl_log(INFO, c, "asynchronous event type %u info 0x%02x",
 		 NVME_AER_TYPE(dw0), NVME_AER_INFO(dw0));
 	if (NVME_AER_TYPE(dw0) == NVME_AER_TYPE_NOTICE &&
 	    NVME_AER_INFO(dw0) == NVME_AER_NOTICE_ANA_CHANGE)

@@ -84,7 +84,7 @@ static void abort_done(struct nvmf_req *req, int err)
 	if (err || c->state != NVMF_CTRL_LIVE)
 		return;
 	if (!st && !not_aborted) {
-		log_notice("ctrl %s: q%u CID 0x%04x aborted", c->opts.name, what & 0xffff, what >> 16);
+		ctrl_log(NOTICE, c, "q%u CID 0x%04x aborted", what & 0xffff, what >> 16);
 		return;
 	}
 	snprintf(why, sizeof(why), "q%u CID 0x%04x timed out and could not be aborted (%s)",
@@ -138,7 +138,7 @@ static void kato_done(struct nvmf_req *req, int err)
 	c->kato_outstanding = false;
 	c->kato_missed = 0;
 	if (!err && st)
-		log_warn("ctrl %s: keep-alive failed: %s", c->opts.name,
+		ctrl_log(WARN, c, "keep-alive failed: %s",
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 }
 
@@ -379,7 +379,7 @@ static int ctrl_start(struct nvmf_ctrl *c)
 	int ret = nvmf_queue_init(&c->adminq, c, c->r, 0, ADMIN_QUEUE_SIZE, &c->opts.path);
 
 	if (ret < 0) {
-		log_err("ctrl %s: %s transport: %s", c->opts.name,
+		ctrl_log(ERR, c, "%s transport: %s",
 			nvmf_trtype_name(c->opts.path.trtype), strerror(-ret));
 		return ret;
 	}
@@ -444,12 +444,12 @@ static void ctrl_failed(struct nvmf_ctrl *c, int err)
 	reactor_timer_cancel(&c->kato_timer);
 	c->resets++;
 	if (c->lost_cb) {
-		log_err("ctrl %s: lost (%s); resetting", c->opts.name, strerror(-err));
+		ctrl_log(ERR, c, "lost (%s); resetting", strerror(-err));
 		nvmf_ctrl_set_state(c, NVMF_CTRL_RESETTING);
 		ctrl_teardown(c, lost_done);
 		return;
 	}
-	log_err("ctrl %s: lost (%s); failing its I/O", c->opts.name, strerror(-err));
+	ctrl_log(ERR, c, "lost (%s); failing its I/O", strerror(-err));
 	nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
 	ctrl_teardown(c, NULL);
 }
@@ -458,7 +458,7 @@ void nvmf_ctrl_reset(struct nvmf_ctrl *c, int err, const char *why)
 {
 	if (c->state != NVMF_CTRL_LIVE)
 		return;
-	log_notice("ctrl %s: reset: %s", c->opts.name, why);
+	ctrl_log(NOTICE, c, "reset: %s", why);
 	ctrl_failed(c, err);
 }
 
@@ -582,18 +582,18 @@ static void shn_cmd_done(struct nvmf_req *req, int err)
 
 	nvmf_req_put(req);
 	if (err || st) {
-		log_warn("ctrl %s: shutdown notification failed; closing anyway", c->opts.name);
+		ctrl_log(WARN, c, "shutdown notification failed; closing anyway");
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
 	if (!was_set && (csts & NVME_CSTS_SHST_MASK) == NVME_CSTS_SHST_CMPLT) {
-		log_info("ctrl %s: shutdown complete", c->opts.name);
+		ctrl_log(INFO, c, "shutdown complete");
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
 	if (reactor_now_ns() >= c->deadline_ns) {
-		log_warn("ctrl %s: shutdown not complete after %u ms; closing anyway",
-			 c->opts.name, SHUTDOWN_TIMEOUT_MS);
+		ctrl_log(WARN, c, "shutdown not complete after %u ms; closing anyway",
+			 SHUTDOWN_TIMEOUT_MS);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}

@@ -71,7 +71,7 @@ void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_err("ctrl %s: bring-up failed at %s: %s", c->opts.name, step_names[c->step], msg);
+	ctrl_log(ERR, c, "bring-up failed at %s: %s", step_names[c->step], msg);
 	c->error = err ? err : -EIO;
 	reactor_timer_cancel(&c->step_timer);
 	/* A reconnect attempt that fails stays CONNECTING: the owner tries
@@ -205,7 +205,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	if (st && c->step == INIT_AEN_CONFIG) {
 		/* Without ANA change events the gateway still reads the log
 		 * when an I/O reports an ANA state: slower, not wrong. */
-		log_warn("ctrl %s: cannot enable ANA change events: %s", c->opts.name,
+		ctrl_log(WARN, c, "cannot enable ANA change events: %s",
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 		c->step = INIT_IO_QUEUES;
 		ctrl_init_next(c);
@@ -255,15 +255,15 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 			/* The volume's flush capability was settled at export
 			 * time from every path (vol_mp_create); say so when a
 			 * controller changes its mind across a reconnect. */
-			log_warn("ctrl %s: the volatile write cache is now %s (it was %s before "
+			ctrl_log(WARN, c, "the volatile write cache is now %s (it was %s before "
 				 "the reconnect)",
-				 c->opts.name, (c->id->vwc & NVME_CTRL_VWC_PRESENT) ? "present" : "absent",
+				 (c->id->vwc & NVME_CTRL_VWC_PRESENT) ? "present" : "absent",
 				 c->vwc_before ? "present" : "absent");
 		c->vwc_before = c->id->vwc & NVME_CTRL_VWC_PRESENT;
 		c->in_capsule_max = nvmf_in_capsule_max(c->id->ioccsz);
-		log_info("ctrl %s: cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
+		ctrl_log(INFO, c, "cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
 			 "in-capsule %u, %u namespaces",
-			 c->opts.name, c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
+			 c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
 			 c->max_xfer, c->in_capsule_max, c->id->nn);
 		if (c->opts.discovery) {
 			c->step = INIT_DONE;
@@ -279,7 +279,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		if (ncq < n)
 			n = ncq;
 		if (n < c->opts.nr_io_queues)
-			log_notice("ctrl %s: controller allows %u I/O queues of %u asked", c->opts.name,
+			ctrl_log(NOTICE, c, "controller allows %u I/O queues of %u asked",
 				   n, c->opts.nr_io_queues);
 		c->nr_ioq = n;
 		c->step = INIT_NS_LIST;
@@ -313,8 +313,7 @@ void ctrl_init_next(struct nvmf_ctrl *c)
 
 	if (c->step == INIT_IDENTIFY_NS && c->ns_list_idx >= c->ns_list_len) {
 		if (c->ns_list_idx == 1024)
-			log_warn("ctrl %s: more than 1024 namespaces; only the first 1024 are used",
-				 c->opts.name);
+			ctrl_log(WARN, c, "more than 1024 namespaces; only the first 1024 are used");
 		c->step = c->ana ? INIT_ANA_LOG : INIT_IO_QUEUES;
 	}
 	if (c->step == INIT_IO_QUEUES) {

@@ -5,7 +5,12 @@
 #ifndef NVMF_CTRL_PRIV_H
 #define NVMF_CTRL_PRIV_H
 
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
+
+/* A controller's log line, "ctrl NAME: " written once (lvl is ERR, WARN,
+ * NOTICE, INFO or DEBUG). */
+#define ctrl_log(lvl, c, fmt, ...) obj_log(lvl, "ctrl %s: " fmt, (c)->opts.name, ##__VA_ARGS__)
 
 #define ADMIN_QUEUE_SIZE 32
 #define DEFAULT_STEP_TIMEOUT_MS 10000u
