@@ -14,23 +14,14 @@
 #include "gateway/base/listen.h"
 #include "gateway/base/log.h"
 #include "gateway/base/reclaim.h"
+#include "gateway/volume/mpath.h"
+#include "transports/transport.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
 #define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"
 
-enum gw_transport {
-	GW_TRANSPORT_TCP,
-	GW_TRANSPORT_RDMA,
-};
-
-enum gw_multipath {
-	GW_MULTIPATH_FAILOVER,
-	GW_MULTIPATH_ROUND_ROBIN,
-	GW_MULTIPATH_QUEUE_DEPTH,
-};
-
 struct gw_path {
-	enum gw_transport transport;
+	enum nvmf_trtype transport;
 	char *traddr;
 	char *trsvcid;		/* decimal port, "4420" by default */
 	char *host_traddr;	/* optional (NULL) */
@@ -53,7 +44,7 @@ struct gw_target {
 	int fast_io_fail_tmo;	/* seconds, -1 = off */
 	int io_timeout;		/* seconds */
 	int max_retries;
-	enum gw_multipath multipath;
+	enum mp_policy multipath;
 	/* DH-HMAC-CHAP: the host's secret and the controller's (mutual
 	 * authentication), "DHHC-1:..." and checked; from the key itself or
 	 * read from the *_file named.  All optional (NULL). */

@@ -23,8 +23,8 @@
 #define UNIX_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 /* K_ENUM stores an int into the enum members. */
-_Static_assert(sizeof(enum gw_transport) == sizeof(int), "enum size");
-_Static_assert(sizeof(enum gw_multipath) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum nvmf_trtype) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum mp_policy) == sizeof(int), "enum size");
 
 struct cfg_error {
 	const char *file;

@@ -99,15 +99,10 @@ enum kind {
 	K_U64,		/* uint64_t */
 	K_BOOL,		/* bool */
 	K_STR,		/* char *, strdup'ed */
-	K_ENUM,		/* an enum, from a string of .choices */
+	K_ENUM,		/* an enum, from a string .name gives */
 	K_FN,		/* .parse decides */
 	K_GROUP,	/* .sub, stored into the same object */
 	K_LIST,		/* of groups: .sub, array at .off, count at .count_off */
-};
-
-struct choice {
-	const char *name;
-	int value;
 };
 
 typedef void parse_fn(struct ctx *c, const config_setting_t *s,
@@ -122,7 +117,9 @@ struct field {
 	bool required;
 	long long min, max;
 	const char *(*check)(const char *s);
-	const struct choice *choices;	/* ends with a NULL name */
+	/* K_ENUM: the name of each value from 0 up, "?" past the last (the
+	 * enum's own name table, so a value has one name everywhere). */
+	const char *(*name)(int v);
 	parse_fn *parse;
 	void (*release)(void *dst);	/* K_FN that allocates */
 	const struct schema *sub;
@@ -154,7 +151,7 @@ struct schema {
 	{ .key = k, .kind = K_STR, .off = OFF(T, m, char *), .check = chk,  \
 	  .required = req }
 #define F_ENUM(T, k, m, ch, req)                                        \
-	{ .key = k, .kind = K_ENUM, .off = offsetof(T, m), .choices = ch,   \
+	{ .key = k, .kind = K_ENUM, .off = offsetof(T, m), .name = ch,      \
 	  .required = req }
 #define F_FN(T, k, m, CT, fn, rel)                                      \
 	{ .key = k, .kind = K_FN, .off = OFF(T, m, CT), .parse = fn,        \
@@ -354,18 +351,15 @@ static void parse_secret(struct ctx *c, const config_setting_t *s,
 
 static parse_fn parse_access;
 
-static const struct choice transports[] = {
-	{ "tcp", GW_TRANSPORT_TCP },
-	{ "rdma", GW_TRANSPORT_RDMA },
-	{ NULL, 0 },
-};
+static const char *transports(int v)
+{
+	return nvmf_trtype_name((enum nvmf_trtype)v);
+}
 
-static const struct choice multipaths[] = {
-	{ "failover", GW_MULTIPATH_FAILOVER },
-	{ "round-robin", GW_MULTIPATH_ROUND_ROBIN },
-	{ "queue-depth", GW_MULTIPATH_QUEUE_DEPTH },
-	{ NULL, 0 },
-};
+static const char *multipaths(int v)
+{
+	return mp_policy_name((enum mp_policy)v);
+}
 
 static void path_init(struct ctx *c, void *elem)
 {
@@ -405,7 +399,7 @@ static void target_init(struct ctx *c, void *elem)
 	t->fast_io_fail_tmo = -1;
 	t->io_timeout = 30;
 	t->max_retries = 5;
-	t->multipath = GW_MULTIPATH_FAILOVER;
+	t->multipath = MP_FAILOVER;
 }
 
 #define T struct gw_target
@@ -568,19 +562,19 @@ void cfg_path_fmt(char *buf, const char *fmt, ...)
 }
 
 static void parse_enum(struct ctx *c, const config_setting_t *s,
-		       const char *path, const struct choice *ch, int *dst)
+		       const char *path, const char *(*name)(int), int *dst)
 {
 	char expected[128] = "";
 	const char *v = config_setting_get_string(s);
 
-	for (const struct choice *i = ch; i->name; i++) {
-		if (strcmp(v, i->name) == 0) {
-			*dst = i->value;
+	for (int i = 0; strcmp(name(i), "?") != 0; i++) {
+		if (strcmp(v, name(i)) == 0) {
+			*dst = i;
 			return;
 		}
 		size_t n = strlen(expected);
 		snprintf(expected + n, sizeof(expected) - n, "%s%s",
-			 n ? "|" : "", i->name);
+			 n ? "|" : "", name(i));
 	}
 	err_at(c, s, "%s: unknown value \"%s\" (expected %s)", path, v,
 	       expected);
@@ -677,7 +671,7 @@ static void parse_field(struct ctx *c, const config_setting_t *s,
 		parse_str(c, s, path, f->check, dst);
 		break;
 	case K_ENUM:
-		parse_enum(c, s, path, f->choices, dst);
+		parse_enum(c, s, path, f->name, dst);
 		break;
 	case K_FN:
 		f->parse(c, s, path, dst);

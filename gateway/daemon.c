@@ -839,7 +839,7 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	for (size_t i = 0; i < c->nr_paths && i < MP_MAX_PATHS; i++) {
 		struct gw_path *p = &c->paths[i];
 		struct nvmf_path_opts *po = &o->paths[o->nr_paths++];
-		po->trtype = p->transport == GW_TRANSPORT_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+		po->trtype = p->transport;
 		snprintf(po->traddr, sizeof(po->traddr), "%s", p->traddr);
 		snprintf(po->trsvcid, sizeof(po->trsvcid), "%s", p->trsvcid);
 		if (p->host_traddr)
@@ -854,9 +854,7 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	o->ctrl_loss_tmo_s = c->ctrl_loss_tmo;
 	o->fast_io_fail_tmo_s = c->fast_io_fail_tmo;
 	o->max_retries = (unsigned)c->max_retries;
-	o->policy = c->multipath == GW_MULTIPATH_ROUND_ROBIN	 ? MP_ROUND_ROBIN
-		    : c->multipath == GW_MULTIPATH_QUEUE_DEPTH ? MP_QUEUE_DEPTH
-							       : MP_FAILOVER;
+	o->policy = c->multipath;
 }
 
 void gw_batch_run(struct gw_batch *b)
