@@ -7,9 +7,10 @@
  * backend is ready and does not change while exporters hold it; its fields
  * are read-only from every reactor.
  *
- * Backends: "nvmf" (a namespace of a live controller, vol_nvmf.c) and
- * "mem" (RAM, vol_mem.c) for unit tests, fuzzers and benchmarks of the
- * exporters without a target. */
+ * Backends: "nvmf" (a namespace of a multipath target, over whichever of
+ * its controllers' paths is usable: vol_mp_create in mpath.h, the code in
+ * mpath_io.c) and "mem" (RAM, vol_mem.c) for unit tests, fuzzers and
+ * benchmarks of the exporters without a target. */
 #ifndef GW_VOLUME_H
 #define GW_VOLUME_H
 
@@ -148,7 +149,7 @@ int vol_mem_create(const char *name, uint64_t size, uint32_t block_size, uint32_
 /* The RAM volume's bytes, for tests. */
 uint8_t *vol_mem_data(struct volume *v);
 
-/* A namespace of an NVMe-oF target: vol_mp_create in transports/mpath.h. */
+/* A namespace of an NVMe-oF target: vol_mp_create in gateway/volume/mpath.h. */
 
 /* Used by the backends, from the reactor `here`: runs io->cb on
  * io->origin (after recording stats), deferred when that is the caller's
