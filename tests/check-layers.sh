@@ -28,7 +28,7 @@ BEGIN {
 	may["transports"] = " base auth "
 	may["auth"] = " base transports "
 	may["tcp"] = may["rdma"] = " base transports auth "
-	may["volume"] = " base transports auth "
+	may["volume"] = " base transports "
 	may["nbd"] = may["fuse"] = " base volume "
 	may["daemon"] = " base transports tcp rdma auth volume nbd fuse "
 	bad = 0
