@@ -36,8 +36,11 @@ CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
 LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)
 
 # Every module's .c is part of the core library that the binary, the unit
-# tests and the fuzzers link; only main.c is the binary's own.
-MODULE_SRCS := $(sort $(filter-out gateway/main.c,$(wildcard gateway/*.c transports/*.c nbd/*.c fuse/*.c)))
+# tests and the fuzzers link; only main.c is the binary's own.  The folders
+# are the layers, bottom first (README "Layers"; make check-layers).
+LAYER_DIRS := gateway/base transports transports/tcp transports/rdma transports/auth \
+	gateway/volume nbd fuse gateway
+MODULE_SRCS := $(sort $(filter-out gateway/main.c,$(wildcard $(LAYER_DIRS:%=%/*.c))))
 MODULE_OBJS := $(MODULE_SRCS:%.c=$(BUILD)/%.o)
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -56,7 +59,7 @@ FUZZ_JOBS ?= 2
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	-DNVMF_DEBUG_INVARIANTS
 
-.PHONY: all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
+.PHONY: check-layers all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
@@ -75,7 +78,7 @@ $(BUILD)/nvmf-gateway: $(BUILD)/gateway/main.o $(BUILD)/libgateway.a
 # The fault-injecting NVMe/TCP test target (tests/target/): a test tool, not
 # part of the gateway; it shares only the wire structures, CRC32C and the logging API.
 TARGET_SRCS := $(sort $(wildcard tests/target/*.c))
-TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/log.o
+TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/base/log.o
 $(BUILD)/nvmf-test-target: $(TARGET_OBJS)
 	$(CC) $(CFLAGS_ALL) -o $@ $^
 
@@ -113,6 +116,10 @@ chaos: $(if $(filter build,$(BUILD)),all)
 # The bounded chaos step of `make test` (about 5 minutes, fixed seeds first).
 chaos-suite: all
 	tests/chaos/suite.sh $(BUILD)
+
+# No #include runs from a lower layer to a higher one (README "Layers").
+check-layers:
+	tests/check-layers.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
@@ -162,8 +169,8 @@ DEMO ?= tests/demo.sh
 # suite's make failed, or an expected suite left no results.  A new suite
 # adds its target to TEST_SUITES and its result file to TEST_RESULTS.
 # "deb" builds the package that func's t_deb then checks (a step, not a
-# suite: no result file of its own).
-TEST_SUITES ?= deb unit func chaos-suite interop test-systemd asan-unit fuzz
+# suite: no result file of its own); so is "check-layers", first and cheap.
+TEST_SUITES ?= check-layers deb unit func chaos-suite interop test-systemd asan-unit fuzz
 TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res \
 	$(BUILD)/results/systemd.res \

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "fuse/fs_priv.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 
 static const char *const state_names[] = {
 	[FS_MOUNTED] = "mounted",

@@ -11,7 +11,7 @@
 
 #include "fuse/fusefs.h"
 #include "fuse/rmw.h"
-#include "gateway/list.h"
+#include "gateway/base/list.h"
 
 #define ROOT_INO FUSE_ROOT_ID
 #define ATTR_TIMEOUT 1.0

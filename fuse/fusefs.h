@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 
 /* The largest FUSE read/write the kernel is asked to send (max_write,
  * max_read, max_pages); requests are split below the volume's max_io. */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "fuse/fs_priv.h"
-#include "gateway/log.h"
-#include "gateway/membudget.h"
+#include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
 
 enum req_kind { RQ_READ, RQ_WRITE, RQ_FSYNC, RQ_ZERO };
 

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gateway/list.h"
+#include "gateway/base/list.h"
 
 /* How the byte range [off, off + len) (len > 0) sits on blocks of bs. */
 struct rmw_plan {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
-#include "gateway/json.h"
+#include "gateway/base/json.h"
 #include "gateway/tools.h"
 
 enum out_fmt { OUT_TABLE, OUT_JSON };

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "fuse/fusefs.h"
-#include "gateway/log.h"
-#include "gateway/qos.h"
-#include "gateway/reclaim.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
+#include "gateway/base/reclaim.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
-#include "gateway/qos.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "nbd/kdev.h"
@@ -301,7 +301,7 @@ int cmd_nbd(int argc, char **argv)
 			return 1;
 		}
 		n.kernel = true;
-	} else if (config_parse_listen(n.target, &n.listen) < 0) {
+	} else if (gw_listen_parse(n.target, &n.listen) < 0) {
 		fprintf(stderr, "nvmf-gateway nbd: '%s': expected unix:PATH, tcp:HOST:PORT, "
 				"tcp:PORT, /dev/nbdN or auto\n", n.target);
 		return 1;
@@ -311,6 +311,6 @@ int cmd_nbd(int argc, char **argv)
 	s.priv = &n;
 	s.on_signal = nbd_signal;
 	rc = session_run(&s, nbd_job);
-	config_listen_free(&n.listen);
+	gw_listen_free(&n.listen);
 	return rc;
 }

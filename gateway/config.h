@@ -10,26 +10,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "gateway/access.h"
-#include "gateway/log.h"
-#include "gateway/reclaim.h"
+#include "gateway/base/access.h"
+#include "gateway/base/listen.h"
+#include "gateway/base/log.h"
+#include "gateway/base/reclaim.h"
+#include "gateway/volume/mpath.h"
+#include "transports/transport.h"
 
 #define GW_CONFIG_DEFAULT_PATH "/etc/nvmf-gateway/nvmf-gateway.conf"
 #define GW_CONTROL_DEFAULT_PATH "/run/nvmf-gateway/gateway.control"
 
-enum gw_transport {
-	GW_TRANSPORT_TCP,
-	GW_TRANSPORT_RDMA,
-};
-
-enum gw_multipath {
-	GW_MULTIPATH_FAILOVER,
-	GW_MULTIPATH_ROUND_ROBIN,
-	GW_MULTIPATH_QUEUE_DEPTH,
-};
-
 struct gw_path {
-	enum gw_transport transport;
+	enum nvmf_trtype transport;
 	char *traddr;
 	char *trsvcid;		/* decimal port, "4420" by default */
 	char *host_traddr;	/* optional (NULL) */
@@ -52,7 +44,7 @@ struct gw_target {
 	int fast_io_fail_tmo;	/* seconds, -1 = off */
 	int io_timeout;		/* seconds */
 	int max_retries;
-	enum gw_multipath multipath;
+	enum mp_policy multipath;
 	/* DH-HMAC-CHAP: the host's secret and the controller's (mutual
 	 * authentication), "DHHC-1:..." and checked; from the key itself or
 	 * read from the *_file named.  All optional (NULL). */
@@ -60,24 +52,6 @@ struct gw_target {
 	char *dhchap_ctrl_secret;
 	char *dhchap_secret_file;
 	char *dhchap_ctrl_secret_file;
-};
-
-enum gw_listen_kind {
-	GW_LISTEN_NONE,
-	GW_LISTEN_UNIX,
-	GW_LISTEN_TCP,
-};
-
-/* An NBD server socket: "unix:PATH", "tcp:HOST:PORT" or "tcp:PORT". */
-struct gw_listen {
-	enum gw_listen_kind kind;
-	char *spec;		/* the string as written, for messages */
-	char *path;		/* UNIX */
-	char *host;		/* TCP; NULL = loopback (127.0.0.1) */
-	uint16_t port;		/* TCP */
-	/* Copied from the listener's *access group once the file is read
-	 * (config_parse_listen leaves it zero: no rules, mode 0600). */
-	struct gw_access access;
 };
 
 #define GW_NBD_NONE (-2)	/* no kernel device, socket only */
@@ -155,14 +129,9 @@ void config_default_control(char *buf, size_t len);
 struct gw_target *config_find_target(const struct gw_config *cfg,
 				     const char *name);
 
-/* Parsers shared with the CLI.  0, or -EINVAL on bad syntax. */
-/* "400M", "4k", "1G", "2T", "512": base 1024; -ERANGE past 2^64-1. */
-int config_parse_size(const char *s, uint64_t *out);
+/* Parsers shared with the CLI (sizes and listeners: gateway/base/parse.h
+ * and listen.h).  0, or -EINVAL on bad syntax. */
 /* "/dev/nbdN" -> N, "auto" -> GW_NBD_AUTO. */
 int config_parse_nbd_device(const char *s, int *out);
-/* Fills *out (strings allocated, -ENOMEM possible); free with
- * config_listen_free. */
-int config_parse_listen(const char *s, struct gw_listen *out);
-void config_listen_free(struct gw_listen *l);
 
 #endif

@@ -7,7 +7,6 @@
  * then the reactors. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,23 +16,23 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
+#include "gateway/daemon.h"
 #include "gateway/daemon_metrics.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/linkwatch.h"
-#include "gateway/log.h"
-#include "gateway/membudget.h"
-#include "gateway/metrics.h"
-#include "gateway/qos.h"
-#include "gateway/reclaim.h"
-#include "gateway/notify.h"
-#include "gateway/tools.h"
-#include "gateway/volume.h"
+#include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
+#include "gateway/base/metrics.h"
+#include "gateway/volume/qos.h"
+#include "gateway/base/reclaim.h"
+#include "gateway/base/notify.h"
+#include "gateway/volume/volume.h"
 #include "gateway/watchdog.h"
 #include "fuse/fusefs.h"
 #include "nbd/kdev.h"
 #include "nbd/nbd.h"
 #include "transports/ctrl.h"
-#include "transports/mpath.h"
+#include "gateway/volume/mpath.h"
 
 const char *gw_state_name(enum gw_state s)
 {
@@ -840,7 +839,7 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	for (size_t i = 0; i < c->nr_paths && i < MP_MAX_PATHS; i++) {
 		struct gw_path *p = &c->paths[i];
 		struct nvmf_path_opts *po = &o->paths[o->nr_paths++];
-		po->trtype = p->transport == GW_TRANSPORT_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+		po->trtype = p->transport;
 		snprintf(po->traddr, sizeof(po->traddr), "%s", p->traddr);
 		snprintf(po->trsvcid, sizeof(po->trsvcid), "%s", p->trsvcid);
 		if (p->host_traddr)
@@ -855,9 +854,7 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	o->ctrl_loss_tmo_s = c->ctrl_loss_tmo;
 	o->fast_io_fail_tmo_s = c->fast_io_fail_tmo;
 	o->max_retries = (unsigned)c->max_retries;
-	o->policy = c->multipath == GW_MULTIPATH_ROUND_ROBIN	 ? MP_ROUND_ROBIN
-		    : c->multipath == GW_MULTIPATH_QUEUE_DEPTH ? MP_QUEUE_DEPTH
-							       : MP_FAILOVER;
+	o->policy = c->multipath;
 }
 
 void gw_batch_run(struct gw_batch *b)
@@ -952,18 +949,7 @@ static void start_all(struct gw *gw)
 	gw_batch_run(b);
 }
 
-/* ---- the command ---- */
-
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: nvmf-gateway run [-c FILE] [-f|--foreground]\n\n"
-		   "Runs the gateway: connects every target of FILE (default %s) and\n"
-		   "serves its exports until SIGINT or SIGTERM.\n\n"
-		   "  -c, --config FILE     configuration file\n"
-		   "  -f, --foreground      do not daemonize (for systemd and tests)\n"
-		   "  -v, --verbose         debug logs\n",
-		GW_CONFIG_DEFAULT_PATH);
-}
+/* ---- the daemon's life, from cmd_run ---- */
 
 /* Forks; the parent waits until the child says it is up (exit 0) or has
  * failed (exit 1).  Returns in the child with *ready_fd set. */
@@ -996,32 +982,12 @@ static int daemonize(int *ready_fd)
 	return 0;
 }
 
-int cmd_run(int argc, char **argv)
+int daemon_run(const char *path, bool foreground)
 {
-	static const struct option longopts[] = {
-		{ "config", required_argument, 0, 'c' }, { "foreground", no_argument, 0, 'f' },
-		{ "verbose", no_argument, 0, 'v' },	 { "help", no_argument, 0, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	const char *path = GW_CONFIG_DEFAULT_PATH;
-	bool foreground = false;
 	struct gw gw = { .sfd = -1, .ready_fd = -1, .start_ns = reactor_now_ns() };
 	sigset_t set;
-	int opt, ret;
+	int ret;
 
-	while ((opt = getopt_long(argc, argv, "c:fvh", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'c': path = optarg; break;
-		case 'f': foreground = true; break;
-		case 'v': log_set_level(LOG_LVL_DEBUG); break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 1;
-		}
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 1;
-	}
 	if (config_load(path, &gw.cfg, stderr) < 0)
 		return 1;
 	if (!getenv("NVMF_GATEWAY_LOG") && gw.cfg->log_level)

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "gateway/daemon_priv.h"
-#include "gateway/json.h"
-#include "gateway/log.h"
-#include "gateway/qos.h"
+#include "gateway/base/json.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
 
 static const char *trtype_name(enum nvmf_trtype t)
 {
@@ -91,10 +91,7 @@ static void put_targets(struct json_buf *j, struct gw *gw, bool stats)
 		json_kv_str(j, "name", t->cfg->name);
 		if (!stats) {
 			json_kv_str(j, "subnqn", t->cfg->subnqn);
-			json_kv_str(j, "multipath",
-				    t->cfg->multipath == GW_MULTIPATH_ROUND_ROBIN  ? "round-robin"
-				    : t->cfg->multipath == GW_MULTIPATH_QUEUE_DEPTH ? "queue-depth"
-										    : "failover");
+			json_kv_str(j, "multipath", mp_policy_name(t->cfg->multipath));
 		}
 		json_kv_str(j, "state", t->connecting ? "connecting"
 					: !t->mp    ? "not connected"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/qos.h"
+#include "gateway/volume/qos.h"
 
 void daemon_metrics_gateway(struct metrics_buf *mb, const char *version, double uptime_s)
 {

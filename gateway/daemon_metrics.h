@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/metrics.h"
-#include "gateway/volume.h"
+#include "gateway/base/metrics.h"
+#include "gateway/volume/volume.h"
 
 struct dm_export {
 	const char *name;

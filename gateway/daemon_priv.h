@@ -9,16 +9,16 @@
 #include <sys/signalfd.h>
 
 #include "gateway/config.h"
-#include "gateway/control.h"
-#include "gateway/list.h"
-#include "gateway/metrics.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/control.h"
+#include "gateway/base/list.h"
+#include "gateway/base/metrics.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "fuse/fusefs.h"
 #include "nbd/kdev.h"
 #include "nbd/nbd.h"
 #include "transports/ctrl.h"
-#include "transports/mpath.h"
+#include "gateway/volume/mpath.h"
 
 enum gw_state {
 	GW_STARTING, /* controllers connecting */

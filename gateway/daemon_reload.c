@@ -13,7 +13,7 @@
 
 #include "gateway/config_diff.h"
 #include "gateway/daemon_priv.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 
 struct change {
 	struct gw *gw;

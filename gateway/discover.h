@@ -37,6 +37,8 @@ void disc_walk_next(struct disc_walk *d, uint32_t *log_off, uint32_t *n, uint8_t
  * same counter) or DISC_ERR (why says it; a log that kept changing for
  * DISC_TRIES walks is one). */
 enum disc_step disc_walk_got(struct disc_walk *d, uint32_t n);
+/* Back to the first header (a new connection's walk starts there). */
+void disc_walk_restart(struct disc_walk *d);
 
 /* The log at buf (as DISC_DONE leaves it), as nvme-cli prints it, or JSON. */
 void disc_print(FILE *f, const uint8_t *buf, bool json);

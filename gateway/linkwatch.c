@@ -18,8 +18,8 @@
 #include <netlink/route/link.h>
 
 #include "gateway/linkwatch.h"
-#include "gateway/list.h"
-#include "gateway/log.h"
+#include "gateway/base/list.h"
+#include "gateway/base/log.h"
 
 /* ---- the decision (no I/O) ---- */
 

@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "gateway/reactor.h"
-#include "transports/mpath.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/mpath.h"
 
 /* What is known of one watched interface (one per path). */
 struct lw_iface {

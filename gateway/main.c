@@ -1,10 +1,8 @@
 /* nvmf-gateway: the command line. */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/config.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "gateway/tools.h"
 
 static void usage(FILE *f)
@@ -25,36 +23,6 @@ static void usage(FILE *f)
 		"  export-add NAME    start one export of the file in the running gateway\n"
 		"  export-remove NAME stop one export in the running gateway\n\n"
 		"  nvmf-gateway COMMAND --help shows its options; --version the version.\n");
-}
-
-int cmd_check(int argc, char **argv)
-{
-	static const struct option longopts[] = { { "config", required_argument, 0, 'c' },
-						  { "help", no_argument, 0, 'h' },
-						  { 0, 0, 0, 0 } };
-	const char *path = NULL;
-	struct gw_config *cfg;
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-		if (opt == 'h') {
-			printf("usage: nvmf-gateway check -c FILE\n\nValidates FILE; prints every "
-			       "error as FILE:LINE: message and exits 1, or a one-line summary.\n");
-			return 0;
-		}
-		if (opt != 'c')
-			return 1;
-		path = optarg;
-	}
-	if (!path) {
-		fprintf(stderr, "nvmf-gateway check: -c FILE is required\n");
-		return 1;
-	}
-	if (config_load(path, &cfg, stderr) < 0)
-		return 1;
-	config_summary(cfg, stdout);
-	config_free(cfg);
-	return 0;
 }
 
 int main(int argc, char **argv)

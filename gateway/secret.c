@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "gateway/secret.h"
 
 const char *gw_secret_file_problem(const struct stat *st, char *buf, size_t len)

@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
+#include "gateway/base/parse.h"
+#include "gateway/base/log.h"
 #include "gateway/secret.h"
 
 void session_defaults(struct session *s, const char *default_port)
@@ -176,7 +177,7 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		snprintf(s->opts.path.host_iface, sizeof(s->opts.path.host_iface), "%s", arg);
 		return 1;
 	case 1004:
-		if (config_parse_size(arg, &sz) < 0 || sz < 512 || sz > (64u << 20)) {
+		if (gw_parse_size(arg, &sz) < 0 || sz < 512 || sz > (64u << 20)) {
 			fprintf(stderr, "nvmf-gateway: --max-xfer '%s': 512 to 64M\n", arg);
 			return -1;
 		}
@@ -236,7 +237,7 @@ int session_parse_mem(struct session *s, const char *arg)
 	colon = strchr(buf, ':');
 	if (colon)
 		*colon++ = 0;
-	if (config_parse_size(buf, &size) < 0 || (colon && config_parse_size(colon, &bs) < 0) ||
+	if (gw_parse_size(buf, &size) < 0 || (colon && gw_parse_size(colon, &bs) < 0) ||
 	    bs < 512 || bs > 65536 || (bs & (bs - 1)) || !size || size % bs) {
 		fprintf(stderr, "nvmf-gateway: --mem '%s': SIZE[:BLOCK], SIZE a multiple of "
 				"BLOCK (a power of two, 512 to 64k)\n", arg);

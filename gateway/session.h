@@ -7,10 +7,10 @@
 #include <getopt.h>
 #include <stdbool.h>
 
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "transports/ctrl.h"
-#include "transports/mpath.h"
+#include "gateway/volume/mpath.h"
 
 struct session;
 typedef void (*session_job_fn)(struct session *s);

@@ -6,9 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "gateway/notify.h"
-#include "gateway/reactor.h"
+#include "gateway/base/log.h"
+#include "gateway/base/notify.h"
+#include "gateway/base/reactor.h"
 
 /* One per reactor, on a cache line of its own: written by its reactor,
  * read by reactor 0. */

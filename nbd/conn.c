@@ -10,9 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gateway/iov.h"
-#include "gateway/log.h"
-#include "gateway/membudget.h"
+#include "gateway/base/iov.h"
+#include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
 #include "nbd/internal.h"
 
 static const char *const state_names[] = {

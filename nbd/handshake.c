@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "nbd/internal.h"
 
 static int put_reply(struct nbd_conn *c, uint32_t type, const void *data, uint32_t len)

@@ -9,9 +9,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "gateway/list.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/list.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
 

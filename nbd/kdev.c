@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 
 /* Transmission flags (NBD protocol document).  Private names: the uapi
  * header of older distributions lacks some, and nbd/ has its own. */

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gateway/reactor.h"
+#include "gateway/base/reactor.h"
 #include "nbd/nbd.h"
 
 struct nbd_kdev;

@@ -14,9 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "gateway/config.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/listen.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 
 /* One export a server offers.  The caller owns it; it must outlive the
  * server (and every kernel connection) that uses it. */

@@ -15,8 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "gateway/listen.h"
+#include "gateway/base/log.h"
+#include "gateway/base/listen.h"
 #include "nbd/internal.h"
 
 struct srv_reactor {

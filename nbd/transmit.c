@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "nbd/internal.h"
 
 uint16_t nbd_export_flags(const struct nbd_export *e)

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/reactor.h"
-#include "transports/auth.h"
+#include "gateway/base/reactor.h"
+#include "transports/auth/auth.h"
 #include "transports/transport.h"
 
 struct nvmf_ctrl_opts {

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 
 #define UUID_NQN_PREFIX "nqn.2014-08.org.nvmexpress:uuid:"

@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gateway/iov.h"
-#include "gateway/log.h"
+#include "gateway/base/iov.h"
+#include "gateway/base/log.h"
 #include "transports/status.h"
 
 #define WZ_MAX_BLOCKS 65536u /* NLB is 16 bits, 0's based */

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/invariant.h"
-#include "gateway/log.h"
+#include "gateway/base/invariant.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 #include "transports/transport.h"
 

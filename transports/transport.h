@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "gateway/list.h"
-#include "gateway/reactor.h"
+#include "gateway/base/list.h"
+#include "gateway/base/reactor.h"
 #include "transports/nvme_spec.h"
 
 struct nvmf_queue;

@@ -3,7 +3,7 @@
 # table, every long and short option of the getopt tables in gateway/
 # (struct option entries, SESSION_LONGOPTS and QOS_LONGOPTS included) is in
 # nvmf-gateway(8), and every key the configuration parser accepts (the
-# F_*(..., "key", ...) field tables of gateway/config.c) is in
+# F_*(..., "key", ...) field tables of gateway/config_schema.c) is in
 # nvmf-gateway.conf(5).  Both pages format without a warning
 # (groff -ww, man --warnings).
 set -u
@@ -22,7 +22,7 @@ longs=$(grep -ohE '\{ *"[a-z][a-z0-9-]*", *(required|no|optional)_argument' gate
 	sed -E 's/\{ *"([^"]+)".*/\1/' | sort -u)
 shorts=$(grep -ohE '(required|no|optional)_argument, *0, *'"'"'[A-Za-z0-9]'"'" gateway/*.c gateway/*.h |
 	sed -E "s/.*'(.)'/\1/" | sort -u)
-keys=$(grep -ohE 'F_[A-Z0-9]+\( *([A-Z]+, *)?"[a-z_][a-z0-9_]*"' gateway/config.c |
+keys=$(grep -ohE 'F_[A-Z0-9]+\( *([A-Z]+, *)?"[a-z_][a-z0-9_]*"' gateway/config_schema.c |
 	sed -E 's/.*"([^"]+)"/\1/' | sort -u)
 nc=$(echo "$cmds" | wc -w) nl=$(echo "$longs" | wc -w) ns=$(echo "$shorts" | wc -w) nk=$(echo "$keys" | wc -w)
 echo "from the code: $nc commands, $nl long options, $ns short options, $nk config keys"

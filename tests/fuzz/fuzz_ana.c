@@ -2,7 +2,7 @@
  * multipath snapshot built from it.  The input is a target's ANA log page
  * (the bytes after the first two; beyond them the page reads as zeroes),
  * served to the gateway's read loop (nvmf_ana_log_need and
- * nvmf_ana_next_read, the decisions ctrl.c takes between commands) with a
+ * nvmf_ana_next_read, the decisions ana.c takes between commands) with a
  * transfer size and, from the first byte, whether the target honours the
  * log page offset (nvmet does not for this page).  Checked: the loop ends
  * within a bound, never asks for more than NVMF_ANA_LOG_MAX nor starts a
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
 
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	page = data + 2;
 	page_len = size - 2;
 
-	/* The read loop of ctrl.c, with the target above. */
+	/* The read loop of ana.c, with the target above. */
 	size_t have = 0, want = 4096;
 	unsigned rounds = 0;
 	for (;;) {

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
-#include "transports/auth.h"
+#include "gateway/base/log.h"
+#include "transports/auth/auth.h"
 #include "transports/nvme_spec.h"
 
 #define HOSTNQN "nqn.2014-08.org.nvmexpress:uuid:fuzz"

@@ -1,6 +1,6 @@
 /* libFuzzer harness for controller bring-up parsing: what a target says in
  * CAP, Identify Controller, the active namespace list and Identify
- * Namespace, through the functions ctrl.c's bring-up steps call
+ * Namespace, through the functions ctrl_init.c's bring-up steps call
  * (nvmf_pick_max_xfer, nvmf_in_capsule_max, nvmf_ns_list_count,
  * nvmf_ns_from_id).  Input: CAP (8 bytes), the --max-xfer option (4), MDTS
  * (1), IOCCSZ (4), the number of list entries (1), the entries (4 each),
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"

@@ -18,7 +18,7 @@
 
 #include "gateway/config.h"
 #include "gateway/config_diff.h"
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 
 #include "tests/fuzz/fuzz_check.h"
 

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/control.h"
-#include "gateway/json.h"
-#include "gateway/log.h"
+#include "gateway/base/control.h"
+#include "gateway/base/json.h"
+#include "gateway/base/log.h"
 
 #include "tests/fuzz/fuzz_check.h"
 

@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "gateway/discover.h"
-#include "gateway/json.h"
-#include "gateway/log.h"
+#include "gateway/base/json.h"
+#include "gateway/base/log.h"
 #include "transports/nvme_spec.h"
 
 #include "tests/fuzz/fuzz_check.h"

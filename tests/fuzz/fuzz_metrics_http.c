@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
-#include "gateway/metrics.h"
+#include "gateway/base/log.h"
+#include "gateway/base/metrics.h"
 
 #include "tests/fuzz/fuzz_check.h"
 

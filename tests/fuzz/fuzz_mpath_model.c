@@ -1,4 +1,4 @@
-/* A model of the multipath liveness rules (mpath.c), driven by the input:
+/* A model of the multipath liveness rules (gateway/volume/mpath_*.c), driven by the input:
  * fake paths and I/O, the real status table (nvme_status_disposition)
  * deciding what each answer means, ANA states, path loss and return,
  * time passing.  The model follows the rules mpath.h and the README
@@ -9,7 +9,7 @@
  * with EIO once it has waited the limit (ANATT in transition).  Checked:
  * no I/O completes twice, and once the target answers everything and all
  * timers have fired, every I/O has completed.  It checks the rules, not
- * mpath.c itself (which needs reactors and queues): a rule that can
+ * mpath_*.c itself (which needs reactors and queues): a rule that can
  * leave an I/O waiting for ever is found here. */
 #include <stdint.h>
 #include <stdlib.h>

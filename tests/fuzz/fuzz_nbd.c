@@ -23,9 +23,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/log.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "nbd/nbd.h"
 
 #include "tests/fuzz/fuzz_check.h"

@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
-#include "gateway/reactor.h"
-#include "transports/rdma_internal.h"
+#include "gateway/base/log.h"
+#include "gateway/base/reactor.h"
+#include "transports/rdma/rdma_internal.h"
 
 #define MAX_Q 32
 #define NR_RECV MAX_Q

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "tests/target/tgt.h"
 
 static int parse_num(const char *s, unsigned long long max, unsigned long long *out)

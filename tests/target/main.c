@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "tests/target/tgt.h"
 
 struct tgt T;

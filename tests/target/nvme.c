@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "tests/target/tgt.h"
 
 #define TGT_MN "nvmf-test-target"

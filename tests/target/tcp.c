@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gateway/log.h"
+#include "gateway/base/log.h"
 #include "tests/target/tgt.h"
 #include "transports/crc32c.h"
 

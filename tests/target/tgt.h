@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "gateway/list.h"
+#include "gateway/base/list.h"
 #include "transports/nvme_spec.h"
 
 /* Fields of Identify Controller that nvme_spec.h keeps in reserved ranges;

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/reactor.h"
-#include "transports/tcp_internal.h"
+#include "gateway/base/reactor.h"
+#include "transports/tcp/tcp_internal.h"
 
 #define TCPFX_MAX_REQS 64
 

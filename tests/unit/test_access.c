@@ -1,4 +1,4 @@
-#include "gateway/access.h"
+#include "gateway/base/access.h"
 
 #include <arpa/inet.h>
 #include <check.h>

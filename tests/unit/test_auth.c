@@ -2,7 +2,7 @@
  * Expected values are computed here from the specification's definitions
  * with OpenSSL's primitives directly (or come from nvme-cli), never from
  * the functions under test; the test plays the controller's side. */
-#include "transports/auth.h"
+#include "transports/auth/auth.h"
 #include "transports/ctrl.h"
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"

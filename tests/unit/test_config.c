@@ -1,4 +1,5 @@
 #include "gateway/config.h"
+#include "gateway/base/parse.h"
 
 #include <check.h>
 #include <errno.h>
@@ -155,13 +156,13 @@ START_TEST(full_file)
 	ck_assert_str_eq(t->name, "array1");
 	ck_assert_str_eq(t->subnqn, "nqn.2026-01.com.example:pool1");
 	ck_assert_uint_eq(t->nr_paths, 2);
-	ck_assert_int_eq(t->paths[0].transport, GW_TRANSPORT_RDMA);
+	ck_assert_int_eq(t->paths[0].transport, NVMF_TR_RDMA);
 	ck_assert_str_eq(t->paths[0].traddr, "192.0.2.10");
 	ck_assert_str_eq(t->paths[0].trsvcid, "4421");
 	ck_assert_str_eq(t->paths[0].host_traddr, "192.0.2.1");
 	ck_assert_str_eq(t->paths[0].host_iface, "eth1");
 	ck_assert_int_eq(t->paths[0].tos, 96);
-	ck_assert_int_eq(t->paths[1].transport, GW_TRANSPORT_TCP);
+	ck_assert_int_eq(t->paths[1].transport, NVMF_TR_TCP);
 	ck_assert_str_eq(t->paths[1].trsvcid, "4422");
 	ck_assert_ptr_null(t->paths[1].host_traddr);
 	ck_assert_ptr_null(t->paths[1].host_iface);
@@ -175,10 +176,10 @@ START_TEST(full_file)
 	ck_assert_int_eq(t->fast_io_fail_tmo, 5);
 	ck_assert_int_eq(t->io_timeout, 60);
 	ck_assert_int_eq(t->max_retries, 0);
-	ck_assert_int_eq(t->multipath, GW_MULTIPATH_ROUND_ROBIN);
+	ck_assert_int_eq(t->multipath, MP_ROUND_ROBIN);
 	ck_assert_str_eq(t->dhchap_secret, "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:");
 	ck_assert_ptr_null(t->dhchap_ctrl_secret);
-	ck_assert_int_eq(c->targets[1].multipath, GW_MULTIPATH_QUEUE_DEPTH);
+	ck_assert_int_eq(c->targets[1].multipath, MP_QUEUE_DEPTH);
 
 	ck_assert_uint_eq(c->nr_exports, 4);
 	const struct gw_export *e = &c->exports[0];
@@ -258,7 +259,7 @@ START_TEST(defaults)
 	ck_assert_int_eq(t->fast_io_fail_tmo, -1);
 	ck_assert_int_eq(t->io_timeout, 30);
 	ck_assert_int_eq(t->max_retries, 5);
-	ck_assert_int_eq(t->multipath, GW_MULTIPATH_FAILOVER);
+	ck_assert_int_eq(t->multipath, MP_FAILOVER);
 	ck_assert_ptr_null(t->dhchap_secret);
 
 	const struct gw_export *e = &c->exports[0];
@@ -816,7 +817,7 @@ START_TEST(parse_size)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t v = 12345;
-		int rc = config_parse_size(cases[i].s, &v);
+		int rc = gw_parse_size(cases[i].s, &v);
 		ck_assert_msg(rc == cases[i].rc, "\"%s\": rc %d", cases[i].s, rc);
 		ck_assert_msg(rc || v == cases[i].v, "\"%s\": %llu", cases[i].s,
 			      (unsigned long long)v);
@@ -870,17 +871,17 @@ START_TEST(parse_listen)
 	struct gw_listen l;
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		ck_assert_msg(config_parse_listen(good[i].s, &l) == 0, "\"%s\"", good[i].s);
+		ck_assert_msg(gw_listen_parse(good[i].s, &l) == 0, "\"%s\"", good[i].s);
 		ck_assert_int_eq(l.kind, good[i].kind);
 		ck_assert_str_eq(l.spec, good[i].s);
 		ck_assert_pstr_eq(l.path, good[i].path);
 		ck_assert_pstr_eq(l.host, good[i].host);
 		ck_assert_uint_eq(l.port, good[i].port);
-		config_listen_free(&l);
+		gw_listen_free(&l);
 		ck_assert_int_eq(l.kind, GW_LISTEN_NONE);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(config_parse_listen(bad[i], &l) == -EINVAL,
+		ck_assert_msg(gw_listen_parse(bad[i], &l) == -EINVAL,
 			      "\"%s\" accepted", bad[i]);
 }
 END_TEST

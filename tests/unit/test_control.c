@@ -2,7 +2,7 @@
  * thread: replies in order (also when the handler answers later), errors
  * for malformed lines on that connection only, mode 0600, stop with a
  * call outstanding. */
-#include "gateway/control.h"
+#include "gateway/base/control.h"
 #include "unit_skip.h"
 
 #include <check.h>

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/json.h"
+#include "gateway/base/json.h"
 #include "transports/nvme_spec.h"
 
 #define HDR sizeof(struct nvmf_disc_log_hdr)

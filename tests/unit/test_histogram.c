@@ -1,4 +1,4 @@
-#include "gateway/histogram.h"
+#include "gateway/base/histogram.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "gateway/json.h"
+#include "gateway/base/json.h"
 
 #include <check.h>
 #include <errno.h>

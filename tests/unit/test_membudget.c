@@ -1,4 +1,4 @@
-#include "gateway/membudget.h"
+#include "gateway/base/membudget.h"
 
 #include <check.h>
 #include <errno.h>

@@ -3,8 +3,8 @@
  * socket: 200 with the fill's text, 404, 405, HEAD, malformed and oversized
  * requests closed without a reply, stop with a connection still open. */
 #include "gateway/daemon_metrics.h"
-#include "gateway/metrics.h"
-#include "gateway/qos.h"
+#include "gateway/base/metrics.h"
+#include "gateway/volume/qos.h"
 #include "unit_skip.h"
 
 #include <check.h>
@@ -226,7 +226,7 @@ START_TEST(server_http)
 	{
 		char spec[160];
 		snprintf(spec, sizeof(spec), "unix:%s", path);
-		ck_assert_int_eq(config_parse_listen(spec, &l), 0);
+		ck_assert_int_eq(gw_listen_parse(spec, &l), 0);
 	}
 	ck_assert_int_eq(metrics_start(&r, &l, fill, "me", &s), 0);
 
@@ -272,7 +272,7 @@ START_TEST(server_http)
 	ck_assert(stopped);
 	ck_assert_int_ne(access(path, F_OK), 0);
 	close(idle);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	reactor_fini(&r);
 	rmdir(dir);
 }
@@ -286,9 +286,9 @@ START_TEST(start_errors)
 
 	ck_assert_int_eq(reactor_init(&r, 0, 16), 0);
 	ck_assert_int_eq(metrics_start(&r, &l, fill, NULL, &s), -EINVAL);
-	ck_assert_int_eq(config_parse_listen("unix:/nonexistent-dir/x/m.sock", &l), 0);
+	ck_assert_int_eq(gw_listen_parse("unix:/nonexistent-dir/x/m.sock", &l), 0);
 	ck_assert_int_lt(metrics_start(&r, &l, fill, NULL, &s), 0);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	reactor_fini(&r);
 }
 END_TEST

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/invariant.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/invariant.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "transports/transport.h"
 
 static int done_calls;

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "gateway/config.h"
-#include "gateway/log.h"
-#include "gateway/membudget.h"
-#include "gateway/reactor.h"
-#include "gateway/volume.h"
+#include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
+#include "gateway/base/reactor.h"
+#include "gateway/volume/volume.h"
 #include "nbd/internal.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
@@ -1162,7 +1162,7 @@ START_TEST(server_unix_socket)
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "unix:%s/s.sock", dir);
-	ck_assert_int_eq(config_parse_listen(path, &l), 0);
+	ck_assert_int_eq(gw_listen_parse(path, &l), 0);
 	ck_assert_int_eq(nbd_server_start(&o, &srv), 0);
 	snprintf(a.sun_path, sizeof(a.sun_path), "%s", l.path);
 	/* A second server on the same live socket is refused. */
@@ -1189,7 +1189,7 @@ START_TEST(server_unix_socket)
 	ck_assert_int_eq(stopped, 1);
 	ck_assert_int_eq(stat(l.path, &st), -1);
 	close(cl.fd);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	rmdir(dir);
 }
 END_TEST
@@ -1235,7 +1235,7 @@ START_TEST(two_reactors_multi_conn)
 	ck_assert_int_eq(reactor_start_thread(&R2), 0);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(spec, sizeof(spec), "unix:%s/s.sock", dir);
-	ck_assert_int_eq(config_parse_listen(spec, &l), 0);
+	ck_assert_int_eq(gw_listen_parse(spec, &l), 0);
 	ck_assert_int_eq(nbd_server_start(&o, &srv), 0);
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
@@ -1274,7 +1274,7 @@ START_TEST(two_reactors_multi_conn)
 	reactor_send_msg(&R2, &stop_msg);
 	reactor_join(&R2);
 	reactor_fini(&R2);
-	config_listen_free(&l);
+	gw_listen_free(&l);
 	rmdir(dir);
 	vol_destroy(&cv->v);
 }

@@ -1,6 +1,6 @@
 /* The notify protocol against a socket of the test's own, as systemd
  * would receive it. */
-#include "gateway/notify.h"
+#include "gateway/base/notify.h"
 
 #include <check.h>
 #include <errno.h>

@@ -4,8 +4,8 @@
  * submission), and the burst a full bucket allows is always granted at
  * once.  Order assertions rest on the reactor's own order (deferred
  * completions before timers), not on time. */
-#include "gateway/qos.h"
-#include "gateway/volume.h"
+#include "gateway/volume/qos.h"
+#include "gateway/volume/volume.h"
 #include "unit_skip.h"
 
 #include <check.h>

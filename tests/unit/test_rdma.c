@@ -1,5 +1,5 @@
 /* NVMe/RDMA transport: the parts that need no RDMA device. */
-#include "transports/rdma_internal.h"
+#include "transports/rdma/rdma_internal.h"
 
 #include <check.h>
 #include <infiniband/verbs.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/reactor.h"
+#include "gateway/base/reactor.h"
 #include "unit_skip.h"
 
 static uint16_t le16_at(const void *p, size_t off)

@@ -1,7 +1,7 @@
 /* The volume contract: validation up front (the callback never runs for a
  * rejected request), exactly one callback, never from inside vol_submit,
  * and on the submitting reactor even when another reactor did the work. */
-#include "gateway/volume.h"
+#include "gateway/volume/volume.h"
 #include "unit_skip.h"
 
 #include <check.h>

@@ -4,7 +4,7 @@
  * bring them back.  No assertion rests on the machine being fast: a
  * blocked reactor stays blocked however slow the machine is. */
 #include "gateway/watchdog.h"
-#include "gateway/reactor.h"
+#include "gateway/base/reactor.h"
 #include "unit_skip.h"
 
 #include <check.h>

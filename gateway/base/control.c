@@ -1,0 +1,518 @@
+#include "gateway/base/control.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "gateway/base/listen.h"
+#include "gateway/base/log.h"
+
+#define MAX_CONNS 16
+
+struct control_call {
+	struct control_conn *c;
+	bool outstanding;
+};
+
+struct control_conn {
+	struct list_node link;
+	struct control_srv *s;
+	int fd;
+	unsigned id;
+	struct reactor_op op;
+	bool busy; /* recv or send in the ring */
+	bool eof; /* closing: nothing more is read or answered */
+	bool peer_done; /* the peer shut its side: answer what came, then close */
+	struct control_call call;
+	struct control_lines in;
+	char *out;
+	size_t out_len, out_off;
+};
+
+struct control_srv {
+	struct reactor *r;
+	int lfd;
+	char *path;
+	control_handle_fn *fn;
+	void *arg;
+	struct reactor_op accept_op;
+	bool accepting;
+	struct gw_access access;
+	struct list_node conns;
+	unsigned nr_conns, next_id;
+	bool stopping, finishing;
+	void (*done)(void *);
+	void *done_arg;
+	struct reactor_msg done_msg;
+};
+
+static void arm_accept(struct control_srv *s);
+static void conn_next(struct control_conn *c);
+
+static void srv_finish(struct reactor_msg *m)
+{
+	struct control_srv *s = container_of(m, struct control_srv, done_msg);
+	void (*done)(void *) = s->done;
+	void *arg = s->done_arg;
+
+	log_notice("control %s: stopped", s->path);
+	free(s->path);
+	free(s);
+	if (done)
+		done(arg);
+}
+
+static void srv_maybe_done(struct control_srv *s)
+{
+	if (!s->stopping || s->finishing || s->accepting || s->nr_conns)
+		return;
+	s->finishing = true;
+	if (s->lfd >= 0) {
+		close(s->lfd);
+		unlink(s->path);
+	}
+	s->lfd = -1;
+	s->done_msg.fn = srv_finish;
+	reactor_defer(s->r, &s->done_msg);
+}
+
+/* Only when nothing refers to it: no op in the ring, no call unanswered. */
+static void conn_maybe_free(struct control_conn *c)
+{
+	struct control_srv *s = c->s;
+
+	if (c->busy || c->call.outstanding)
+		return;
+	log_debug("control: client %u: closed", c->id);
+	close(c->fd);
+	list_del(&c->link);
+	s->nr_conns--;
+	free(c->in.buf);
+	free(c->out);
+	free(c);
+	srv_maybe_done(s);
+}
+
+static void sent(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct control_conn *c = container_of(op, struct control_conn, op);
+	(void)flags;
+
+	c->busy = false;
+	if (res <= 0) {
+		if (res < 0 && !c->s->stopping)
+			log_info("control: client %u: send: %s", c->id, strerror(-res));
+		c->eof = true;
+		conn_maybe_free(c);
+		return;
+	}
+	c->out_off += (size_t)res;
+	if (c->out_off < c->out_len) {
+		struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
+		io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				   MSG_NOSIGNAL);
+		c->busy = true;
+		return;
+	}
+	free(c->out);
+	c->out = NULL;
+	c->out_len = c->out_off = 0;
+	if (c->s->stopping)
+		c->eof = true;
+	conn_next(c);
+}
+
+/* Queues text (one line, newline included) and sends it. */
+static void conn_send(struct control_conn *c, char *text, size_t len)
+{
+	struct io_uring_sqe *sqe;
+
+	c->out = text;
+	c->out_len = len;
+	c->out_off = 0;
+	c->op.fn = sent;
+	sqe = reactor_sqe(c->s->r, &c->op);
+	io_uring_prep_send(sqe, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+	c->busy = true;
+}
+
+void control_reply(struct control_call *call, struct json_buf *j)
+{
+	struct control_conn *c = call->c;
+	char *text;
+	size_t len;
+
+	if (!call->outstanding) {
+		log_err("control: client %u: a second reply to one request (dropped)", c->id);
+		json_buf_free(j);
+		return;
+	}
+	call->outstanding = false;
+	if (!json_buf_ok(j)) {
+		log_err("control: client %u: the reply could not be built (%s)", c->id,
+			j->nomem ? "out of memory" : "malformed");
+		json_buf_free(j);
+		text = strdup("{\"error\":\"the reply could not be built\"}\n");
+	} else {
+		text = j->p;
+		len = j->len;
+		json_buf_init(j);
+		char *t = realloc(text, len + 2);
+		if (t) {
+			t[len] = '\n';
+			t[len + 1] = 0;
+		} else {
+			free(text);
+		}
+		text = t;
+	}
+	if (!text || c->eof) {
+		free(text);
+		c->eof = true;
+		conn_maybe_free(c);
+		return;
+	}
+	conn_send(c, text, strlen(text));
+}
+
+static void reply_verror(struct control_call *call, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	struct json_buf j;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	json_buf_init(&j);
+	json_obj_begin(&j);
+	json_kv_str(&j, "error", msg);
+	json_obj_end(&j);
+	control_reply(call, &j);
+}
+
+void control_reply_error(struct control_call *call, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_verror(call, fmt, ap);
+	va_end(ap);
+}
+
+void control_reply_ok(struct control_call *call)
+{
+	struct json_buf j;
+
+	json_buf_init(&j);
+	json_obj_begin(&j);
+	json_kv_bool(&j, "ok", true);
+	json_obj_end(&j);
+	control_reply(call, &j);
+}
+
+static void refuse(struct control_conn *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void refuse(struct control_conn *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->call.outstanding = true;
+	va_start(ap, fmt);
+	reply_verror(&c->call, fmt, ap);
+	va_end(ap);
+}
+
+int control_parse_request(const char *line, size_t len, struct json_val **req, char *err,
+			  size_t errlen)
+{
+	const char *nul = memchr(line, 0, len);
+	const char *cmd;
+	char why[128];
+	int rc;
+
+	*req = NULL;
+	if (len && line[len - 1] == '\r')
+		len--;
+	/* Checked here and not left to the JSON parser, so the reply says
+	 * what is wrong with the line rather than with its JSON. */
+	if (nul) {
+		snprintf(err, errlen, "a request line holds a NUL byte (offset %zu)",
+			 (size_t)(nul - line));
+		return -EINVAL;
+	}
+	rc = json_parse(line, len, req, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(err, errlen, "bad JSON: %s", rc == -ENOMEM ? "out of memory" : why);
+		*req = NULL;
+		return rc;
+	}
+	if ((*req)->type != JSON_OBJ || !(cmd = json_get_str(*req, "cmd"))) {
+		json_val_free(*req);
+		*req = NULL;
+		snprintf(err, errlen, "a request is an object with a string \"cmd\"");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* One complete line, its newline removed. */
+static void handle_line(struct control_conn *c, const char *line, size_t len)
+{
+	struct json_val *req;
+	char err[256];
+
+	if (control_parse_request(line, len, &req, err, sizeof(err)) < 0) {
+		log_info("control: client %u: %s", c->id, err);
+		return refuse(c, "%s", err);
+	}
+	log_info("control: client %u: %s", c->id, json_get_str(req, "cmd"));
+	c->call.outstanding = true;
+	c->s->fn(c->s->arg, &c->call, req);
+	json_val_free(req);
+}
+
+enum control_take control_lines_take(struct control_lines *lb, char **line, size_t *len)
+{
+	char *nl;
+
+	*line = NULL;
+	*len = 0;
+	for (;;) {
+		nl = memchr(lb->buf, '\n', lb->len);
+		if (!lb->skipping)
+			break;
+		size_t drop = nl ? (size_t)(nl - lb->buf) + 1 : lb->len;
+		memmove(lb->buf, lb->buf + drop, lb->len - drop);
+		lb->len -= drop;
+		lb->skipping = !nl;
+		if (!nl)
+			return CONTROL_TAKE_MORE;
+	}
+	if (!nl) {
+		if (lb->len < lb->cap)
+			return CONTROL_TAKE_MORE;
+		lb->skipping = true;
+		lb->len = 0;
+		return CONTROL_TAKE_TOO_LONG;
+	}
+	/* Copied by length, not as a string: the line may hold a NUL, and
+	 * the handler may reply at once, whose completion reads buf again. */
+	size_t n = (size_t)(nl - lb->buf);
+	char *l = malloc(n + 1);
+	if (l) {
+		memcpy(l, lb->buf, n);
+		l[n] = 0;
+	}
+	memmove(lb->buf, nl + 1, lb->len - n - 1);
+	lb->len -= n + 1;
+	if (!l)
+		return CONTROL_TAKE_NOMEM;
+	*line = l;
+	*len = n;
+	return CONTROL_TAKE_LINE;
+}
+
+void control_lines_eof(struct control_lines *lb)
+{
+	/* Nothing is kept while skipping, and a kept partial line is under
+	 * cap bytes: the buffer has room for the one byte. */
+	if (lb->len && !lb->skipping)
+		lb->buf[lb->len++] = '\n';
+}
+
+/* Whether the line is only blanks (then it gets no reply). */
+static bool blank(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r')
+			return false;
+	return true;
+}
+
+static void received(struct reactor_op *op, int res, uint32_t flags);
+
+/* The next thing to do once no reply is being sent: a buffered line, or
+ * more bytes, or closing. */
+static void conn_next(struct control_conn *c)
+{
+	while (!c->busy && !c->call.outstanding && !c->eof && !c->s->stopping) {
+		char *line;
+		size_t len;
+
+		switch (control_lines_take(&c->in, &line, &len)) {
+		case CONTROL_TAKE_MORE:
+			if (c->peer_done) {
+				c->eof = true;
+				break;
+			}
+			struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
+			c->op.fn = received;
+			io_uring_prep_recv(sqe, c->fd, c->in.buf + c->in.len, c->in.cap - c->in.len,
+					   0);
+			c->busy = true;
+			return;
+		case CONTROL_TAKE_TOO_LONG:
+			refuse(c, "request line over %u bytes", CONTROL_LINE_MAX);
+			break;
+		case CONTROL_TAKE_NOMEM:
+			refuse(c, "out of memory");
+			break;
+		case CONTROL_TAKE_LINE:
+			if (!blank(line, len))
+				handle_line(c, line, len);
+			free(line);
+			break;
+		}
+	}
+	if (c->eof || (c->s->stopping && !c->busy))
+		conn_maybe_free(c);
+}
+
+static void received(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct control_conn *c = container_of(op, struct control_conn, op);
+	(void)flags;
+
+	c->busy = false;
+	if (res < 0) {
+		if (!c->s->stopping)
+			log_info("control: client %u: recv: %s", c->id, strerror(-res));
+		c->eof = true;
+		conn_maybe_free(c);
+		return;
+	}
+	if (res == 0) {
+		/* A last request without its newline (printf | nc -U) still
+		 * counts; the buffer has room for the one byte. */
+		c->peer_done = true;
+		control_lines_eof(&c->in);
+	}
+	c->in.len += (size_t)res;
+	conn_next(c);
+}
+
+static void accepted(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct control_srv *s = container_of(op, struct control_srv, accept_op);
+	struct control_conn *c;
+	(void)flags;
+
+	s->accepting = false;
+	if (s->stopping) {
+		if (res >= 0)
+			close(res);
+		srv_maybe_done(s);
+		return;
+	}
+	if (res < 0) {
+		log_warn("control %s: accept: %s", s->path, strerror(-res));
+		arm_accept(s);
+		return;
+	}
+	if (gw_access_refused(&s->access, res, "control", s->path)) {
+		arm_accept(s);
+		return;
+	}
+	c = s->nr_conns < MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
+	if (c && !(c->in.buf = malloc(CONTROL_LINE_MAX + 1))) {
+		free(c);
+		c = NULL;
+	}
+	if (!c) {
+		log_warn("control %s: %u clients connected already; refusing one", s->path,
+			 s->nr_conns);
+		close(res);
+		arm_accept(s);
+		return;
+	}
+	c->s = s;
+	c->fd = res;
+	c->in.cap = CONTROL_LINE_MAX;
+	c->id = ++s->next_id;
+	c->call.c = c;
+	list_add_tail(&s->conns, &c->link);
+	s->nr_conns++;
+	log_debug("control: client %u: connected", c->id);
+	conn_next(c);
+	arm_accept(s);
+}
+
+static void arm_accept(struct control_srv *s)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(s->r, &s->accept_op);
+
+	io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	s->accepting = true;
+}
+
+int control_start(struct reactor *r, const char *path, control_handle_fn *fn, void *arg,
+		  struct control_srv **out)
+{
+	return control_start_access(r, path, NULL, fn, arg, out);
+}
+
+int control_start_access(struct reactor *r, const char *path, const struct gw_access *acc,
+			 control_handle_fn *fn, void *arg, struct control_srv **out)
+{
+	struct control_srv *s;
+	int fd;
+
+	if (!r || !path || !fn || !out)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->path = strdup(path))) {
+		free(s);
+		return -ENOMEM;
+	}
+	/* Commands stop exports and reset controllers: the owner (root, or the
+	 * user running an unprivileged gateway) only. */
+	fd = gw_listen_unix(path, 16, acc, 0600);
+	if (fd < 0) {
+		log_err("control %s: cannot listen: %s", path,
+			fd == -EADDRINUSE ? "another gateway is serving there" : strerror(-fd));
+		free(s->path);
+		free(s);
+		return fd;
+	}
+	s->r = r;
+	s->lfd = fd;
+	if (acc)
+		s->access = *acc;
+	s->fn = fn;
+	s->arg = arg;
+	s->accept_op.fn = accepted;
+	list_init(&s->conns);
+	arm_accept(s);
+	log_notice("control: listening on %s", path);
+	*out = s;
+	return 0;
+}
+
+void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
+{
+	struct list_node *pos, *tmp;
+
+	if (!s) {
+		if (done)
+			done(arg);
+		return;
+	}
+	s->stopping = true;
+	s->done = done;
+	s->done_arg = arg;
+	if (s->accepting) {
+		struct io_uring_sqe *sqe = reactor_sqe(s->r, NULL);
+		io_uring_prep_cancel(sqe, &s->accept_op, 0);
+	}
+	list_for_each_safe(pos, tmp, &s->conns) {
+		struct control_conn *c = container_of(pos, struct control_conn, link);
+		c->eof = true;
+		if (c->busy)
+			shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
+		else
+			conn_maybe_free(c);
+	}
+	srv_maybe_done(s);
+}

@@ -1,0 +1,86 @@
+/* The buffer budget: see membudget.h. */
+#include "gateway/base/membudget.h"
+
+#include <malloc.h>
+
+static struct membudget global = {
+	.limit = MEMBUDGET_DEFAULT_BYTES,
+	.stall_ns = MEMBUDGET_DEFAULT_STALL_S * 1000000000ull,
+};
+
+void membudget_pin_allocator(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+}
+
+struct membudget *membudget_global(void)
+{
+	return &global;
+}
+
+void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s)
+{
+	b->limit = limit < MEMBUDGET_MIN_BYTES ? MEMBUDGET_MIN_BYTES : limit;
+	atomic_store(&b->used, 0);
+	atomic_store(&b->peak, 0);
+	atomic_store(&b->waiters, 0);
+	atomic_store(&b->waits, 0);
+	b->stall_ns = (uint64_t)(stall_s ? stall_s : MEMBUDGET_DEFAULT_STALL_S) * 1000000000ull;
+}
+
+static void note_peak(struct membudget *b, uint64_t now)
+{
+	uint64_t p = atomic_load_explicit(&b->peak, memory_order_relaxed);
+
+	while (now > p &&
+	       !atomic_compare_exchange_weak_explicit(&b->peak, &p, now, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+void membudget_charge(struct membudget *b, uint64_t n)
+{
+	note_peak(b, atomic_fetch_add_explicit(&b->used, n, memory_order_relaxed) + n);
+}
+
+bool membudget_take(struct membudget *b, uint64_t n)
+{
+	uint64_t u = atomic_load_explicit(&b->used, memory_order_relaxed);
+
+	do {
+		if (u && u + n > b->limit)
+			return false;
+	} while (!atomic_compare_exchange_weak_explicit(&b->used, &u, u + n,
+							memory_order_relaxed,
+							memory_order_relaxed));
+	note_peak(b, u + n);
+	return true;
+}
+
+void membudget_give(struct membudget *b, uint64_t n)
+{
+	atomic_fetch_sub_explicit(&b->used, n, memory_order_relaxed);
+}
+
+void membudget_wait_begin(struct membudget *b)
+{
+	atomic_fetch_add_explicit(&b->waiters, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
+}
+
+void membudget_wait_end(struct membudget *b)
+{
+	atomic_fetch_sub_explicit(&b->waiters, 1, memory_order_relaxed);
+}
+
+uint64_t membudget_conn_cap(const struct membudget *b, uint64_t max_req)
+{
+	uint64_t cap = b->limit / 4;
+
+	if (cap > (64ull << 20))
+		cap = 64ull << 20;
+	if (cap < max_req)
+		cap = max_req;
+	return cap;
+}

@@ -1,0 +1,293 @@
+#include "gateway/base/reactor.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/base/log.h"
+
+uint64_t reactor_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+static void mbox_arm(struct reactor *r);
+
+static void mbox_drain(struct reactor *r)
+{
+	struct list_node batch, *n;
+
+	list_init(&batch);
+	pthread_mutex_lock(&r->mbox_lock);
+	while ((n = list_pop(&r->mbox)))
+		list_add_tail(&batch, n);
+	pthread_mutex_unlock(&r->mbox_lock);
+	while ((n = list_pop(&batch))) {
+		struct reactor_msg *m = container_of(n, struct reactor_msg, link);
+		m->fn(m);
+	}
+}
+
+static void mbox_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct reactor *r = container_of(op, struct reactor, mbox_op);
+	(void)flags;
+	r->mbox_armed = false;
+	if (res < 0 && res != -EINTR && res != -ECANCELED)
+		log_err("reactor %u: mailbox read failed: %s", r->id, strerror(-res));
+	mbox_drain(r);
+	if (!r->stop)
+		mbox_arm(r);
+}
+
+static void mbox_arm(struct reactor *r)
+{
+	struct io_uring_sqe *sqe = reactor_sqe(r, &r->mbox_op);
+	io_uring_prep_read(sqe, r->mbox_fd, &r->mbox_val, sizeof(r->mbox_val), 0);
+	r->mbox_armed = true;
+}
+
+int reactor_init(struct reactor *r, unsigned id, unsigned entries)
+{
+	struct io_uring_params p;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->id = id;
+	list_init(&r->timers);
+	list_init(&r->deferred);
+	list_init(&r->mbox);
+	pthread_mutex_init(&r->mbox_lock, NULL);
+	memset(&p, 0, sizeof(p));
+	/* The CQ must hold every completion of a burst: sends, receives and
+	 * polls of all queues owned here. */
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = entries * 4;
+	ret = io_uring_queue_init_params(entries, &r->ring, &p);
+	if (ret < 0) {
+		log_err("reactor %u: io_uring setup failed: %s", id, strerror(-ret));
+		return ret;
+	}
+	r->mbox_fd = eventfd(0, EFD_CLOEXEC);
+	if (r->mbox_fd < 0) {
+		ret = -errno;
+		io_uring_queue_exit(&r->ring);
+		return ret;
+	}
+	r->mbox_op.fn = mbox_done;
+	mbox_arm(r);
+	return 0;
+}
+
+void reactor_fini(struct reactor *r)
+{
+	/* Reap what is still in flight so that no completion is left pointing
+	 * at memory the owners are about to free. */
+	if (r->mbox_armed) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+		if (sqe) {
+			io_uring_prep_cancel(sqe, &r->mbox_op, 0);
+			io_uring_sqe_set_data(sqe, NULL);
+			io_uring_submit(&r->ring);
+		}
+		uint64_t deadline = reactor_now_ns() + NSEC_PER_SEC;
+		while (r->mbox_armed && reactor_now_ns() < deadline)
+			reactor_poll(r, 10 * NSEC_PER_MSEC);
+	}
+	close(r->mbox_fd);
+	io_uring_queue_exit(&r->ring);
+	pthread_mutex_destroy(&r->mbox_lock);
+}
+
+struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe) {
+		int ret = io_uring_submit(&r->ring);
+		if (ret < 0) {
+			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
+			abort();
+		}
+		r->pending_submit = 0;
+		sqe = io_uring_get_sqe(&r->ring);
+		if (!sqe)
+			abort();
+	}
+	io_uring_sqe_set_data(sqe, op);
+	r->pending_submit++;
+	return sqe;
+}
+
+void reactor_timer_init(struct reactor_timer *t, reactor_timer_fn fn)
+{
+	list_init(&t->link);
+	t->fn = fn;
+	t->armed = false;
+	t->deadline_ns = 0;
+}
+
+void reactor_timer_arm(struct reactor *r, struct reactor_timer *t, uint64_t delay_ns)
+{
+	struct list_node *pos;
+
+	reactor_timer_cancel(t);
+	t->deadline_ns = reactor_now_ns() + delay_ns;
+	t->armed = true;
+	/* Most timers share a period, so the right place is near the tail. */
+	for (pos = r->timers.prev; pos != &r->timers; pos = pos->prev) {
+		struct reactor_timer *o = container_of(pos, struct reactor_timer, link);
+		if (o->deadline_ns <= t->deadline_ns)
+			break;
+	}
+	list_add_between(&t->link, pos, pos->next);
+}
+
+void reactor_timer_cancel(struct reactor_timer *t)
+{
+	if (t->armed) {
+		list_del(&t->link);
+		t->armed = false;
+	}
+}
+
+static uint64_t run_timers(struct reactor *r)
+{
+	uint64_t now = reactor_now_ns();
+
+	while (!list_empty(&r->timers)) {
+		struct reactor_timer *t =
+			container_of(r->timers.next, struct reactor_timer, link);
+		if (t->deadline_ns > now)
+			return t->deadline_ns - now;
+		list_del(&t->link);
+		t->armed = false;
+		t->fn(t);
+	}
+	return UINT64_MAX;
+}
+
+static void run_deferred(struct reactor *r)
+{
+	struct list_node *n;
+	/* New deferrals made while running go on the same list and run in
+	 * this pass: each is bounded work, and order is kept. */
+	while ((n = list_pop(&r->deferred))) {
+		struct reactor_msg *m = container_of(n, struct reactor_msg, link);
+		m->fn(m);
+	}
+}
+
+void reactor_poll(struct reactor *r, uint64_t timeout_ns)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head, count = 0;
+	uint64_t next;
+	int ret;
+
+	run_deferred(r);
+	next = run_timers(r);
+	if (next < timeout_ns)
+		timeout_ns = next;
+	/* Deferred work that stopped the reactor must not leave it waiting
+	 * for a completion that may never come. */
+	if (!list_empty(&r->deferred) || r->stop)
+		timeout_ns = 0;
+
+	struct __kernel_timespec ts = {
+		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
+		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
+	};
+	ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
+					       timeout_ns == UINT64_MAX ? NULL : &ts,
+					       NULL);
+	r->pending_submit = 0;
+	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
+	    ret != -EBUSY)
+		log_err("reactor %u: wait: %s", r->id, strerror(-ret));
+
+	io_uring_for_each_cqe(&r->ring, head, cqe) {
+		struct reactor_op *op = io_uring_cqe_get_data(cqe);
+		count++;
+		if (op)
+			op->fn(op, cqe->res, cqe->flags);
+	}
+	io_uring_cq_advance(&r->ring, count);
+	run_deferred(r);
+	run_timers(r);
+}
+
+void reactor_run(struct reactor *r)
+{
+	while (!r->stop)
+		reactor_poll(r, UINT64_MAX);
+}
+
+void reactor_stop(struct reactor *r) { r->stop = true; }
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+static atomic_bool io_flusher_wanted;
+
+int reactor_thread_io_flusher(void)
+{
+	return prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+void reactor_io_flusher_for_new_threads(bool on)
+{
+	atomic_store(&io_flusher_wanted, on);
+}
+
+static void *reactor_thread(void *arg)
+{
+	struct reactor *r = arg;
+	char name[16];
+
+	/* Seen in top -H, /proc/PID/task/N/comm and stack dumps. */
+	snprintf(name, sizeof(name), "gw-reactor-%u", r->id);
+	pthread_setname_np(pthread_self(), name);
+	/* A thread started after reclaim_enable() (a reload's export) has
+	 * not received the message the running ones did. */
+	if (atomic_load(&io_flusher_wanted)) {
+		int ret = reactor_thread_io_flusher();
+		if (ret < 0)
+			log_debug("reactor %u: PR_SET_IO_FLUSHER: %s", r->id, strerror(-ret));
+	}
+	reactor_run(r);
+	return NULL;
+}
+
+int reactor_start_thread(struct reactor *r)
+{
+	int ret = pthread_create(&r->thread, NULL, reactor_thread, r);
+	return -ret;
+}
+
+void reactor_join(struct reactor *r) { pthread_join(r->thread, NULL); }
+
+void reactor_send_msg(struct reactor *dst, struct reactor_msg *m)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&dst->mbox_lock);
+	list_add_tail(&dst->mbox, &m->link);
+	pthread_mutex_unlock(&dst->mbox_lock);
+	if (write(dst->mbox_fd, &one, sizeof(one)) < 0)
+		log_err("reactor %u: mailbox wakeup failed: %s", dst->id, strerror(errno));
+}
+
+void reactor_defer(struct reactor *r, struct reactor_msg *m)
+{
+	list_add_tail(&r->deferred, &m->link);
+}

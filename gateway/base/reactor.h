@@ -1,0 +1,99 @@
+/* A reactor: one thread, one io_uring.  Everything a reactor owns (queues,
+ * connections) is touched only from its thread; other threads talk to it by
+ * message.  Operations are submitted with an embedded struct reactor_op
+ * whose callback runs, on the reactor thread, when the operation completes. */
+#ifndef GW_REACTOR_H
+#define GW_REACTOR_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gateway/base/list.h"
+
+struct reactor;
+struct reactor_op;
+
+/* res is the io_uring result: >= 0 or -errno. */
+typedef void (*reactor_op_fn)(struct reactor_op *op, int res, uint32_t cqe_flags);
+
+struct reactor_op {
+	reactor_op_fn fn;
+};
+
+struct reactor_timer;
+typedef void (*reactor_timer_fn)(struct reactor_timer *t);
+
+/* Software timers, kept sorted; the ring wait is bounded by the earliest.
+ * A handful per controller (keep-alive, deadlines); never one per I/O. */
+struct reactor_timer {
+	struct list_node link;
+	uint64_t deadline_ns;
+	reactor_timer_fn fn;
+	bool armed;
+};
+
+/* Run fn(msg) on the destination reactor's thread. */
+struct reactor_msg;
+typedef void (*reactor_msg_fn)(struct reactor_msg *msg);
+struct reactor_msg {
+	struct list_node link;
+	reactor_msg_fn fn;
+};
+
+struct reactor {
+	unsigned id;
+	struct io_uring ring;
+	struct list_node timers;
+	struct list_node deferred; /* reactor_msg run after this batch */
+	bool stop;
+	pthread_t thread;
+	/* Cross-thread mailbox: control-path messages only. */
+	pthread_mutex_t mbox_lock;
+	struct list_node mbox;
+	int mbox_fd; /* eventfd */
+	uint64_t mbox_val;
+	struct reactor_op mbox_op;
+	bool mbox_armed;
+	unsigned pending_submit;
+};
+
+int reactor_init(struct reactor *r, unsigned id, unsigned entries);
+void reactor_fini(struct reactor *r);
+
+/* An SQE ready to prepare; submits the ring first when it is full.  Never
+ * returns NULL (aborts on a broken ring: that is a bug, not a peer error). */
+struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op);
+
+/* Runs until reactor_stop(), or once when once is true (for tests and
+ * nested waits: process what is ready, waiting up to timeout_ns). */
+void reactor_run(struct reactor *r);
+void reactor_poll(struct reactor *r, uint64_t timeout_ns);
+void reactor_stop(struct reactor *r);
+
+/* PR_SET_IO_FLUSHER on the calling thread: 0 or -errno (-EINVAL before
+ * Linux 5.6, -EPERM without CAP_SYS_RESOURCE). */
+int reactor_thread_io_flusher(void);
+/* Whether threads started from now on set it themselves. */
+void reactor_io_flusher_for_new_threads(bool on);
+
+/* Start the reactor on its own thread, named "gw-reactor-ID". */
+int reactor_start_thread(struct reactor *r);
+void reactor_join(struct reactor *r);
+
+uint64_t reactor_now_ns(void);
+void reactor_timer_init(struct reactor_timer *t, reactor_timer_fn fn);
+void reactor_timer_arm(struct reactor *r, struct reactor_timer *t, uint64_t delay_ns);
+void reactor_timer_cancel(struct reactor_timer *t);
+
+/* From any thread. */
+void reactor_send_msg(struct reactor *dst, struct reactor_msg *m);
+/* From the reactor's own thread: run m after the current completions, so
+ * that a callback never recurses into a deep chain of completions. */
+void reactor_defer(struct reactor *r, struct reactor_msg *m);
+
+#define NSEC_PER_SEC 1000000000ull
+#define NSEC_PER_MSEC 1000000ull
+
+#endif

@@ -1,0 +1,199 @@
+/* Checks that span objects, run on the structs once the schema has filled
+ * them: duplicate names, export -> target, nbd devices, secrets read from
+ * their files. */
+#include <ctype.h>
+#include <errno.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <net/if.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "gateway/config_priv.h"
+#include "gateway/secret.h"
+#include "transports/auth/auth.h"
+
+/* ---- checks across objects ---- */
+
+/* The setting at dotted KEY ("nbd.device") in element I of LIST, or NULL. */
+static const config_setting_t *lookup(const config_setting_t *list, size_t i,
+				      const char *key)
+{
+	const config_setting_t *el = config_setting_get_elem(list, (unsigned)i);
+
+	if (!el || !config_setting_is_group(el))
+		return NULL;
+	/* libconfig's lookup only reads the tree but lacks the const. */
+	return config_setting_lookup((config_setting_t *)el, key);
+}
+
+/* Where to point an error about KEY of element I: the key, else the element. */
+static const config_setting_t *where(const config_setting_t *list, size_t i,
+				     const char *key)
+{
+	const config_setting_t *s = lookup(list, i, key);
+
+	return s ? s : config_setting_get_elem(list, (unsigned)i);
+}
+
+/* Reports KEY of element I of list NAME as a duplicate of that of J. */
+static void err_dup(struct ctx *c, const config_setting_t *list,
+		    const char *name, size_t i, size_t j, const char *key,
+		    const char *what, const char *value)
+{
+	err_at(c, where(list, i, key),
+	       "%s[%zu].%s: duplicate %s '%s' (first at line %d)", name, i, key,
+	       what, value, config_setting_source_line(where(list, j, key)));
+}
+
+/* NAMES_OFF is where a char * name sits in each of the N elements of STRIDE
+ * bytes at ARR, in the order of LIST. */
+static void check_unique_names(struct ctx *c, const config_setting_t *list,
+			       const char *list_name, const char *arr, size_t n,
+			       size_t stride, size_t names_off, const char *what)
+{
+#define NAME(i) (*(char *const *)(arr + (i) * stride + names_off))
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; NAME(i) && j < i; j++) {
+			if (NAME(j) && strcmp(NAME(i), NAME(j)) == 0) {
+				err_dup(c, list, list_name, i, j, "name", what,
+					NAME(i));
+				break;
+			}
+		}
+	}
+#undef NAME
+}
+
+/* Reads a secret file named by KEY of target I into *secret. */
+static void load_secret_file(struct ctx *c, const config_setting_t *list,
+			     size_t i, const char *key, const char *file,
+			     char **secret)
+{
+	const config_setting_t *s = where(list, i, key);
+	struct nvmf_dhchap_key k;
+	const char *why = NULL;
+	char path[PATH_LEN], buf[256];
+	ssize_t n;
+
+	cfg_path_fmt(path, "targets[%zu].%s", i, key);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err_at(c, s, "%s: cannot open %s: %s", path, file, strerror(errno));
+		return;
+	}
+	if (!cfg_secret_file_private(c, s, path, file, fd)) {
+		close(fd);
+		return;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n < 0) {
+		err_at(c, s, "%s: cannot read %s: %s", path, file, strerror(errno));
+		return;
+	}
+	/* One line, as nvme gen-dhchap-key > FILE writes it. */
+	while (n > 0 && isspace((unsigned char)buf[n - 1]))
+		n--;
+	buf[n] = 0;
+	if (nvmf_dhchap_key_parse(buf, &k, &why))
+		err_at(c, s, "%s: %s does not hold a DH-HMAC-CHAP secret: %s", path,
+		       file, why);
+	else
+		cfg_dup_str(c, secret, buf);
+	memset(buf, 0, sizeof(buf));
+}
+
+static void check_secrets(struct ctx *c, struct gw_target *t,
+			  const config_setting_t *list, size_t i)
+{
+	if (t->dhchap_secret_file && t->dhchap_secret)
+		err_at(c, where(list, i, "dhchap_secret_file"),
+		       "targets[%zu]: set dhchap_secret or dhchap_secret_file, not both", i);
+	else if (t->dhchap_secret_file)
+		load_secret_file(c, list, i, "dhchap_secret_file",
+				 t->dhchap_secret_file, &t->dhchap_secret);
+	if (t->dhchap_ctrl_secret_file && t->dhchap_ctrl_secret)
+		err_at(c, where(list, i, "dhchap_ctrl_secret_file"),
+		       "targets[%zu]: set dhchap_ctrl_secret or dhchap_ctrl_secret_file, not both",
+		       i);
+	else if (t->dhchap_ctrl_secret_file)
+		load_secret_file(c, list, i, "dhchap_ctrl_secret_file",
+				 t->dhchap_ctrl_secret_file, &t->dhchap_ctrl_secret);
+	if ((t->dhchap_ctrl_secret || t->dhchap_ctrl_secret_file) &&
+	    !t->dhchap_secret && !t->dhchap_secret_file)
+		err_at(c, where(list, i, t->dhchap_ctrl_secret ? "dhchap_ctrl_secret"
+							      : "dhchap_ctrl_secret_file"),
+		       "targets[%zu]: the controller's secret needs the host's "
+		       "(dhchap_secret or dhchap_secret_file) too", i);
+}
+
+void cfg_check_targets(struct ctx *c, struct gw_config *cfg,
+			  const config_setting_t *list)
+{
+	for (size_t i = 0; i < cfg->nr_targets; i++) {
+		if (!cfg->targets[i].nr_io_queues)
+			cfg->targets[i].nr_io_queues = cfg->reactors;
+		check_secrets(c, &cfg->targets[i], list, i);
+	}
+	check_unique_names(c, list, "targets", (const char *)cfg->targets,
+			   cfg->nr_targets, sizeof(struct gw_target),
+			   offsetof(struct gw_target, name), "target name");
+}
+
+static void check_export(struct ctx *c, struct gw_config *cfg,
+			 const config_setting_t *list, size_t i)
+{
+	struct gw_export *e = &cfg->exports[i];
+	const config_setting_t *el = config_setting_get_elem(list, (unsigned)i);
+	const config_setting_t *nbd = lookup(list, i, "nbd");
+	char label[32], dev[32];
+
+	if (!config_setting_is_group(el))
+		return;
+	if (!e->nbd.connections)
+		e->nbd.connections = cfg->reactors;
+	e->has_nbd = nbd && config_setting_is_group(nbd);
+	if (e->has_nbd && !config_setting_get_member(nbd, "device") &&
+	    !config_setting_get_member(nbd, "listen"))
+		err_at(c, nbd, "exports[%zu].nbd: needs a device or a listen address",
+		       i);
+	snprintf(label, sizeof(label), "exports[%zu]", i);
+	if (!nbd && !e->fuse)
+		err_at(c, el, "export '%s' has no nbd and no fuse: nothing to export",
+		       e->name ? e->name : label);
+	if (e->target_name) {
+		e->target = config_find_target(cfg, e->target_name);
+		if (!e->target)
+			err_at(c, where(list, i, "target"),
+			       "exports[%zu].target: unknown target '%s'", i,
+			       e->target_name);
+	}
+	if (e->nbd.device < 0)
+		return;
+	for (size_t j = 0; j < i; j++) {
+		if (cfg->exports[j].nbd.device == e->nbd.device) {
+			snprintf(dev, sizeof(dev), "/dev/nbd%d", e->nbd.device);
+			err_dup(c, list, "exports", i, j, "nbd.device",
+				"nbd device", dev);
+			break;
+		}
+	}
+}
+
+void cfg_check_exports(struct ctx *c, struct gw_config *cfg,
+			  const config_setting_t *list)
+{
+	for (size_t i = 0; i < cfg->nr_exports; i++)
+		check_export(c, cfg, list, i);
+	check_unique_names(c, list, "exports", (const char *)cfg->exports,
+			   cfg->nr_exports, sizeof(struct gw_export),
+			   offsetof(struct gw_export, name), "export name");
+}

@@ -1,0 +1,81 @@
+/* What the parts of the configuration loader share (config.c loads and
+ * reports, config_schema.c walks the field tables, config_checks.c checks
+ * across objects, config_intscan.c finds the integers libconfig 1.5
+ * wraps).  Private to gateway/config*.c. */
+#ifndef GW_CONFIG_PRIV_H
+#define GW_CONFIG_PRIV_H
+
+#include <libconfig.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/un.h>
+
+#include "gateway/config.h"
+
+#define DIGITS "0123456789"
+#define ALPHA "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#define NAME_CHARS ALPHA DIGITS "._-"
+/* After the first character of a libconfig setting name. */
+#define LC_NAME_TAIL ALPHA DIGITS "-_*"
+#define NQN_MAX 223
+#define NAME_MAX_LEN 64
+#define MAX_REACTORS 256
+#define UNIX_PATH_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
+
+/* K_ENUM stores an int into the enum members. */
+_Static_assert(sizeof(enum nvmf_trtype) == sizeof(int), "enum size");
+_Static_assert(sizeof(enum mp_policy) == sizeof(int), "enum size");
+
+struct cfg_error {
+	const char *file;
+	int line;
+	unsigned seq;
+	char *msg;
+};
+
+struct ctx {
+	const char *path;
+	struct cfg_error *errs;
+	size_t nr_errs, cap_errs;
+	int *wide_lines;	/* lines holding a literal libconfig wrapped */
+	size_t nr_wide, cap_wide;
+	bool nomem;
+};
+
+/* config.c: errors and the helpers of every part. */
+bool cfg_grow(struct ctx *c, void **arr, size_t *cap, size_t n, size_t size);
+__attribute__((format(printf, 4, 5)))
+void cfg_err_line(struct ctx *c, const char *file, int line, const char *fmt, ...);
+const char *cfg_setting_file(const struct ctx *c, const config_setting_t *s);
+#define err_at(c, s, ...)                                                \
+	cfg_err_line((c), cfg_setting_file((c), (s)), config_setting_source_line(s), \
+		 __VA_ARGS__)
+const char *cfg_type_name(int type);
+void cfg_err_type(struct ctx *c, const config_setting_t *s, const char *path, const char *want);
+bool cfg_is_int(const config_setting_t *s);
+bool cfg_line_is_wide(const struct ctx *c, int line);
+bool cfg_int_in_range(struct ctx *c, const config_setting_t *s, const char *path, long long lo,
+		      long long hi, long long *out);
+
+/* config_schema.c: the field tables and their walker. */
+#define PATH_LEN 256
+__attribute__((format(printf, 2, 3)))
+void cfg_path_fmt(char *buf, const char *fmt, ...);
+void cfg_dup_str(struct ctx *c, char **dst, const char *s);
+/* True when FILE (open as FD, or by name when FD < 0), named by setting S
+ * at PATH, is private; else reports why. */
+bool cfg_secret_file_private(struct ctx *c, const config_setting_t *s, const char *path,
+			     const char *file, int fd);
+void cfg_init_defaults(struct ctx *c, struct gw_config *cfg);
+void cfg_parse_root(struct ctx *c, const config_setting_t *root, struct gw_config *cfg);
+void cfg_check_access(struct ctx *c, struct gw_config *cfg, const config_setting_t *root);
+
+/* config_checks.c */
+void cfg_check_targets(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
+void cfg_check_exports(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
+
+/* config_intscan.c: records in c->wide_lines the lines of TEXT holding an
+ * integer literal that libconfig 1.5 wrapped, and reports them. */
+void cfg_scan_wide_ints(struct ctx *c, const char *text);
+
+#endif

@@ -1,0 +1,424 @@
+/* Multipath: a path's connect, loss, reconnect and delete (on
+ * reactor 0).  See mpath.h for the rules;
+ * the comments here say why the code is shaped the way it is. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/base/log.h"
+#include "transports/io.h"
+#include "gateway/volume/mpath_priv.h"
+#include "transports/status.h"
+
+/* ---- paths: connect, lose, reconnect, delete (on reactor 0) ---- */
+
+static void path_ready(struct nvmf_ctrl *c, int err);
+static void path_lost(struct nvmf_ctrl *c, int err);
+static void path_ana(struct nvmf_ctrl *c);
+
+static uint64_t path_anatt_ns(const struct mp_path *p)
+{
+	unsigned s = p->started && p->ctrl.id && p->ctrl.id->anatt ? p->ctrl.id->anatt
+								    : MP_DEFAULT_ANATT_S;
+	return (uint64_t)s * NSEC_PER_SEC;
+}
+
+static void ana_watch(struct mp_path *p);
+
+void mp_fast_fire(struct reactor_timer *tm)
+{
+	struct mp_target *t = container_of(tm, struct mp_target, fast_timer);
+
+	if (mp_any_attached(t) || t->shutting_down)
+		return;
+	target_log(ERR, t, "no usable path for %d s (fast_io_fail_tmo): failing I/O with EIO "
+		   "while reconnecting",
+		   t->o.fast_io_fail_tmo_s);
+	t->fast_failed = true;
+	mp_broadcast(t, NULL, NULL);
+}
+
+static void path_delete(struct mp_path *p, const char *why)
+{
+	struct mp_target *t = p->t;
+
+	log_err("target %s: path %u (%s %s:%s): %s; deleting its controller", t->o.ctrl.name,
+		p->idx, nvmf_trtype_name(t->o.paths[p->idx].trtype), t->o.paths[p->idx].traddr,
+		t->o.paths[p->idx].trsvcid, why);
+	p->deleted = true;
+	p->delete_after = false;
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	if (p->started && p->ctrl.state != NVMF_CTRL_DEAD) {
+		if (p->ctrl.state == NVMF_CTRL_CONNECTING || p->ctrl.state == NVMF_CTRL_RESETTING)
+			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DELETING);
+		if (p->ctrl.state == NVMF_CTRL_DELETING)
+			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DEAD);
+	}
+	if (mp_all_deleted(t))
+		target_log(ERR, t, "every path is deleted; its exports fail with EIO until an "
+			   "operator reset (nvmf-gateway reset %s) or a reload",
+			   t->o.ctrl.name);
+	mp_broadcast(t, NULL, NULL);
+}
+
+void mp_reconnect_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, reconnect_timer);
+	struct mp_target *t = p->t;
+	int ret;
+
+	if (t->shutting_down || p->deleted)
+		return;
+	p->connecting = true;
+	p->reconnects++;
+	path_log(INFO, p, "reconnecting (attempt %u)", p->reconnects);
+	if (!p->started) {
+		struct nvmf_ctrl_opts co = t->o.ctrl;
+		co.path = t->o.paths[p->idx];
+		snprintf(co.name, sizeof(co.name), "%.48s/path%u", t->o.ctrl.name, p->idx);
+		struct reactor **qr = calloc(co.nr_io_queues ? co.nr_io_queues : 1, sizeof(*qr));
+		if (!qr)
+			abort();
+		for (unsigned q = 0; q < co.nr_io_queues; q++)
+			qr[q] = t->reactors[q % t->nr_reactors];
+		p->ctrl.owner = p;
+		p->ctrl.lost_cb = path_lost;
+		p->ctrl.ana_cb = path_ana;
+		p->started = true;
+		ret = nvmf_ctrl_connect(&p->ctrl, &co, t->r, qr, path_ready);
+		if (ret < 0) {
+			/* nvmf_ctrl_connect freed what it had allocated. */
+			free(qr);
+			p->started = false;
+			p->connecting = false;
+			path_delete(p, "cannot create its controller");
+		}
+		return;
+	}
+	ret = nvmf_ctrl_reconnect(&p->ctrl, path_ready);
+	if (ret < 0) {
+		p->connecting = false;
+		path_delete(p, "cannot reconnect its controller");
+	}
+}
+
+void mp_loss_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, loss_timer);
+
+	if (p->attached || p->deleted || p->t->shutting_down)
+		return;
+	if (p->connecting) {
+		p->delete_after = true; /* let the attempt finish first */
+		return;
+	}
+	path_delete(p, "ctrl_loss_tmo expired");
+}
+
+static void schedule_reconnect(struct mp_path *p, bool now)
+{
+	struct mp_target *t = p->t;
+	uint64_t delay = now ? 0 : (uint64_t)t->o.reconnect_delay_ms * NSEC_PER_MSEC;
+
+	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
+}
+
+/* The target says the namespace of vol n is now in ANA group grp (path p
+ * re-identified it, or its ANA log page lists it there).  The data path
+ * looks the volume's state up by this group in each path's snapshot, where
+ * a group no namespace of the path is in reads as unusable: left at the
+ * old group, every path would look unusable and I/O would fail with EIO at
+ * fast_io_fail_tmo.  The caller broadcasts a snapshot next; until it
+ * arrives a reactor may see the new group in the old snapshot, and the
+ * I/O waits for it (snapshots kick the waiting I/O). */
+static void vol_regroup(struct vol_mp *n, const struct mp_path *p, uint32_t grp, const char *how)
+{
+	uint32_t old = LOAD(n->ns.anagrpid);
+
+	if (grp == old)
+		return;
+	log_notice("%s: nsid %u of target %s is now in ANA group %u (was %u; path %u, %s)",
+		   n->v.name, n->ns.nsid, p->t->o.ctrl.name, grp, old, p->idx, how);
+	STORE(n->ns.anagrpid, grp);
+}
+
+/* Every namespace the volumes use must be the same one behind this path
+ * as behind the path the volume was built from.  After a (re)connect
+ * (reidentified), the path's group for it is the target's current one. */
+void mp_check_identity(struct mp_path *p, bool reidentified)
+{
+	struct mp_target *t = p->t;
+
+	for (unsigned i = 0; i < t->nr_vols; i++) {
+		struct vol_mp *n = t->vols[i];
+		const struct nvmf_ns *ns = nvmf_ctrl_find_ns(&p->ctrl, n->ns.nsid);
+		const char *why = NULL;
+		bool other = false;
+		if (!ns) {
+			why = "the namespace is gone";
+		} else if (memcmp(ns->nguid, n->ns.nguid, 16) ||
+			   memcmp(ns->eui64, n->ns.eui64, 8)) {
+			why = "it is another namespace (NGUID/EUI-64 differ)";
+			other = true;
+		} else if (ns->nsze != n->ns.nsze) {
+			why = "the namespace size changed";
+		} else if (ns->lba_size != n->ns.lba_size) {
+			why = "the LBA format changed";
+		}
+		n->excluded[p->idx] = why != NULL;
+		STORE(n->bad_path[p->idx], why != NULL);
+		if (!why) {
+			/* The same namespace in another group: the target
+			 * moved it (ANACAP allows it).  Not at volume creation,
+			 * where the other paths' tables may be older than the
+			 * one the volume was built from. */
+			if (reidentified)
+				vol_regroup(n, p, ns->anagrpid, "Identify Namespace");
+			continue;
+		}
+		if (other) {
+			/* Another namespace behind this path: refuse the path
+			 * for this volume, the others still serve it. */
+			log_err("%s: path %u of target %s: nsid %u: %s; this path is not used for "
+				"it",
+				n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+			continue;
+		}
+		/* The same namespace with another geometry: offsets no
+		 * longer mean what the exporters think they mean. */
+		log_err("%s: path %u of target %s: nsid %u: %s; failing the export rather than "
+			"risking its data",
+			n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+		STORE(n->failed, true);
+	}
+}
+
+void mp_first_result(struct mp_target *t)
+{
+	if (!t->first_pending || --t->first_pending)
+		return;
+	mp_target_cb cb = t->connect_cb;
+	t->connect_cb = NULL;
+	if (cb)
+		cb(t, mp_any_attached(t) ? 0 : -ENOTCONN, t->connect_arg);
+}
+
+static void path_ready(struct nvmf_ctrl *c, int err)
+{
+	struct mp_path *p = c->owner;
+	struct mp_target *t = p->t;
+
+	p->connecting = false;
+	if (t->shutting_down)
+		return;
+	bool first = !p->first_done;
+	p->first_done = true;
+	if (err) {
+		if (err == -EACCES || err == -EPERM) {
+			/* Refused credentials or host: trying again changes
+			 * nothing until the configuration does. */
+			path_delete(p, "the target refused this host");
+		} else if (p->delete_after) {
+			path_delete(p, "ctrl_loss_tmo expired");
+		} else {
+			if (!p->lost_ns) {
+				p->lost_ns = reactor_now_ns();
+				if (t->o.ctrl_loss_tmo_s >= 0)
+					reactor_timer_arm(t->r, &p->loss_timer,
+							  (uint64_t)t->o.ctrl_loss_tmo_s *
+								  NSEC_PER_SEC);
+			}
+			schedule_reconnect(p, false);
+		}
+		if (first)
+			mp_first_result(t);
+		return;
+	}
+	mp_check_identity(p, true);
+	p->regroups_seen = p->ctrl.ana_regroups;
+	reactor_timer_cancel(&p->loss_timer);
+	if (p->lost_ns)
+		log_notice("target %s: path %u live again after %.1f s", t->o.ctrl.name, p->idx,
+			   (double)(reactor_now_ns() - p->lost_ns) / 1e9);
+	p->lost_ns = 0;
+	p->attached = true;
+	t->fast_failed = false;
+	reactor_timer_cancel(&t->fast_timer);
+	uint64_t anatt = 0;
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (t->paths[i].attached && path_anatt_ns(&t->paths[i]) > anatt)
+			anatt = path_anatt_ns(&t->paths[i]);
+	STORE(t->anatt_ns, anatt);
+	p->change_ns = 0;
+	ana_watch(p);
+	mp_broadcast(t, NULL, NULL);
+	if (first)
+		mp_first_result(t);
+}
+
+/* Every reactor has dropped the lost path's queues: they may be freed by
+ * the reconnect. */
+static void path_detached(struct mp_path *p)
+{
+	if (p->deleted)
+		return;
+	schedule_reconnect(p, p->reset_now);
+	p->reset_now = false;
+}
+
+static void path_lost(struct nvmf_ctrl *c, int err)
+{
+	struct mp_path *p = c->owner;
+	struct mp_target *t = p->t;
+
+	(void)err;
+	p->attached = false;
+	p->lost_ns = reactor_now_ns();
+	p->change_ns = 0;
+	reactor_timer_cancel(&p->ana_timer);
+	/* Writes acknowledged on this controller and not flushed may have
+	 * died with its volatile cache. */
+	if (c->id && (c->id->vwc & 1))
+		for (unsigned i = 0; i < t->nr_vols; i++) {
+			struct vpath *vp = &t->vols[i]->vp[p->idx];
+			uint64_t acked = acked_sum(t->vols[i], p->idx);
+			if (acked > LOAD(vp->flushed_upto)) {
+				log_warn("%s: path %u was reset with %llu acknowledged writes not "
+					 "flushed; the next flush reports EIO",
+					 t->vols[i]->v.name, p->idx,
+					 (unsigned long long)(acked - LOAD(vp->flushed_upto)));
+				STORE(vp->loss_hi, acked);
+				STORE(vp->flushed_upto, acked);
+			}
+		}
+	if (t->o.ctrl_loss_tmo_s >= 0 && !p->reset_now)
+		reactor_timer_arm(t->r, &p->loss_timer,
+				  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
+	if (!mp_any_attached(t) && t->o.fast_io_fail_tmo_s >= 0 && !t->fast_timer.armed)
+		reactor_timer_arm(t->r, &t->fast_timer,
+				  (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC);
+	mp_broadcast(t, path_detached, p);
+}
+
+/* A namespace of the path is in the ANA change state: the controller
+ * promises a new state within ANATT.  As the Linux host: wait that long,
+ * then reset the controller.  Unlike it, read the log every second while
+ * waiting, so a target that changes state without an event is seen. */
+static void ana_watch(struct mp_path *p)
+{
+	bool change = false;
+
+	for (unsigned i = 0; p->attached && i < p->ctrl.nr_ns; i++)
+		change |= p->ctrl.ns[i].ana_state == NVME_ANA_CHANGE;
+	if (!change) {
+		if (p->change_ns)
+			path_log(INFO, p, "ANA transition over after %.1f s",
+				 (double)(reactor_now_ns() - p->change_ns) / 1e9);
+		p->change_ns = 0;
+		reactor_timer_cancel(&p->ana_timer);
+		return;
+	}
+	if (!p->change_ns) {
+		p->change_ns = reactor_now_ns();
+		path_log(NOTICE, p, "ANA transition; waiting up to ANATT %.0f s",
+			 (double)path_anatt_ns(p) / 1e9);
+	}
+	if (!p->ana_timer.armed)
+		reactor_timer_arm(p->t->r, &p->ana_timer, MP_BACKOFF_NS);
+}
+
+void mp_ana_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, ana_timer);
+	uint64_t now = reactor_now_ns();
+
+	if (!p->attached || !p->change_ns || p->t->shutting_down)
+		return;
+	if (now - p->change_ns >= path_anatt_ns(p)) {
+		path_log(ERR, p, "ANA transition not over after ANATT (%.0f s); "
+			 "resetting the controller",
+			 (double)path_anatt_ns(p) / 1e9);
+		p->change_ns = 0;
+		if (p->ctrl.state == NVMF_CTRL_LIVE)
+			nvmf_ctrl_reset(&p->ctrl, -ETIMEDOUT, "ANATT expired");
+		return;
+	}
+	nvmf_ctrl_ana_refresh(&p->ctrl);
+	reactor_timer_arm(p->t->r, &p->ana_timer, MP_BACKOFF_NS);
+}
+
+static void path_ana(struct nvmf_ctrl *c)
+{
+	struct mp_path *p = c->owner;
+
+	if (p->attached) {
+		/* The log page just applied moved a namespace to another
+		 * group (nvmf_ctrl_ana_apply follows its NSID lists): the
+		 * volumes follow it.  Only then: a path whose table no page
+		 * moved (its target lists no NSIDs, or it has not read the
+		 * new page yet) may still hold the old group, and must not
+		 * move the volumes back. */
+		if (c->ana_regroups != p->regroups_seen) {
+			p->regroups_seen = c->ana_regroups;
+			for (unsigned i = 0; i < p->t->nr_vols; i++) {
+				struct vol_mp *n = p->t->vols[i];
+				const struct nvmf_ns *ns = nvmf_ctrl_find_ns(c, n->ns.nsid);
+				if (ns && !n->excluded[p->idx])
+					vol_regroup(n, p, ns->anagrpid, "ANA log page");
+			}
+		}
+		ana_watch(p);
+		mp_broadcast(p->t, NULL, NULL);
+	}
+}
+
+void mp_target_reset(struct mp_target *t)
+{
+	t->fast_failed = false;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		if (p->attached) {
+			p->reset_now = true;
+			nvmf_ctrl_reset(&p->ctrl, -ECONNRESET, "requested by the operator");
+		} else if (p->deleted) {
+			path_log(NOTICE, p, "reconnecting as the operator asked");
+			p->deleted = false;
+			p->lost_ns = reactor_now_ns();
+			if (t->o.ctrl_loss_tmo_s >= 0)
+				reactor_timer_arm(t->r, &p->loss_timer,
+						  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
+			schedule_reconnect(p, true);
+		} else if (!p->connecting) {
+			schedule_reconnect(p, true);
+		}
+	}
+	mp_broadcast(t, NULL, NULL);
+}
+
+void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char *why)
+{
+	struct mp_path *p;
+
+	if (idx >= t->o.nr_paths || t->shutting_down)
+		return;
+	p = &t->paths[idx];
+	if (!up) {
+		/* The connection cannot outlive its interface: fail it now
+		 * as a transport error would, rather than when keep-alive
+		 * notices (the I/O moves to another path or waits). */
+		if (p->attached && p->ctrl.state == NVMF_CTRL_LIVE) {
+			path_log(NOTICE, p, "%s; failing the path over", why);
+			nvmf_ctrl_reset(&p->ctrl, -ENETDOWN, why);
+		}
+		return;
+	}
+	if (p->attached || p->deleted || p->connecting)
+		return;
+	path_log(NOTICE, p, "%s; reconnecting now", why);
+	if (p->reconnect_timer.armed)
+		schedule_reconnect(p, true);
+	else
+		p->reset_now = true; /* still detaching: path_detached reconnects at once */
+}

@@ -1,0 +1,211 @@
+#include "gateway/volume/volume.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/base/invariant.h"
+#include "gateway/base/iov.h"
+#include "gateway/base/log.h"
+#include "gateway/volume/qos.h"
+
+/* The owner's add: plain read (it is the only writer), relaxed store (so a
+ * snapshot on another thread is not a data race). */
+#define STAT_ADD(field, n) __atomic_store_n(&(field), (field) + (n), __ATOMIC_RELAXED)
+#define STAT_LD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+
+const char *vol_op_name(enum vol_op op)
+{
+	switch (op) {
+	case VOL_READ: return "read";
+	case VOL_WRITE: return "write";
+	case VOL_FLUSH: return "flush";
+	case VOL_WRITE_ZEROES: return "write-zeroes";
+	case VOL_TRIM: return "trim";
+	}
+	return "?";
+}
+
+const char *vol_caps_str(uint32_t caps, char *buf, unsigned len)
+{
+	static const struct {
+		uint32_t bit;
+		const char *name;
+	} names[] = {
+		{ VOL_CAP_READ_ONLY, "read-only" }, { VOL_CAP_FLUSH, "flush" },
+		{ VOL_CAP_FUA, "fua" },		    { VOL_CAP_TRIM, "trim" },
+		{ VOL_CAP_WRITE_ZEROES, "write-zeroes" }, { VOL_CAP_FAST_ZERO, "fast-zero" },
+	};
+	unsigned used = 0;
+
+	if (!len)
+		return buf;
+	buf[0] = 0;
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(caps & names[i].bit))
+			continue;
+		int n = snprintf(buf + used, len - used, "%s%s", used ? "," : "", names[i].name);
+		if (n < 0 || (unsigned)n >= len - used)
+			break;
+		used += (unsigned)n;
+	}
+	if (!used)
+		snprintf(buf, len, "none");
+	return buf;
+}
+
+int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
+{
+	uint64_t mask = v->block_size - 1;
+
+	switch (io->op) {
+	case VOL_READ:
+		break;
+	case VOL_WRITE:
+	case VOL_WRITE_ZEROES:
+	case VOL_TRIM:
+		if (v->caps & VOL_CAP_READ_ONLY)
+			return -EPERM;
+		if (io->op == VOL_WRITE_ZEROES && !(v->caps & VOL_CAP_WRITE_ZEROES))
+			return -EOPNOTSUPP;
+		if (io->op == VOL_TRIM && !(v->caps & VOL_CAP_TRIM))
+			return -EOPNOTSUPP;
+		break;
+	case VOL_FLUSH:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (io->op != VOL_FLUSH) {
+		if (!io->length || (io->offset | io->length) & mask)
+			return -EINVAL;
+		if (io->offset > v->size || io->length > v->size - io->offset)
+			return -ENOSPC;
+		if ((io->op == VOL_READ || io->op == VOL_WRITE) &&
+		    iov_length(io->iov, io->iovcnt) < io->length)
+			return -EINVAL;
+	}
+	if (io->op == VOL_WRITE_ZEROES && (io->flags & VOL_IO_FAST_ZERO) &&
+	    (!(v->caps & VOL_CAP_FAST_ZERO) || (io->flags & VOL_IO_NO_HOLE)))
+		return -ENOTSUP;
+	io->vol = v;
+	io->origin = r;
+	io->err = 0;
+	io->completed = false;
+	io->start_ns = reactor_now_ns();
+	if (r->id < v->nr_stats)
+		STAT_ADD(v->stats[r->id].in_flight, 1);
+	if (!qos_admit(v, r, io))
+		return 0; /* queued: qos.c dispatches it when its turn comes */
+	vol_dispatch(io);
+	return 0;
+}
+
+void vol_dispatch(struct vol_io *io)
+{
+	io->in_submit = true;
+	io->vol->ops->submit(io->vol, io);
+	io->in_submit = false;
+}
+
+static void run_cb(struct reactor_msg *m)
+{
+	struct vol_io *io = container_of(m, struct vol_io, msg);
+	struct volume *v = io->vol;
+
+	if (io->origin->id < v->nr_stats) {
+		struct vol_stats *st = &v->stats[io->origin->id];
+		STAT_ADD(st->in_flight, -1);
+		if (io->err) {
+			STAT_ADD(st->errors, 1);
+		} else if (io->op == VOL_READ) {
+			STAT_ADD(st->reads, 1);
+			STAT_ADD(st->read_bytes, io->length);
+			hist_record_relaxed(&st->read_lat, reactor_now_ns() - io->start_ns);
+		} else if (io->op == VOL_WRITE) {
+			STAT_ADD(st->writes, 1);
+			STAT_ADD(st->write_bytes, io->length);
+			hist_record_relaxed(&st->write_lat, reactor_now_ns() - io->start_ns);
+		} else if (io->op == VOL_FLUSH) {
+			STAT_ADD(st->flushes, 1);
+		}
+	}
+	io->cb(io, io->err);
+}
+
+void vol_complete(struct reactor *here, struct vol_io *io, int err)
+{
+	/* Exactly once per vol_submit: a second completion would run the
+	 * exporter's callback on a request it may already have reused. */
+	INVARIANT(!io->completed, "vol_io completed twice");
+	io->completed = true;
+	io->err = err;
+	io->msg.fn = run_cb;
+	if (here != io->origin)
+		reactor_send_msg(io->origin, &io->msg);
+	else if (io->in_submit)
+		reactor_defer(here, &io->msg);
+	else
+		run_cb(&io->msg);
+}
+
+void vol_forward(struct reactor *dst, struct vol_io *io, reactor_msg_fn fn)
+{
+	io->msg.fn = fn;
+	reactor_send_msg(dst, &io->msg);
+}
+
+void vol_count_retry(struct reactor *here, struct vol_io *io)
+{
+	struct volume *v = io->vol;
+
+	if (here->id < v->nr_stats)
+		STAT_ADD(v->stats[here->id].retries, 1);
+}
+
+static void to_us(const struct hist *h, struct vol_latency_us *o)
+{
+	o->p50 = hist_percentile(h, 50) / 1000;
+	o->p95 = hist_percentile(h, 95) / 1000;
+	o->p99 = hist_percentile(h, 99) / 1000;
+	o->p999 = hist_percentile(h, 99.9) / 1000;
+}
+
+int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out)
+{
+	if (!v || !out)
+		return -EINVAL;
+	memset(out, 0, offsetof(struct vol_stats_snap, read_lat));
+	hist_init(&out->read_lat);
+	hist_init(&out->write_lat);
+	for (unsigned i = 0; i < v->nr_stats; i++) {
+		const struct vol_stats *st = &v->stats[i];
+
+		out->reads += STAT_LD(st->reads);
+		out->writes += STAT_LD(st->writes);
+		out->read_bytes += STAT_LD(st->read_bytes);
+		out->write_bytes += STAT_LD(st->write_bytes);
+		out->flushes += STAT_LD(st->flushes);
+		out->errors += STAT_LD(st->errors);
+		out->retries += STAT_LD(st->retries);
+		out->in_flight += STAT_LD(st->in_flight);
+		out->qos_delayed += STAT_LD(st->qos_delayed);
+		out->qos_queued += STAT_LD(st->qos_queued);
+		hist_merge_relaxed(&out->read_lat, &st->read_lat);
+		hist_merge_relaxed(&out->write_lat, &st->write_lat);
+	}
+	/* in_flight cannot underflow: an I/O's submit and callback both
+	 * count on its origin reactor, so each reactor's gauge is exact. */
+	to_us(&out->read_lat, &out->read_us);
+	to_us(&out->write_lat, &out->write_us);
+	return 0;
+}
+
+void vol_destroy(struct volume *v)
+{
+	if (v) {
+		qos_free(v);
+		v->ops->destroy(v);
+	}
+}

@@ -1,0 +1,167 @@
+/* A volume: one namespace as the exporters (NBD, FUSE) see it.
+ *
+ * Exporters submit byte-range I/O and get exactly one callback with 0 or
+ * -errno, on the reactor they submitted from.  Below this line live the
+ * NVMe details: splitting at MDTS, which queue of which reactor carries the
+ * command, the NVMe status to errno table.  A volume is built once when its
+ * backend is ready and does not change while exporters hold it; its fields
+ * are read-only from every reactor.
+ *
+ * Backends: "nvmf" (a namespace of a multipath target, over whichever of
+ * its controllers' paths is usable: vol_mp_create in mpath.h, the code in
+ * mpath_io.c) and "mem" (RAM, vol_mem.c) for unit tests, fuzzers and
+ * benchmarks of the exporters without a target. */
+#ifndef GW_VOLUME_H
+#define GW_VOLUME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "gateway/base/histogram.h"
+#include "gateway/base/reactor.h"
+
+struct nvmf_ctrl;
+
+enum vol_op {
+	VOL_READ,
+	VOL_WRITE,
+	VOL_FLUSH,
+	VOL_WRITE_ZEROES,
+	VOL_TRIM, /* deallocate: contents afterwards are undefined */
+};
+
+/* vol_io.flags */
+#define VOL_IO_FUA (1u << 0) /* write / write zeroes: durable before completion */
+#define VOL_IO_NO_HOLE (1u << 1) /* write zeroes: must not deallocate */
+#define VOL_IO_FAST_ZERO (1u << 2) /* write zeroes: -ENOTSUP unless cheap */
+
+/* volume.caps: what the namespace really supports, from Identify. */
+#define VOL_CAP_READ_ONLY (1u << 0)
+#define VOL_CAP_FLUSH (1u << 1) /* volatile write cache: FLUSH matters */
+#define VOL_CAP_FUA (1u << 2)
+#define VOL_CAP_TRIM (1u << 3)
+#define VOL_CAP_WRITE_ZEROES (1u << 4)
+/* Write zeroes may deallocate and deallocated blocks read as zeroes, so
+ * zeroing costs no data transfer (NBD_CMD_FLAG_FAST_ZERO can succeed). */
+#define VOL_CAP_FAST_ZERO (1u << 5)
+
+struct vol_io;
+typedef void (*vol_io_cb)(struct vol_io *io, int err);
+
+/* Sized for the "nvmf" backend's per-I/O state; the caller owns the memory
+ * (embed it in the exporter's own request: no allocation per I/O). */
+#define VOL_IO_PRIV_SIZE 192
+
+struct vol_io {
+	enum vol_op op;
+	uint32_t flags;
+	uint64_t offset; /* bytes, multiple of block_size */
+	uint64_t length; /* bytes, multiple of block_size; 0 only for FLUSH */
+	const struct iovec *iov; /* READ / WRITE data, valid until cb */
+	unsigned iovcnt;
+	vol_io_cb cb;
+	void *ctx; /* the caller's */
+	/* Below the line. */
+	struct volume *vol;
+	struct reactor *origin; /* where cb runs */
+	struct reactor_msg msg;
+	int err;
+	bool in_submit;
+	bool completed; /* vol_complete ran (checked in the debug builds) */
+	uint64_t start_ns; /* vol_submit's clock: latency includes QoS wait */
+	uint64_t qos_ready_ns; /* when QoS lets it go */
+	struct list_node qos_link; /* on its reactor's QoS queue */
+	_Alignas(16) unsigned char priv[VOL_IO_PRIV_SIZE];
+};
+
+struct volume;
+struct vol_qos;
+
+/* Per-reactor statistics.  Only the owning reactor writes them (relaxed
+ * atomic stores, so vol_stats_snapshot may read them from any thread
+ * without a lock and the writer pays nothing more than a plain add). */
+struct vol_stats {
+	uint64_t reads, writes, read_bytes, write_bytes, flushes, errors;
+	uint64_t retries; /* bumped by the backends (vol_count_retry) */
+	uint64_t in_flight; /* submitted on this reactor, callback not yet run */
+	uint64_t qos_delayed; /* I/Os that waited for QoS tokens */
+	uint64_t qos_queued; /* waiting for QoS tokens now */
+	struct hist read_lat, write_lat; /* ns, vol_submit to callback, successes */
+};
+
+struct vol_ops {
+	const char *name;
+	/* io is validated; run cb exactly once on io->origin, never from
+	 * inside submit itself (defer instead), so that callers may submit
+	 * from a completion without recursion. */
+	void (*submit)(struct volume *v, struct vol_io *io);
+	void (*destroy)(struct volume *v);
+};
+
+struct volume {
+	char name[64]; /* log prefix, e.g. the export name */
+	const struct vol_ops *ops;
+	uint64_t size; /* bytes */
+	uint32_t block_size; /* logical block: the smallest I/O */
+	uint32_t pref_io; /* preferred I/O size (>= block_size) */
+	uint32_t max_io; /* largest single vol_io the exporters should send */
+	uint32_t caps; /* VOL_CAP_* */
+	void *priv;
+	/* Statistics: per reactor (index reactor->id), touched only there;
+	 * the backend callocs nr_stats of them. */
+	unsigned nr_stats;
+	struct vol_stats *stats;
+	/* NULL until vol_set_qos (gateway/qos.h); freed by vol_destroy. */
+	struct vol_qos *qos;
+};
+
+/* A volume's statistics summed over its reactors at one moment (each
+ * counter exact, the set not atomic as a whole).  Large (two histograms):
+ * allocate it. */
+struct vol_stats_snap {
+	uint64_t reads, writes, read_bytes, write_bytes, flushes, errors, retries;
+	uint64_t in_flight, qos_delayed, qos_queued;
+	struct hist read_lat, write_lat; /* nanoseconds */
+	struct vol_latency_us {
+		uint64_t p50, p95, p99, p999;
+	} read_us, write_us;
+};
+
+/* From any thread, while the volume exists.  0 or -EINVAL. */
+int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out);
+
+/* Checks the request against the volume (alignment, range, read-only,
+ * op supported) and sends it on.  0: cb will run exactly once on r.
+ * -EINVAL / -EPERM / -EOPNOTSUPP / -ENOSPC: rejected, cb is not called. */
+int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io);
+
+/* Frees the volume; no I/O may be in flight. */
+void vol_destroy(struct volume *v);
+
+/* "flush,fua,trim,write_zeroes" into buf, for logs and status. */
+const char *vol_caps_str(uint32_t caps, char *buf, unsigned len);
+const char *vol_op_name(enum vol_op op);
+
+/* A RAM volume of size bytes (a multiple of block_size), all zeroes. */
+int vol_mem_create(const char *name, uint64_t size, uint32_t block_size, uint32_t caps,
+		   unsigned nr_reactors, struct volume **out);
+/* The RAM volume's bytes, for tests. */
+uint8_t *vol_mem_data(struct volume *v);
+
+/* A namespace of an NVMe-oF target: vol_mp_create in gateway/volume/mpath.h. */
+
+/* Used by the backends, from the reactor `here`: runs io->cb on
+ * io->origin (after recording stats), deferred when that is the caller's
+ * own stack (a completion inside submit) or sent over when it is another
+ * reactor. */
+void vol_complete(struct reactor *here, struct vol_io *io, int err);
+/* Used by the backends when they resend a command (path failure, retryable
+ * status), from the reactor `here` that does it. */
+void vol_count_retry(struct reactor *here, struct vol_io *io);
+/* Used by qos.c: sends a validated, admitted I/O to the backend. */
+void vol_dispatch(struct vol_io *io);
+/* Used by the backends to hand an I/O to reactor dst and run fn there. */
+void vol_forward(struct reactor *dst, struct vol_io *io, reactor_msg_fn fn);
+
+#endif

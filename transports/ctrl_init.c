@@ -1,0 +1,382 @@
+/* Controller bring-up, in the order the NVMe over
+ * Fabrics specification gives: admin Connect, CAP/VS, CC.EN and CSTS.RDY
+ * within CAP.TO, Identify, queue count, namespaces, I/O queue Connects.
+ * Every step is one admin command whose completion starts the next; the
+ * step timer bounds each wait. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/base/log.h"
+#include "transports/ctrl_priv.h"
+#include "transports/status.h"
+
+static const char *const step_names[] = {
+	[INIT_NONE] = "none",
+	[INIT_ADMIN_CONNECT] = "admin queue connect",
+	[INIT_GET_CAP] = "property get CAP",
+	[INIT_GET_VS] = "property get VS",
+	[INIT_SET_CC] = "property set CC.EN",
+	[INIT_WAIT_RDY] = "waiting for CSTS.RDY",
+	[INIT_IDENTIFY_CTRL] = "identify controller",
+	[INIT_SET_NUM_QUEUES] = "set features number of queues",
+	[INIT_NS_LIST] = "identify active namespace list",
+	[INIT_IDENTIFY_NS] = "identify namespace",
+	[INIT_ANA_LOG] = "get log page ANA",
+	[INIT_AEN_CONFIG] = "set features asynchronous event configuration",
+	[INIT_IO_QUEUES] = "I/O queue connect",
+	[INIT_DONE] = "done",
+};
+
+/* ---- bring-up ---- */
+
+
+void ctrl_step_timeout(struct reactor_timer *t)
+{
+	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
+
+	if (c->step == INIT_WAIT_RDY && reactor_now_ns() < c->deadline_ns) {
+		ctrl_init_next(c); /* poll CSTS again */
+		return;
+	}
+	if (c->step == INIT_DONE && c->shutdown_cb)
+		return; /* the shutdown's own wait handles it */
+	ctrl_init_fail(c, -ETIMEDOUT, "%s timed out", step_names[c->step]);
+}
+
+void ctrl_arm_step(struct nvmf_ctrl *c, unsigned ms)
+{
+	c->deadline_ns = reactor_now_ns() + (uint64_t)ms * NSEC_PER_MSEC;
+	reactor_timer_arm(c->r, &c->step_timer, (uint64_t)ms * NSEC_PER_MSEC);
+}
+
+void ctrl_init_failed_down(struct nvmf_ctrl *c, int err)
+{
+	nvmf_ctrl_cb cb = c->ready_cb;
+	(void)err;
+	c->ready_cb = NULL;
+	if (cb)
+		cb(c, c->error);
+}
+
+void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ctrl_log(ERR, c, "bring-up failed at %s: %s", step_names[c->step], msg);
+	c->error = err ? err : -EIO;
+	reactor_timer_cancel(&c->step_timer);
+	/* A reconnect attempt that fails stays CONNECTING: the owner tries
+	 * again or deletes the controller. */
+	if (!c->reconnecting)
+		nvmf_ctrl_set_state(c, NVMF_CTRL_DEAD);
+	ctrl_teardown(c, ctrl_init_failed_down);
+}
+
+uint32_t nvmf_pick_max_xfer(uint64_t cap_reg, uint8_t mdts, uint32_t opt_max)
+{
+	uint32_t cap = opt_max ? opt_max : DEFAULT_MAX_XFER;
+	/* At most 2^27 (MPSMIN is 4 bits) shifted by less than 32: no
+	 * overflow in 64 bits; 2^32 pages or more is no limit for us. */
+	uint64_t mps = 4096ull << NVME_CAP_MPSMIN(cap_reg);
+
+	if (mdts && mdts < 32 && (mps << mdts) < cap)
+		cap = (uint32_t)(mps << mdts);
+	/* Each command's data must fit the request's iovec array even when
+	 * the caller's buffer is page-fragmented. */
+	if (cap > (NVMF_REQ_MAX_IOV - 1) * 4096u)
+		cap = (NVMF_REQ_MAX_IOV - 1) * 4096u;
+	return cap;
+}
+
+uint32_t nvmf_in_capsule_max(uint32_t ioccsz)
+{
+	/* 16-byte units including the 64-byte command: 64-bit, so that a
+	 * huge IOCCSZ cannot wrap into a small (or any) other value. */
+	uint64_t b = (uint64_t)ioccsz * 16u;
+
+	if (ioccsz < 4)
+		return 0;
+	return b - 64 > UINT32_MAX ? UINT32_MAX : (uint32_t)(b - 64);
+}
+
+int nvmf_ns_from_id(const char *name, uint32_t nsid, const struct nvme_id_ns *id,
+		    struct nvmf_ns *ns)
+{
+	unsigned idx = NVME_NS_FLBAS_INDEX(id->flbas);
+
+	if (id->nsze == 0)
+		return 0; /* inactive after all */
+	if (idx > id->nlbaf || id->lbaf[idx].ds < 9 || id->lbaf[idx].ds > 16) {
+		log_warn("ctrl %s: nsid %u has an unusable LBA format (index %u, ds %u); skipped",
+			 name, nsid, idx, idx < 64 ? id->lbaf[idx].ds : 0);
+		return 0;
+	}
+	/* Sizes in bytes are signed 64-bit (off_t) further up: a size that
+	 * does not fit would wrap into a small or negative one. */
+	if (id->nsze > (uint64_t)INT64_MAX >> id->lbaf[idx].ds) {
+		log_warn("ctrl %s: nsid %u claims %llu blocks of %u bytes, more than 2^63 bytes; "
+			 "skipped",
+			 name, nsid, (unsigned long long)id->nsze, 1u << id->lbaf[idx].ds);
+		return 0;
+	}
+	if (id->lbaf[idx].ms && (id->flbas & 0x10) == 0)
+		log_warn("ctrl %s: nsid %u has separate metadata, which is ignored", name, nsid);
+	memset(ns, 0, sizeof(*ns));
+	ns->nsid = nsid;
+	ns->nsze = id->nsze;
+	ns->lba_shift = id->lbaf[idx].ds;
+	ns->lba_size = 1u << ns->lba_shift;
+	ns->dlfeat = id->dlfeat;
+	if ((id->nsfeat & NVME_NS_NSFEAT_OPTPERF) && id->npwg)
+		ns->optimal_io = ((uint32_t)id->npwg + 1) * ns->lba_size;
+	memcpy(ns->nguid, id->nguid, sizeof(ns->nguid));
+	memcpy(ns->eui64, id->eui64, sizeof(ns->eui64));
+	ns->anagrpid = id->anagrpid;
+	ns->ana_state = NVME_ANA_OPTIMIZED;
+	log_info("ctrl %s: nsid %u: %llu blocks of %u bytes (%.1f GiB)", name, nsid,
+		 (unsigned long long)ns->nsze, ns->lba_size,
+		 (double)(ns->nsze << ns->lba_shift) / (1024.0 * 1024 * 1024));
+	return 1;
+}
+
+unsigned nvmf_ns_list_count(const char *name, const uint32_t *list, unsigned max)
+{
+	unsigned n;
+
+	for (n = 0; n < max && list[n]; n++) {
+		/* The list is in increasing order (NVMe base spec, Identify
+		 * CNS 02h); a repeated ID would become two namespaces. */
+		if (list[n] == 0xffffffff || (n && list[n] <= list[n - 1])) {
+			log_warn("ctrl %s: active namespace list entry %u (nsid %u) is out of "
+				 "order or invalid; the list is used up to there",
+				 name, n, list[n]);
+			break;
+		}
+	}
+	return n;
+}
+
+static void parse_ns(struct nvmf_ctrl *c, uint32_t nsid, const struct nvme_id_ns *id)
+{
+	if (nvmf_ns_from_id(c->opts.name, nsid, id, &c->ns[c->nr_ns]) > 0)
+		c->nr_ns++;
+}
+
+static void ana_init_read(struct nvmf_ctrl *c, int err)
+{
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	if (err) {
+		ctrl_init_fail(c, err, "%s", err == -EMSGSIZE ? "ANA log page too large"
+							: "ANA log page not read");
+		return;
+	}
+	if (nvmf_ctrl_ana_apply(c, c->ana_log, c->ana_have) < 0) {
+		ctrl_init_fail(c, -EPROTO, "malformed ANA log page");
+		return;
+	}
+	c->step = (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE) ? INIT_AEN_CONFIG : INIT_IO_QUEUES;
+	ctrl_init_next(c);
+}
+
+static void init_cmd_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	struct nvme_cqe cqe = req->cqe;
+	uint16_t st = (uint16_t)(cqe.status >> 1);
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	if (c->state != NVMF_CTRL_CONNECTING)
+		return;
+	if (err) {
+		ctrl_init_fail(c, err, "admin queue lost: %s", strerror(-err));
+		return;
+	}
+	if (st && c->step == INIT_AEN_CONFIG) {
+		/* Without ANA change events the gateway still reads the log
+		 * when an I/O reports an ANA state: slower, not wrong. */
+		ctrl_log(WARN, c, "cannot enable ANA change events: %s",
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		c->step = INIT_IO_QUEUES;
+		ctrl_init_next(c);
+		return;
+	}
+	if (st) {
+		ctrl_init_fail(c, nvme_status_to_errno(st), "%s",
+			  nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		return;
+	}
+	switch (c->step) {
+	case INIT_GET_CAP:
+		c->cap = cqe.result.u64;
+		c->step = INIT_GET_VS;
+		break;
+	case INIT_GET_VS:
+		c->vs = cqe.result.dw0;
+		c->step = INIT_SET_CC;
+		break;
+	case INIT_SET_CC:
+		c->step = INIT_WAIT_RDY;
+		/* CAP.TO is in 500 ms units; 0 would be a broken target, give
+		 * it the minimum rather than no time at all. */
+		ctrl_arm_step(c, (NVME_CAP_TO(c->cap) ? NVME_CAP_TO(c->cap) : 1) * 500u);
+		break;
+	case INIT_WAIT_RDY:
+		if (cqe.result.dw0 & NVME_CSTS_CFS) {
+			ctrl_init_fail(c, -EIO, "controller fatal status (CSTS 0x%x)", cqe.result.dw0);
+			return;
+		}
+		if (!(cqe.result.dw0 & NVME_CSTS_RDY)) {
+			/* Not ready yet: ask again shortly, within CAP.TO. */
+			uint64_t now = reactor_now_ns();
+			if (now >= c->deadline_ns) {
+				ctrl_init_fail(c, -ETIMEDOUT, "CSTS.RDY not set within CAP.TO");
+				return;
+			}
+			reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);
+			return;
+		}
+		c->step = INIT_IDENTIFY_CTRL;
+		break;
+	case INIT_IDENTIFY_CTRL:
+		c->ana = !c->opts.discovery && (c->id->cmic & NVME_CTRL_CMIC_ANA);
+		c->max_xfer = nvmf_pick_max_xfer(c->cap, c->id->mdts, c->opts.max_xfer);
+		if (c->vwc_before >= 0 && c->vwc_before != (int)(c->id->vwc & NVME_CTRL_VWC_PRESENT))
+			/* The volume's flush capability was settled at export
+			 * time from every path (vol_mp_create); say so when a
+			 * controller changes its mind across a reconnect. */
+			ctrl_log(WARN, c, "the volatile write cache is now %s (it was %s before "
+				 "the reconnect)",
+				 (c->id->vwc & NVME_CTRL_VWC_PRESENT) ? "present" : "absent",
+				 c->vwc_before ? "present" : "absent");
+		c->vwc_before = c->id->vwc & NVME_CTRL_VWC_PRESENT;
+		c->in_capsule_max = nvmf_in_capsule_max(c->id->ioccsz);
+		ctrl_log(INFO, c, "cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
+			 "in-capsule %u, %u namespaces",
+			 c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
+			 c->max_xfer, c->in_capsule_max, c->id->nn);
+		if (c->opts.discovery) {
+			c->step = INIT_DONE;
+			break;
+		}
+		c->step = INIT_SET_NUM_QUEUES;
+		break;
+	case INIT_SET_NUM_QUEUES: {
+		unsigned nsq = (cqe.result.dw0 & 0xffff) + 1u, ncq = (cqe.result.dw0 >> 16) + 1u;
+		unsigned n = c->opts.nr_io_queues;
+		if (nsq < n)
+			n = nsq;
+		if (ncq < n)
+			n = ncq;
+		if (n < c->opts.nr_io_queues)
+			ctrl_log(NOTICE, c, "controller allows %u I/O queues of %u asked",
+				   n, c->opts.nr_io_queues);
+		c->nr_ioq = n;
+		c->step = INIT_NS_LIST;
+		break;
+	}
+	case INIT_NS_LIST:
+		memcpy(c->ns_list, c->admin_buf, 4096);
+		c->ns_list_len = nvmf_ns_list_count(c->opts.name, c->ns_list, 1024);
+		c->ns_list_idx = 0;
+		c->step = INIT_IDENTIFY_NS;
+		break;
+	case INIT_IDENTIFY_NS:
+		parse_ns(c, c->ns_list[c->ns_list_idx], c->admin_buf);
+		c->ns_list_idx++;
+		break;
+	case INIT_AEN_CONFIG:
+		c->step = INIT_IO_QUEUES;
+		break;
+	default:
+		ctrl_init_fail(c, -EPROTO, "unexpected completion");
+		return;
+	}
+	ctrl_init_next(c);
+}
+
+
+/* Issue the command of the current step. */
+void ctrl_init_next(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->step == INIT_IDENTIFY_NS && c->ns_list_idx >= c->ns_list_len) {
+		if (c->ns_list_idx == 1024)
+			ctrl_log(WARN, c, "more than 1024 namespaces; only the first 1024 are used");
+		c->step = c->ana ? INIT_ANA_LOG : INIT_IO_QUEUES;
+	}
+	if (c->step == INIT_IO_QUEUES) {
+		ctrl_ioq_connect_all(c);
+		return;
+	}
+	if (c->step == INIT_DONE) {
+		ctrl_init_live(c);
+		return;
+	}
+	if (c->step != INIT_WAIT_RDY)
+		ctrl_arm_step(c, DEFAULT_STEP_TIMEOUT_MS);
+	if (c->step == INIT_ANA_LOG) {
+		/* Possibly several commands, all within this step's timer. */
+		int ret = ctrl_ana_read_start(c, ana_init_read);
+		if (ret < 0)
+			ctrl_init_fail(c, ret, "no free admin request");
+		return;
+	}
+	req = nvmf_admin_req(c);
+	if (!req) {
+		ctrl_init_fail(c, -EBUSY, "no free admin request");
+		return;
+	}
+	req->done = init_cmd_done;
+	switch (c->step) {
+	case INIT_GET_CAP:
+		ctrl_prep_property_get(req, NVME_REG_CAP, true);
+		break;
+	case INIT_GET_VS:
+		ctrl_prep_property_get(req, NVME_REG_VS, false);
+		break;
+	case INIT_SET_CC:
+		c->cc = NVME_CC_EN | NVME_CC_CSS_NVM | NVME_CC_MPS(12) | NVME_CC_IOSQES |
+			NVME_CC_IOCQES;
+		ctrl_prep_property_set(req, NVME_REG_CC, c->cc);
+		break;
+	case INIT_WAIT_RDY:
+		ctrl_prep_property_get(req, NVME_REG_CSTS, false);
+		break;
+	case INIT_IDENTIFY_CTRL:
+		ctrl_prep_identify(req, NVME_ID_CNS_CTRL, 0, c->id);
+		break;
+	case INIT_SET_NUM_QUEUES:
+		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
+		req->sqe.cdw10 = NVME_FEAT_NUM_QUEUES;
+		req->sqe.cdw11 = (c->opts.nr_io_queues - 1) | ((c->opts.nr_io_queues - 1) << 16);
+		break;
+	case INIT_NS_LIST:
+		ctrl_prep_identify(req, NVME_ID_CNS_NS_ACTIVE_LIST, 0, c->admin_buf);
+		break;
+	case INIT_IDENTIFY_NS:
+		ctrl_prep_identify(req, NVME_ID_CNS_NS, c->ns_list[c->ns_list_idx], c->admin_buf);
+		break;
+	case INIT_AEN_CONFIG:
+		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
+		req->sqe.cdw10 = NVME_FEAT_ASYNC_EVENT;
+		req->sqe.cdw11 = NVME_AEN_CFG_ANA_CHANGE;
+		break;
+	default:
+		nvmf_req_put(req);
+		ctrl_init_fail(c, -EPROTO, "bad step");
+		return;
+	}
+	nvmf_req_submit(req);
+}

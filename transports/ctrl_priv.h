@@ -1,0 +1,42 @@
+/* What the parts of the controller share: ctrl.c (state, keep-alive,
+ * abort, queues, teardown, shutdown), fabrics.c (Connect, admin command
+ * setup), ana.c (ANA log, asynchronous events), ctrl_init.c (bring-up).
+ * Private to transports/; ctrl.h is the contract. */
+#ifndef NVMF_CTRL_PRIV_H
+#define NVMF_CTRL_PRIV_H
+
+#include "gateway/base/log.h"
+#include "transports/ctrl.h"
+
+/* A controller's log line, "ctrl NAME: " written once (lvl is ERR, WARN,
+ * NOTICE, INFO or DEBUG). */
+#define ctrl_log(lvl, c, fmt, ...) obj_log(lvl, "ctrl %s: " fmt, (c)->opts.name, ##__VA_ARGS__)
+
+#define ADMIN_QUEUE_SIZE 32
+#define DEFAULT_STEP_TIMEOUT_MS 10000u
+#define DEFAULT_MAX_XFER (256u * 1024)
+#define SHUTDOWN_TIMEOUT_MS 5000u
+
+/* fabrics.c: the admin commands' setup. */
+void ctrl_prep_property_get(struct nvmf_req *req, uint32_t off, bool eight);
+void ctrl_prep_property_set(struct nvmf_req *req, uint32_t off, uint64_t val);
+void ctrl_prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void *buf);
+void ctrl_prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len, uint64_t off);
+
+/* ana.c: reads the whole ANA log page, then calls then(c, err). */
+int ctrl_ana_read_start(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *, int));
+void ctrl_aer_submit(struct nvmf_ctrl *c);
+
+/* ctrl_init.c: the bring-up steps and their timer. */
+void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ctrl_init_next(struct nvmf_ctrl *c);
+void ctrl_step_timeout(struct reactor_timer *t);
+void ctrl_arm_step(struct nvmf_ctrl *c, unsigned ms);
+void ctrl_init_failed_down(struct nvmf_ctrl *c, int err);
+
+/* ctrl.c: the I/O queues, LIVE, teardown. */
+void ctrl_ioq_connect_all(struct nvmf_ctrl *c);
+void ctrl_init_live(struct nvmf_ctrl *c);
+void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb);
+#endif
