@@ -89,6 +89,8 @@ struct rview {
 	unsigned expired_quiet; /* not logged since */
 	uint64_t crd_logged_ns; /* capped retry delay lines: one a second */
 	unsigned crd_quiet;
+	uint64_t cqt_logged_ns; /* Command Quiesce Time waits: one line a second */
+	unsigned cqt_quiet;
 	struct pstats st[MP_MAX_PATHS];
 	struct ana_req {
 		struct reactor_msg m;
@@ -765,6 +767,56 @@ static uint64_t retry_delay_ns(struct rview *v, struct vol_io *io, const struct 
 	return d;
 }
 
+/* A write in flight on a path whose connection went away may still be
+ * carried out by that controller after its host gave up on it (NVMe 2.1
+ * Communication Loss Handling): retried at once on another path, a newer
+ * write there could be overwritten by it.  A controller reporting a
+ * Command Quiesce Time is done with such commands CQT after it noticed the
+ * loss, so those writes wait that long before their retry, bounded by
+ * the I/O's wait budget and the drain's deadline like a retry delay.
+ * CQT 0 (not reported): retried at once, as before.  Reads and flushes are
+ * not held back: a late one changes nothing. */
+static uint64_t cqt_delay_ns(struct rview *v, struct vol_io *io, const struct mp_path *p)
+{
+	struct mpio *m = mpio_of(io);
+	uint64_t now = reactor_now_ns(), want, d, lim;
+	uint64_t drain = LOAD(((struct vol_mp *)io->vol->priv)->drain_at);
+
+	if (io->op != VOL_WRITE && io->op != VOL_WRITE_ZEROES && io->op != VOL_TRIM)
+		return 0;
+	/* Identify is read on reactor 0 at bring-up, as for CRDT. */
+	if (!p->ctrl.id || !p->ctrl.id->cqt)
+		return 0;
+	want = d = (uint64_t)p->ctrl.id->cqt * NSEC_PER_MSEC;
+	if (!m->wait_start)
+		m->wait_start = now;
+	lim = wait_limit(v, io);
+	if (lim != MP_FOREVER) {
+		uint64_t used = now - m->wait_start;
+		if (used >= lim)
+			d = 0;
+		else if (d > lim - used)
+			d = lim - used;
+	}
+	if (drain && d > (now >= drain ? 0 : drain - now))
+		d = now >= drain ? 0 : drain - now;
+	if (now - v->cqt_logged_ns >= NSEC_PER_SEC) {
+		char more[48] = "";
+		if (v->cqt_quiet)
+			snprintf(more, sizeof(more), " (and %u more since the last line)", v->cqt_quiet);
+		log_notice("%s: %s of %llu bytes at %llu was in flight on path %u when it was lost: "
+			   "retried after %.3f s (CQT %.3f s)%s",
+			   io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			   (unsigned long long)io->offset, p->idx, (double)d / 1e9,
+			   (double)want / 1e9, more);
+		v->cqt_logged_ns = now;
+		v->cqt_quiet = 0;
+	} else {
+		v->cqt_quiet++;
+	}
+	return d;
+}
+
 static void nio_done(struct nvmf_io *nio, int err)
 {
 	struct vol_io *io = nio->ctx;
@@ -812,8 +864,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s); requeued",
 			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
 			  (unsigned long long)io->offset, m->path, strerror(-err));
-		park(v, io);
-		snap_kick(v);
+		retry_later(v, io, cqt_delay_ns(v, io, &v->t->paths[m->path]));
 		return;
 	}
 	STORE(st->errors, st->errors + 1);
