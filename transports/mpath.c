@@ -553,16 +553,22 @@ static void delay_fire(struct reactor_timer *tm)
 
 	for (node = v->delayed.next; node != &v->delayed; node = nx) {
 		struct mpio *m = container_of(node, struct mpio, link);
+		uint64_t drain = LOAD(((struct vol_mp *)io_of(m)->vol->priv)->drain_at);
 		nx = node->next;
-		if (m->due_ns <= now) {
+		/* A drain (export removal, SIGTERM) that began during the
+		 * wait ends it at its deadline: a Command Quiesce Time may be
+		 * a minute, the drain is MP_DRAIN_NS. */
+		if (m->due_ns <= now || (drain && drain <= now)) {
 			list_del(node);
 			mp_start(io_of(m));
 		} else if (!next || m->due_ns < next) {
 			next = m->due_ns;
 		}
 	}
+	/* At least once per MP_BACKOFF_NS, to notice a drain. */
 	if (next)
-		reactor_timer_arm(v->r, &v->delay_timer, next - now);
+		reactor_timer_arm(v->r, &v->delay_timer,
+				  next - now > MP_BACKOFF_NS ? MP_BACKOFF_NS : next - now);
 }
 
 static void retry_later(struct rview *v, struct vol_io *io, uint64_t delay_ns)
@@ -574,10 +580,12 @@ static void retry_later(struct rview *v, struct vol_io *io, uint64_t delay_ns)
 		snap_kick(v);
 		return;
 	}
-	m->due_ns = reactor_now_ns() + delay_ns;
+	uint64_t now = reactor_now_ns(), arm = delay_ns > MP_BACKOFF_NS ? MP_BACKOFF_NS : delay_ns;
+
+	m->due_ns = now + delay_ns;
 	list_add_tail(&v->delayed, &m->link);
-	if (!v->delay_timer.armed || v->delay_timer.deadline_ns > m->due_ns)
-		reactor_timer_arm(v->r, &v->delay_timer, delay_ns);
+	if (!v->delay_timer.armed || v->delay_timer.deadline_ns > now + arm)
+		reactor_timer_arm(v->r, &v->delay_timer, arm);
 }
 
 static void ana_refresh_msg(struct reactor_msg *msg)
