@@ -3,7 +3,8 @@
 # Command Quiesce Time before its retry ends that wait at the drain's
 # deadline (5 s), not at the end of CQT.  As t_resil_cqt (two namespaces,
 # failover, write B held by path 0's controller, path 0's link down), with
-# CQT 30 s; SIGTERM once the gateway logged B's CQT wait.  Asserted, on the
+# CQT 30 s; fast_io_fail_tmo 20 s, B's wait budget, cuts that wait to 20 s
+# (checked in its log line); SIGTERM once the gateway logged B's CQT wait.  Asserted, on the
 # gateway's log stamps: it stops within 15 s of the signal (the drain's 5 s
 # and its once-a-second check, with room), not after CQT; B completes (its
 # retry on path 1 at the drain's deadline) and the exit status is 0.
@@ -35,7 +36,7 @@ gateway = { reactors = 1; state_dir = "$tmp/state"; log_level = "info"; };
 targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
     paths = ( { transport = "tcp"; traddr = "10.201.1.2"; trsvcid = "4420"; },
               { transport = "tcp"; traddr = "10.201.2.2"; trsvcid = "4421"; } );
-    keep_alive_tmo = 60; reconnect_delay = 5; ctrl_loss_tmo = 60; } );
+    keep_alive_tmo = 60; reconnect_delay = 5; ctrl_loss_tmo = 60; fast_io_fail_tmo = 20; } );
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 CONF
 SOCKS="$tmp/e1.sock" gw_run "$tmp/gw.conf" "ip netns exec $G"
@@ -68,7 +69,12 @@ ip -n "$G" link set p1-g down
 gw_wait 'ctrl t1/path0: live -> resetting' 1 30 > /dev/null || fail "path 0 not reset after its link went down"
 gw_wait 'was in flight on path 0 when it was lost' 1 30 > /dev/null ||
 	fail "no log line of B's CQT wait"
-grep 'was in flight on path 0 when it was lost' "$tmp/gw.log"
+line=$(grep 'was in flight on path 0 when it was lost' "$tmp/gw.log" | head -1)
+echo "gateway: $line"
+case "$line" in
+*"retried after 20.000 s (CQT 30.000 s)"*) ;;
+*) fail "B's CQT wait not cut to its wait budget (fast_io_fail_tmo 20 s)" ;;
+esac
 gw_alive
 gw_finish
 wait $bpid || fail "write B failed: $(cat "$tmp/b.out")"
