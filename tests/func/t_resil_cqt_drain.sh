@@ -3,11 +3,12 @@
 # Command Quiesce Time before its retry ends that wait at the drain's
 # deadline (5 s), not at the end of CQT.  As t_resil_cqt (two namespaces,
 # failover, write B held by path 0's controller, path 0's link down), with
-# CQT 30 s; fast_io_fail_tmo 20 s, B's wait budget, cuts that wait to 20 s
-# (checked in its log line); SIGTERM once the gateway logged B's CQT wait.  Asserted, on the
-# gateway's log stamps: it stops within 15 s of the signal (the drain's 5 s
-# and its once-a-second check, with room), not after CQT; B completes (its
-# retry on path 1 at the drain's deadline) and the exit status is 0.
+# CQT 30 s; fast_io_fail_tmo 20 s, B's wait budget, cuts that wait to
+# 20 s (checked in its log line); SIGTERM once the gateway logged B's CQT
+# wait.  Asserted, on the gateway's log stamps: it stops within 15 s of the
+# signal (the drain's 5 s and its once-a-second check, with room), not
+# after CQT; B completes (its retry on path 1 at the drain's deadline) and
+# the exit status is 0.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
