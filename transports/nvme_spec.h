@@ -473,7 +473,9 @@ struct nvme_id_ctrl {
 	uint8_t rsvd345[3];
 	uint32_t anagrpmax; /* 348 */
 	uint32_t nanagrpid; /* 352 */
-	uint8_t rsvd356[156];
+	uint8_t rsvd356[30];
+	uint16_t cqt; /* 386: Command Quiesce Time, ms (NVMe 2.1, TP4129) */
+	uint8_t rsvd388[124];
 	uint8_t sqes; /* 512 */
 	uint8_t cqes;
 	uint16_t maxcmd;
@@ -510,6 +512,7 @@ _Static_assert(offsetof(struct nvme_id_ctrl, kas) == 320, "kas");
 _Static_assert(offsetof(struct nvme_id_ctrl, anatt) == 343, "anatt");
 _Static_assert(offsetof(struct nvme_id_ctrl, oaes) == 92, "oaes");
 _Static_assert(offsetof(struct nvme_id_ctrl, crdt) == 128, "crdt");
+_Static_assert(offsetof(struct nvme_id_ctrl, cqt) == 386, "cqt");
 _Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == 348, "anagrpmax");
 _Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == 352, "nanagrpid");
 _Static_assert(offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes");

@@ -205,16 +205,22 @@ void mp_delay_fire(struct reactor_timer *tm)
 
 	for (node = v->delayed.next; node != &v->delayed; node = nx) {
 		struct mpio *m = container_of(node, struct mpio, link);
+		uint64_t drain = LOAD(((struct vol_mp *)io_of(m)->vol->priv)->drain_at);
 		nx = node->next;
-		if (m->due_ns <= now) {
+		/* A drain (export removal, SIGTERM) that began during the
+		 * wait ends it at its deadline: a Command Quiesce Time may be
+		 * a minute, the drain is MP_DRAIN_NS. */
+		if (m->due_ns <= now || (drain && drain <= now)) {
 			list_del(node);
 			mp_start(io_of(m));
 		} else if (!next || m->due_ns < next) {
 			next = m->due_ns;
 		}
 	}
+	/* At least once per MP_BACKOFF_NS, to notice a drain. */
 	if (next)
-		reactor_timer_arm(v->r, &v->delay_timer, next - now);
+		reactor_timer_arm(v->r, &v->delay_timer,
+				  next - now > MP_BACKOFF_NS ? MP_BACKOFF_NS : next - now);
 }
 
 static void retry_later(struct rview *v, struct vol_io *io, uint64_t delay_ns)
@@ -226,10 +232,12 @@ static void retry_later(struct rview *v, struct vol_io *io, uint64_t delay_ns)
 		mp_snap_kick(v);
 		return;
 	}
-	m->due_ns = reactor_now_ns() + delay_ns;
+	uint64_t now = reactor_now_ns(), arm = delay_ns > MP_BACKOFF_NS ? MP_BACKOFF_NS : delay_ns;
+
+	m->due_ns = now + delay_ns;
 	list_add_tail(&v->delayed, &m->link);
-	if (!v->delay_timer.armed || v->delay_timer.deadline_ns > m->due_ns)
-		reactor_timer_arm(v->r, &v->delay_timer, delay_ns);
+	if (!v->delay_timer.armed || v->delay_timer.deadline_ns > now + arm)
+		reactor_timer_arm(v->r, &v->delay_timer, arm);
 }
 
 static void ana_refresh_msg(struct reactor_msg *msg)
@@ -419,6 +427,56 @@ static uint64_t retry_delay_ns(struct rview *v, struct vol_io *io, const struct 
 	return d;
 }
 
+/* A write in flight on a path whose connection went away may still be
+ * carried out by that controller after its host gave up on it (NVMe 2.1
+ * Communication Loss Handling): retried at once on another path, a newer
+ * write there could be overwritten by it.  A controller reporting a
+ * Command Quiesce Time is done with such commands CQT after it noticed the
+ * loss, so those writes wait that long before their retry, bounded by
+ * the I/O's wait budget and the drain's deadline like a retry delay.
+ * CQT 0 (not reported): retried at once, as before.  Reads and flushes are
+ * not held back: a late one changes nothing. */
+static uint64_t cqt_delay_ns(struct rview *v, struct vol_io *io, const struct mp_path *p)
+{
+	struct mpio *m = mpio_of(io);
+	uint64_t now = reactor_now_ns(), want, d, lim;
+	uint64_t drain = LOAD(((struct vol_mp *)io->vol->priv)->drain_at);
+
+	if (io->op != VOL_WRITE && io->op != VOL_WRITE_ZEROES && io->op != VOL_TRIM)
+		return 0;
+	/* Identify is read on reactor 0 at bring-up, as for CRDT. */
+	if (!p->ctrl.id || !p->ctrl.id->cqt)
+		return 0;
+	want = d = (uint64_t)p->ctrl.id->cqt * NSEC_PER_MSEC;
+	if (!m->wait_start)
+		m->wait_start = now;
+	lim = wait_limit(v, io);
+	if (lim != MP_FOREVER) {
+		uint64_t used = now - m->wait_start;
+		if (used >= lim)
+			d = 0;
+		else if (d > lim - used)
+			d = lim - used;
+	}
+	if (drain && d > (now >= drain ? 0 : drain - now))
+		d = now >= drain ? 0 : drain - now;
+	if (now - v->cqt_logged_ns >= NSEC_PER_SEC) {
+		char more[48] = "";
+		if (v->cqt_quiet)
+			snprintf(more, sizeof(more), " (and %u more since the last line)", v->cqt_quiet);
+		log_notice("%s: %s of %llu bytes at %llu was in flight on path %u when it was lost: "
+			   "retried after %.3f s (CQT %.3f s)%s",
+			   io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+			   (unsigned long long)io->offset, p->idx, (double)d / 1e9,
+			   (double)want / 1e9, more);
+		v->cqt_logged_ns = now;
+		v->cqt_quiet = 0;
+	} else {
+		v->cqt_quiet++;
+	}
+	return d;
+}
+
 static void nio_done(struct nvmf_io *nio, int err)
 {
 	struct vol_io *io = nio->ctx;
@@ -466,8 +524,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s); requeued",
 			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
 			  (unsigned long long)io->offset, m->path, strerror(-err));
-		park(v, io);
-		mp_snap_kick(v);
+		retry_later(v, io, cqt_delay_ns(v, io, &v->t->paths[m->path]));
 		return;
 	}
 	STORE(st->errors, st->errors + 1);

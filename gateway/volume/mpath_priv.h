@@ -94,6 +94,8 @@ struct rview {
 	unsigned expired_quiet; /* not logged since */
 	uint64_t crd_logged_ns; /* capped retry delay lines: one a second */
 	unsigned crd_quiet;
+	uint64_t cqt_logged_ns; /* Command Quiesce Time waits: one line a second */
+	unsigned cqt_quiet;
 	struct pstats st[MP_MAX_PATHS];
 	struct ana_req {
 		struct reactor_msg m;

@@ -134,6 +134,16 @@ int faults_command(char *line, char *reply, size_t len)
 			   v);
 		return 0;
 	}
+	if (!strcmp(w[0], "late") && nw == 2 && !parse_num(w[1], 600000, &v)) {
+		T.f.late_ms = (uint32_t)v;
+		log_notice("fault: I/O commands executed %llu ms after they arrive", v);
+		return 0;
+	}
+	if (!strcmp(w[0], "cqt") && nw == 2 && !parse_num(w[1], 0xffff, &v)) {
+		T.cqt = (uint16_t)v;
+		log_notice("fault: Identify CQT = %llu ms from the next Identify", v);
+		return 0;
+	}
 	if (!strcmp(w[0], "crdt") && nw == 4) {
 		unsigned long long c[3];
 		for (unsigned k = 0; k < 3; k++)
@@ -251,6 +261,7 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.drop_after = -1;
 		T.f.delay_ms = 0;
 		T.f.reorder_ms = 0;
+		T.f.late_ms = 0;
 		T.f.status = 0;
 		T.f.status_nsid = 0;
 		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
@@ -309,7 +320,7 @@ int faults_command(char *line, char *reply, size_t len)
 bad:
 	snprintf(reply, len,
 		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
-		 "refuse SECS | delay MS | reorder MS | status SCT SC [dnr] [FRACTION] | status off | "
+		 "refuse SECS | delay MS | reorder MS | late MS | cqt MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] [noaen] | "
 		 "ana-group NQN NSID GRP [noaen] | "

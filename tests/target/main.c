@@ -406,7 +406,10 @@ static void usage(FILE *out)
 		"  port PORT down|up (stop listening there and drop its connections; listen again),\n"
 		"  status-ns NSID (the status knob for that namespace only; 0: all),\n"
 		"  status SCT SC [dnr] [crd1|crd2|crd3] [FRACTION], crdt T1 T2 T3 (Identify\n"
-		"  CRDT, 100 ms units, from the next Identify), ana-after-pieces NQN NSID STATE\n"
+		"  CRDT, 100 ms units, from the next Identify), cqt MS (Identify CQT, from the\n"
+		"  next Identify), late MS (every I/O command takes effect MS ms after it\n"
+		"  arrived, as a controller still working on it after its host gave up),\n"
+		"  ana-after-pieces NQN NSID STATE\n"
 		"  [PORT] (one shot, no event: after a read on PORT of the ANA log at an offset\n"
 		"  reaching its end)\n");
 }

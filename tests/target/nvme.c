@@ -542,6 +542,7 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	id->anatt = 10;
 	for (unsigned k = 0; k < 3; k++)
 		id->crdt[k] = T.crdt[k];
+	id->cqt = T.cqt;
 	b[IDC_ANACAP] = 0x1f; /* reports every state; group ids never change */
 	put32(b + IDC_ANAGRPMAX, TGT_MAX_NS + (T.ana_pad ? 1000 + T.ana_pad : 0));
 	put32(b + IDC_NANAGRPID, ss->nr_ns + T.ana_pad);
@@ -1152,13 +1153,15 @@ static void execute(struct tgt_cmd *cmd)
 			return;
 		}
 	}
-	if (T.f.reorder_ms) {
+	if (T.f.reorder_ms || T.f.late_ms) {
 		/* Like a target that runs commands concurrently: a later command
 		 * may take effect before an earlier one. */
 		cmd->ns = ns;
 		cmd->state = CMD_DELAYED;
 		cmd->exec_pending = true;
-		cmd->due_ns = now_ns() + faults_rng() % ((uint64_t)T.f.reorder_ms * 1000000ull + 1);
+		cmd->due_ns = now_ns() + (uint64_t)T.f.late_ms * 1000000ull;
+		if (T.f.reorder_ms)
+			cmd->due_ns += faults_rng() % ((uint64_t)T.f.reorder_ms * 1000000ull + 1);
 		delayed_insert(cmd);
 		return;
 	}

@@ -227,6 +227,7 @@ struct tgt_faults {
 	uint64_t refuse_until_ns;
 	uint32_t delay_ms;
 	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
+	uint32_t late_ms; /* each I/O command executes late_ms after it arrived */
 	uint16_t status; /* status field to return, 0: off */
 	uint32_t status_nsid; /* only for this namespace's I/O, 0: every one */
 	/* ana-after-pieces: a state change (no event) right after the ANA log
@@ -267,6 +268,7 @@ struct tgt {
 	bool vwc;
 	unsigned ana_pad; /* --ana-pad: empty ANA groups after the real ones */
 	uint16_t crdt[3]; /* Identify CRDT1..3 (the crdt knob), 100 ms units */
+	uint16_t cqt; /* Identify CQT (the cqt knob), ms */
 	uint64_t genctr;
 	uint64_t nr_conns_total, nr_cmds_total;
 };
