@@ -467,12 +467,12 @@ struct nvme_id_ctrl {
 	uint8_t npss;
 	uint8_t rsvd264[56];
 	uint16_t kas; /* 320, in 100 ms units */
-	uint8_t rsvd322[21];
-	uint8_t anatt; /* 343 */
-	uint8_t anacap;
-	uint8_t rsvd345[3];
-	uint32_t anagrpmax; /* 348 */
-	uint32_t nanagrpid; /* 352 */
+	uint8_t rsvd322[20];
+	uint8_t anatt; /* 342 */
+	uint8_t anacap; /* 343 */
+	uint32_t anagrpmax; /* 344 */
+	uint32_t nanagrpid; /* 348 */
+	uint32_t pels; /* 352 */
 	uint8_t rsvd356[30];
 	uint16_t cqt; /* 386: Command Quiesce Time, ms (NVMe 2.1, TP4129) */
 	uint8_t rsvd388[124];
@@ -509,12 +509,12 @@ _Static_assert(sizeof(struct nvme_id_ctrl) == 4096, "id ctrl");
 _Static_assert(offsetof(struct nvme_id_ctrl, mdts) == 77, "mdts");
 _Static_assert(offsetof(struct nvme_id_ctrl, oacs) == 256, "oacs");
 _Static_assert(offsetof(struct nvme_id_ctrl, kas) == 320, "kas");
-_Static_assert(offsetof(struct nvme_id_ctrl, anatt) == 343, "anatt");
+_Static_assert(offsetof(struct nvme_id_ctrl, anatt) == 342, "anatt");
 _Static_assert(offsetof(struct nvme_id_ctrl, oaes) == 92, "oaes");
 _Static_assert(offsetof(struct nvme_id_ctrl, crdt) == 128, "crdt");
 _Static_assert(offsetof(struct nvme_id_ctrl, cqt) == 386, "cqt");
-_Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == 348, "anagrpmax");
-_Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == 352, "nanagrpid");
+_Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == 344, "anagrpmax");
+_Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == 348, "nanagrpid");
 _Static_assert(offsetof(struct nvme_id_ctrl, sqes) == 512, "sqes");
 _Static_assert(offsetof(struct nvme_id_ctrl, nn) == 516, "nn");
 _Static_assert(offsetof(struct nvme_id_ctrl, oncs) == 520, "oncs");

@@ -27,14 +27,15 @@ enum {
 	IDC_AERL = 259,
 	IDC_LPA = 261,
 	IDC_ELPE = 262,
-	IDC_ANACAP = 344,
-	IDC_ANAGRPMAX = 348,
-	IDC_NANAGRPID = 352,
+	IDC_ANACAP = 343,
+	IDC_ANAGRPMAX = 344,
+	IDC_NANAGRPID = 348,
 };
+/* Checked against the struct, which tests/unit/test_id_ctrl.c checks
+ * against nvmet's own bytes. */
 _Static_assert(offsetof(struct nvme_id_ctrl, anacap) == IDC_ANACAP, "anacap");
-/* The spec puts ANAGRPMAX at 348 and NANAGRPID at 352 (345..347 are
- * reserved); struct nvme_id_ctrl packs them right after ANACAP, so they are
- * written here by offset. */
+_Static_assert(offsetof(struct nvme_id_ctrl, anagrpmax) == IDC_ANAGRPMAX, "anagrpmax");
+_Static_assert(offsetof(struct nvme_id_ctrl, nanagrpid) == IDC_NANAGRPID, "nanagrpid");
 _Static_assert(offsetof(struct nvme_id_ctrl, acl) == IDC_ACL, "acl");
 _Static_assert(offsetof(struct nvme_id_ctrl, elpe) == IDC_ELPE, "elpe");
 _Static_assert(offsetof(struct nvme_id_ctrl, cmic) == IDC_CMIC, "cmic");
