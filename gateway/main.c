@@ -5,6 +5,7 @@
 
 #include "gateway/config.h"
 #include "gateway/log.h"
+#include "gateway/membudget.h"
 #include "gateway/tools.h"
 
 static void usage(FILE *f)
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
 	};
 
 	log_init();
+	membudget_pin_allocator();
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

@@ -563,8 +563,12 @@ static void housekeep(struct reactor_timer *t)
 			      (unsigned long long)(b->limit >> 10));
 		return;
 	}
-	if (!buffers_will_return(c) && !c->pending && !c->cur)
+	/* Quiet for a whole period, not for an instant (a client drains its
+	 * queue before each flush): buffers freed and taken back at once are
+	 * pages the kernel must find again, on the data path. */
+	if (!c->buf_used && !buffers_will_return(c) && !c->pending && !c->cur)
 		drop_cached(c);
+	c->buf_used = false;
 	if (c->buf_bytes)
 		reactor_timer_arm(c->r, &c->house_timer, NBD_HOUSEKEEP_NS);
 }
@@ -574,6 +578,7 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 	struct membudget *b = membudget_global();
 	size_t want;
 
+	c->buf_used = true;
 	if (q->cap >= len) {
 		budget_wait_end(c);
 		return 0;
