@@ -127,7 +127,7 @@ struct nbd_conn {
 	size_t buf_bytes; /* held from the budget: in use and cached */
 	uint64_t buf_cap; /* at most this much (membudget_conn_cap) */
 	bool budget_wait; /* counted in the budget's waiters */
-	bool buf_used; /* a request took a buffer since the last housekeeping */
+	uint64_t buf_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct reactor_timer poll_timer, house_timer;
 	uint64_t tx_progress_ns; /* last time the client took reply bytes */
 
