@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gateway/log.h"
+#include "gateway/thread_stack.h"
 
 uint64_t reactor_now_ns(void)
 {
@@ -268,22 +269,6 @@ static void *reactor_thread(void *arg)
 	return NULL;
 }
 
-/* A reactor thread's stack.  The default is RLIMIT_STACK (8 MiB), and
- * under mlockall all of it is resident.  Measured high water (bytes no
- * longer zero at thread exit, TLS included): 9 KiB over the func tests
- * (NBD, FUSE, multipath, reload, control); 16 KiB for getaddrinfo through
- * DNS plus an OpenSSL 2048-bit modexp (DH-CHAP) on a thread.  256 KiB is
- * 16 times that.  Sanitizers' frames are larger and unpredictable: they
- * keep the default. */
-#define REACTOR_STACK_SIZE (256u << 10)
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define REACTOR_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define REACTOR_SANITIZED 1 /* clang */
-#endif
-#endif
-
 int reactor_start_thread(struct reactor *r)
 {
 	pthread_attr_t attr;
@@ -291,9 +276,8 @@ int reactor_start_thread(struct reactor *r)
 
 	if (ret)
 		return -ret;
-#ifndef REACTOR_SANITIZED
-	ret = pthread_attr_setstacksize(&attr, REACTOR_STACK_SIZE);
-#endif
+	/* Not the 8 MiB default: see thread_stack.h. */
+	ret = gw_thread_stack(&attr);
 	if (!ret)
 		ret = pthread_create(&r->thread, &attr, reactor_thread, r);
 	pthread_attr_destroy(&attr);
