@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
 #include "gateway/tools.h"
 
 static void usage(FILE *f)
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
 	};
 
 	log_init();
+	membudget_pin_allocator();
 	if (argc < 2) {
 		usage(stderr);
 		return 1;

@@ -563,8 +563,20 @@ static void housekeep(struct reactor_timer *t)
 			      (unsigned long long)(b->limit >> 10));
 		return;
 	}
-	if (!buffers_will_return(c) && !c->pending && !c->cur)
+	/* Quiet for a whole period, not for an instant (a client drains its
+	 * queue before each flush): buffers freed and taken back at once are
+	 * pages the kernel must find again, on the data path. */
+	uint64_t quiet_ns = reactor_now_ns() - c->buf_used_ns;
+	if (quiet_ns >= NBD_HOUSEKEEP_NS && !buffers_will_return(c) && !c->pending && !c->cur) {
+		size_t held = c->buf_bytes;
+
 		drop_cached(c);
+		/* t_reclaim_nofault checks the rule by this line. */
+		if (held)
+			log_debug("nbd %s: no request for %llu ms: %zu KiB of cached buffers back "
+				  "to the budget", c->peer,
+				  (unsigned long long)(quiet_ns / NSEC_PER_MSEC), held >> 10);
+	}
 	if (c->buf_bytes)
 		reactor_timer_arm(c->r, &c->house_timer, NBD_HOUSEKEEP_NS);
 }
@@ -574,6 +586,7 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 	struct membudget *b = membudget_global();
 	size_t want;
 
+	c->buf_used_ns = reactor_now_ns();
 	if (q->cap >= len) {
 		budget_wait_end(c);
 		return 0;

@@ -26,7 +26,7 @@
 #define NBD_MAX_OPT_SKIP (1u << 20)
 #define NBD_MAX_STRING 4096
 /* Data buffers a connection may hold at once come from the process's
- * budget (gateway/membudget.h); this is the largest request it must fit. */
+ * budget (gateway/base/membudget.h); this is the largest request it must fit. */
 #define NBD_MAX_REQ_BUF (32u << 20)
 /* A connection waiting for the budget looks again this often. */
 #define NBD_BUDGET_POLL_NS (5 * NSEC_PER_MSEC)
@@ -127,6 +127,7 @@ struct nbd_conn {
 	size_t buf_bytes; /* held from the budget: in use and cached */
 	uint64_t buf_cap; /* at most this much (membudget_conn_cap) */
 	bool budget_wait; /* counted in the budget's waiters */
+	uint64_t buf_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct reactor_timer poll_timer, house_timer;
 	uint64_t tx_progress_ns; /* last time the client took reply bytes */
 

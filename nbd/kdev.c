@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/thread_stack.h"
 
 /* Transmission flags (NBD protocol document).  Private names: the uapi
  * header of older distributions lacks some, and nbd/ has its own. */
@@ -721,7 +722,10 @@ static void kdev_run_job(struct nbd_kdev *d, enum kdev_job job)
 	d->msg.fn = kdev_job_done;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	r = pthread_create(&t, &attr, kdev_thread, d);
+	/* Started under mlockall, on a reattach too: not 8 MiB to lock. */
+	r = gw_thread_stack(&attr);
+	if (!r)
+		r = pthread_create(&t, &attr, kdev_thread, d);
 	pthread_attr_destroy(&attr);
 	if (r) {
 		log_err("nbd: cannot start the netlink helper thread: %s", strerror(r));

@@ -11,7 +11,15 @@ static struct membudget global = {
 void membudget_pin_allocator(void)
 {
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-	mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+	/* Below the threshold (request structs, libfuse's per-message one)
+	 * the heap keeps what it once held: a trim returns pages that the
+	 * next allocation, on the data path, must fault back in; under
+	 * reclaim that asks the kernel for memory while it waits on us.
+	 * What it keeps is the high water of small allocations. */
+	mallopt(M_TRIM_THRESHOLD, -1);
+	/* Heaps grow in steps of 1 MiB: warm-up reaches the high water in
+	 * few steps, and none is left to take while serving. */
+	mallopt(M_TOP_PAD, 1024 * 1024);
 }
 
 struct membudget *membudget_global(void)

@@ -31,7 +31,9 @@ void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s);
 /* Data buffers are large: malloc gives them their own mappings and
  * unmaps them when freed, at a fixed threshold (glibc would otherwise
  * raise it as buffers are freed and keep freed ones resident in its
- * arenas), so that RSS follows the budget. */
+ * arenas), so that RSS follows the budget.  Smaller allocations are never
+ * trimmed from the heap, so that the data path finds warm pages.  Called
+ * by main() for every command, before any thread starts. */
 void membudget_pin_allocator(void);
 /* The process's budget; set once before the reactors start. */
 struct membudget *membudget_global(void);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/thread_stack.h"
 
 uint64_t reactor_now_ns(void)
 {
@@ -270,7 +271,16 @@ static void *reactor_thread(void *arg)
 
 int reactor_start_thread(struct reactor *r)
 {
-	int ret = pthread_create(&r->thread, NULL, reactor_thread, r);
+	pthread_attr_t attr;
+	int ret = pthread_attr_init(&attr);
+
+	if (ret)
+		return -ret;
+	/* Not the 8 MiB default: see thread_stack.h. */
+	ret = gw_thread_stack(&attr);
+	if (!ret)
+		ret = pthread_create(&r->thread, &attr, reactor_thread, r);
+	pthread_attr_destroy(&attr);
 	return -ret;
 }
 
