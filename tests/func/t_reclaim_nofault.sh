@@ -13,11 +13,8 @@
 # in 3 s.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${TOP:?}"
-fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
-for t in fio strace; do
-	command -v $t > /dev/null || skip "$t is not installed"
-done
+. "$TOP/tests/lib/func.sh"
+need fio strace
 # ASan's allocator ignores mallopt and quarantines freed memory: every
 # allocation maps new pages by design.
 ldd "$GW" 2> /dev/null | grep -q libasan && skip "an AddressSanitizer build (its allocator maps by design)"
@@ -27,12 +24,9 @@ ldd "$GW" 2> /dev/null | grep -q libasan && skip "an AddressSanitizer build (its
 FAULT_SLACK=32
 tmp=$(mktemp -d /tmp/reclaim-nofault.XXXXXX)
 gw_pid= mnt=$tmp/mnt
-cleanup() {
-	[ -n "$gw_pid" ] && kill "$gw_pid" 2> /dev/null && wait "$gw_pid" 2> /dev/null
-	grep -qs " $mnt " /proc/mounts && umount -l "$mnt"
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn unmount_lazy "$mnt"
+cleanup_fn stop_var gw_pid
 
 faults() { awk '{ print $10 + $12 }' "/proc/$gw_pid/stat"; }
 

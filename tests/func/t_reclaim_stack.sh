@@ -7,24 +7,20 @@
 # stack pointer) must be at most 1 MiB, after fio verify over FUSE and
 # over the NBD socket on every reactor has run on the smaller stacks.
 set -u
-: "${GW:?run by tests/func/run.sh}" "${BUILD:?}"
+: "${GW:?run by tests/func/run.sh}" "${BUILD:?}" "${TOP:?}"
+. "$TOP/tests/lib/func.sh"
 T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || { echo "no $T"; exit 1; }
-fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && command -v fusermount3 > /dev/null ||
-	skip "FUSE is needed (root, /dev/fuse, fusermount3) for the memory to be locked"
-command -v fio > /dev/null || skip "fio is not installed"
+[ -x "$T" ] || fail "no $T"
+need_root "FUSE, so that the memory is locked"
+[ -c /dev/fuse ] || skip "no /dev/fuse (FUSE makes the gateway lock its memory)"
+need fusermount3 fio
 REACTORS=8
 tmp=$(mktemp -d /tmp/reclaim-stack.XXXXXX)
 tpid='' gpid=''
-cleanup() {
-	[ -n "$gpid" ] && kill -TERM "$gpid" 2> /dev/null && wait "$gpid" 2> /dev/null
-	mountpoint -q "$tmp/fuse" && umount -l "$tmp/fuse"
-	[ -n "$tpid" ] && kill "$tpid" 2> /dev/null && wait "$tpid" 2> /dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn unmount_lazy "$tmp/fuse"
+cleanup_fn stop_var gpid
 
 "$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:stack:64M --ready-file "$tmp/ready" \
 	> "$tmp/target.log" 2>&1 &
