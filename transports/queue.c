@@ -17,19 +17,18 @@
 #include "transports/ctrl.h"
 #include "transports/transport.h"
 
-static const char *const queue_state_names[] = {
-	[NVMF_Q_IDLE] = "idle",
-	[NVMF_Q_CONNECTING] = "connecting",
-	[NVMF_Q_FABRIC_CONNECT] = "fabric-connect",
-	[NVMF_Q_LIVE] = "live",
-	[NVMF_Q_DRAINING] = "draining",
-	[NVMF_Q_DEAD] = "dead",
-};
-
+/* No default: -Wswitch names a state added without a name. */
 const char *nvmf_queue_state_name(enum nvmf_queue_state s)
 {
-	return s < sizeof(queue_state_names) / sizeof(queue_state_names[0]) ?
-		       queue_state_names[s] : "?";
+	switch (s) {
+	case NVMF_Q_IDLE: return "idle";
+	case NVMF_Q_CONNECTING: return "connecting";
+	case NVMF_Q_FABRIC_CONNECT: return "fabric-connect";
+	case NVMF_Q_LIVE: return "live";
+	case NVMF_Q_DRAINING: return "draining";
+	case NVMF_Q_DEAD: return "dead";
+	}
+	return "?";
 }
 
 /* Legal moves; anything else is a bug and is refused loudly. */

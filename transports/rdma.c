@@ -214,14 +214,19 @@ enum rdma_conn_state {
 	RDMA_CONN_CLOSING,
 };
 
-static const char *const conn_names[] = {
-	[RDMA_CONN_IDLE] = "idle",
-	[RDMA_CONN_ADDR] = "resolving address",
-	[RDMA_CONN_ROUTE] = "resolving route",
-	[RDMA_CONN_CONNECTING] = "connecting",
-	[RDMA_CONN_LIVE] = "live",
-	[RDMA_CONN_CLOSING] = "closing",
-};
+/* No default: -Wswitch names a state added without a name. */
+static const char *conn_name(enum rdma_conn_state s)
+{
+	switch (s) {
+	case RDMA_CONN_IDLE: return "idle";
+	case RDMA_CONN_ADDR: return "resolving address";
+	case RDMA_CONN_ROUTE: return "resolving route";
+	case RDMA_CONN_CONNECTING: return "connecting";
+	case RDMA_CONN_LIVE: return "live";
+	case RDMA_CONN_CLOSING: return "closing";
+	}
+	return "?";
+}
 
 struct rdma_queue {
 	struct nvmf_queue *q;
@@ -269,10 +274,10 @@ static void set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
 		  (rq->conn != RDMA_CONN_CLOSING && s > rq->conn);
 	if (!ok) {
 		log_err("%s: rdma: illegal connection state change %s -> %s refused", rq->q->name,
-			conn_names[rq->conn], conn_names[s]);
+			conn_name(rq->conn), conn_name(s));
 		return;
 	}
-	log_debug("%s: rdma: %s -> %s", rq->q->name, conn_names[rq->conn], conn_names[s]);
+	log_debug("%s: rdma: %s -> %s", rq->q->name, conn_name(rq->conn), conn_name(s));
 	rq->conn = s;
 }
 
@@ -821,7 +826,7 @@ static void handle_cm_event(struct rdma_queue *rq, enum rdma_cm_event_type type,
 		break;
 	}
 	log_debug("%s: rdma: ignoring %s (status %d) while %s", q->name, rdma_event_str(type),
-		  status, conn_names[rq->conn]);
+		  status, conn_name(rq->conn));
 }
 
 static void cm_ready(struct reactor_op *op, int res, uint32_t flags)
@@ -877,7 +882,7 @@ static void connect_timeout(struct reactor_timer *t)
 	nvmf_queue_transport_error(rq->q, -ETIMEDOUT,
 				   "connecting to %s:%s timed out after %u ms (%s)", rq->opts.traddr,
 				   rq->opts.trsvcid, rq->opts.connect_timeout_ms,
-				   conn_names[rq->conn]);
+				   conn_name(rq->conn));
 }
 
 static int parse_addr(struct rdma_queue *rq, const char *host, const char *port, int family,
