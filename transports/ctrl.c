@@ -75,16 +75,17 @@ static bool ctrl_transition_ok(enum nvmf_ctrl_state from, enum nvmf_ctrl_state t
 	return false;
 }
 
-void nvmf_ctrl_set_state(struct nvmf_ctrl *c, enum nvmf_ctrl_state s)
+bool nvmf_ctrl_set_state(struct nvmf_ctrl *c, enum nvmf_ctrl_state s)
 {
 	if (!ctrl_transition_ok(c->state, s)) {
 		log_err("ctrl %s: illegal state change %s -> %s refused", c->opts.name,
 			nvmf_ctrl_state_name(c->state), nvmf_ctrl_state_name(s));
-		return;
+		return false;
 	}
 	log_info("ctrl %s: %s -> %s", c->opts.name, nvmf_ctrl_state_name(c->state),
 		 nvmf_ctrl_state_name(s));
 	c->state = s;
+	return true;
 }
 
 struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *c, uint32_t nsid)
@@ -143,7 +144,9 @@ static void describe_connect_error(struct nvmf_queue *q, const struct nvme_cqe *
 
 static void queue_live(struct nvmf_queue *q)
 {
-	nvmf_queue_set_state(q, NVMF_Q_LIVE);
+	/* A queue closed meanwhile reports through its quiesce instead. */
+	if (!nvmf_queue_set_state(q, NVMF_Q_LIVE))
+		return;
 	nvmf_queue_cb cb = q->connect_cb;
 	q->connect_cb = NULL;
 	cb(q, 0);
@@ -237,8 +240,13 @@ void nvmf_queue_connect(struct nvmf_queue *q, nvmf_queue_cb cb)
 {
 	int ret;
 
+	/* A queue not idle or dead is connected, or being so, already: the
+	 * caller's callback is the one it reports to. */
+	if (!nvmf_queue_set_state(q, NVMF_Q_CONNECTING)) {
+		cb(q, -EALREADY);
+		return;
+	}
 	q->connect_cb = cb;
-	nvmf_queue_set_state(q, NVMF_Q_CONNECTING);
 	ret = q->ops->queue_connect(q);
 	if (ret < 0)
 		nvmf_queue_shutdown(q, ret);
@@ -1371,7 +1379,9 @@ static void ioq_connect_all(struct nvmf_ctrl *c)
 static void init_live(struct nvmf_ctrl *c)
 {
 	reactor_timer_cancel(&c->step_timer);
-	nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE);
+	/* Deleted while its queues connected: no keep-alive, no AER. */
+	if (!nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE))
+		return;
 	c->reconnecting = false;
 	if (c->opts.kato_ms)
 		reactor_timer_arm(c->r, &c->kato_timer,
@@ -1464,8 +1474,9 @@ static int ctrl_start(struct nvmf_ctrl *c)
 		return ret;
 	}
 	c->adminq.down_cb = admin_down;
-	if (c->state != NVMF_CTRL_CONNECTING)
-		nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING);
+	/* A reconnect attempt is CONNECTING already (nvmf_ctrl_reconnect). */
+	if (c->state != NVMF_CTRL_CONNECTING && !nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING))
+		return -EBUSY;
 	c->step = INIT_ADMIN_CONNECT;
 	arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
 	nvmf_queue_connect(&c->adminq, admin_connected);
@@ -1484,8 +1495,11 @@ static void release_queues(struct nvmf_ctrl *c)
 
 int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
-	if (c->teardown_running || c->state == NVMF_CTRL_LIVE ||
-	    c->state == NVMF_CTRL_DELETING || c->state == NVMF_CTRL_NEW)
+	/* Never connected (NEW) or still closing: not yet.  A failed attempt
+	 * stays CONNECTING and tries again; the table decides the rest. */
+	if (c->teardown_running || c->state == NVMF_CTRL_NEW)
+		return -EBUSY;
+	if (c->state != NVMF_CTRL_CONNECTING && !nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING))
 		return -EBUSY;
 	release_queues(c);
 	c->error = 0;

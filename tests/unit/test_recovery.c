@@ -33,7 +33,9 @@ START_TEST(transition_table)
 	for (int from = 0; from < N; from++)
 		for (int to = 0; to < N; to++) {
 			c->state = (enum nvmf_ctrl_state)from;
-			nvmf_ctrl_set_state(c, (enum nvmf_ctrl_state)to);
+			bool ok = nvmf_ctrl_set_state(c, (enum nvmf_ctrl_state)to);
+			ck_assert_msg(ok == allowed[from][to], "%s -> %s: returned %d",
+				      nvmf_ctrl_state_name(from), nvmf_ctrl_state_name(to), ok);
 			enum nvmf_ctrl_state want = allowed[from][to] ? to : from;
 			ck_assert_msg(c->state == want, "%s -> %s: got %s",
 				      nvmf_ctrl_state_name(from), nvmf_ctrl_state_name(to),
