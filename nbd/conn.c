@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gateway/invariant.h"
 #include "gateway/iov.h"
 #include "gateway/log.h"
 #include "gateway/membudget.h"
@@ -515,6 +516,10 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 
 void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 {
+	/* A slot is on one list at a time: free, replyq or sending; the
+	 * putter holds it on none (a second put finds it on the free list). */
+	INVARIANT(q->c == c, "put of an NBD slot to another connection");
+	INVARIANT(list_empty(&q->link), "put of an NBD slot already on a list (double put)");
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;

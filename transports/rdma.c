@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/invariant.h"
 #include "gateway/iov.h"
 #include "gateway/log.h"
 #include "transports/ctrl.h"
@@ -553,6 +554,8 @@ static bool post_backlog(struct rdma_queue *rq)
 	while (!list_empty(&rq->backlog)) {
 		struct list_node *n = rq->backlog.next;
 		struct nvmf_req *req = req_of_rr(container_of(n, struct rdma_req, backlog));
+		INVARIANT(req->in_flight && !rdma_req_of(req)->posted,
+			  "a backlogged request not in flight or already posted");
 		int ret = post_send(rq, req);
 		if (ret == -EAGAIN)
 			return true;
