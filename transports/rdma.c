@@ -267,7 +267,7 @@ struct rdma_queue {
 
 static struct rdma_queue *rq_of(struct nvmf_queue *q) { return q->tp; }
 
-static void set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
+static bool set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
 {
 	/* Only CLOSING -> IDLE leaves CLOSING; nothing goes back to an
 	 * earlier connection step. */
@@ -276,10 +276,11 @@ static void set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
 	if (!ok) {
 		log_err("%s: rdma: illegal connection state change %s -> %s refused", rq->q->name,
 			conn_name(rq->conn), conn_name(s));
-		return;
+		return false;
 	}
 	log_debug("%s: rdma: %s -> %s", rq->q->name, conn_name(rq->conn), conn_name(s));
 	rq->conn = s;
+	return true;
 }
 
 static int set_nonblock(int fd)
@@ -755,7 +756,8 @@ static void established(struct rdma_queue *rq, const void *pdata, size_t len)
 		log_warn("%s: rdma: target's receive queue holds %u commands, fewer than the %u "
 			 "asked",
 			 rq->q->name, rep.crqsize, rq->nr_reqs);
-	set_conn(rq, RDMA_CONN_LIVE);
+	if (!set_conn(rq, RDMA_CONN_LIVE))
+		return; /* closing meanwhile */
 	reactor_timer_cancel(&rq->connect_timer);
 	log_debug("%s: NVMe/RDMA up on %s (crqsize %u)", rq->q->name,
 		  ibv_get_device_name(rq->id->verbs->device), rep.crqsize);
