@@ -12,11 +12,16 @@
 #include "fuse/fs_priv.h"
 #include "gateway/base/log.h"
 
-static const char *const state_names[] = {
-	[FS_MOUNTED] = "mounted",
-	[FS_DRAINING] = "draining",
-	[FS_DONE] = "done",
-};
+/* No default: -Wswitch names a state added without a name. */
+static const char *state_name(enum fusefs_state s)
+{
+	switch (s) {
+	case FS_MOUNTED: return "mounted";
+	case FS_DRAINING: return "draining";
+	case FS_DONE: return "done";
+	}
+	return "?";
+}
 
 static void fs_set_state(struct fusefs *fs, enum fusefs_state to)
 {
@@ -25,10 +30,10 @@ static void fs_set_state(struct fusefs *fs, enum fusefs_state to)
 
 	if (!ok) {
 		log_err("fuse %s: illegal state change %s -> %s", fs->mountpoint,
-			state_names[fs->state], state_names[to]);
+			state_name(fs->state), state_name(to));
 		return;
 	}
-	log_debug("fuse %s: %s -> %s", fs->mountpoint, state_names[fs->state], state_names[to]);
+	log_debug("fuse %s: %s -> %s", fs->mountpoint, state_name(fs->state), state_name(to));
 	fs->state = to;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fuse/fs_priv.h"
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
 
@@ -90,6 +91,7 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 	struct req *q;
 
 	if (l) {
+		INVARIANT(fs->nr_free > 0, "FUSE free request count out of step with its list");
 		fs->nr_free--;
 		q = container_of(l, struct req, link);
 	} else {
@@ -125,6 +127,10 @@ static void req_put(struct req *q)
 	struct fusefs *fs = q->fs;
 	struct fnode *n = q->n;
 
+	/* In use, a request is on no list: a second put finds it on the free
+	 * list (or freed, which ASan reports). */
+	INVARIANT(list_empty(&q->link), "put of a FUSE request already free (double put)");
+	INVARIANT(fs->inflight > 0 && n->inflight > 0, "put of a FUSE request not in flight");
 	if (q->locked) {
 		q->locked = false;
 		range_unlock(&q->n->locks, &q->lk);

@@ -34,13 +34,17 @@
 #include "transports/ctrl.h"
 #include "gateway/volume/mpath.h"
 
+/* No default: -Wswitch names a state added without a name. */
 const char *gw_state_name(enum gw_state s)
 {
-	static const char *names[] = {
-		[GW_STARTING] = "starting", [GW_RUNNING] = "running", [GW_STOPPING] = "stopping",
-		[GW_SHUTDOWN] = "shutdown", [GW_DONE] = "done",
-	};
-	return names[s];
+	switch (s) {
+	case GW_STARTING: return "starting";
+	case GW_RUNNING: return "running";
+	case GW_STOPPING: return "stopping";
+	case GW_SHUTDOWN: return "shutdown";
+	case GW_DONE: return "done";
+	}
+	return "?";
 }
 
 static void gw_set_state(struct gw *gw, enum gw_state s)

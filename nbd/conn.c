@@ -10,20 +10,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/iov.h"
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
 #include "nbd/internal.h"
 
-static const char *const state_names[] = {
-	[NBD_CONN_NEW] = "new",
-	[NBD_CONN_GREETING] = "greeting",
-	[NBD_CONN_OPTIONS] = "options",
-	[NBD_CONN_TRANSMISSION] = "transmission",
-	[NBD_CONN_DRAINING] = "draining",
-	[NBD_CONN_CLOSING] = "closing",
-	[NBD_CONN_CLOSED] = "closed",
-};
+/* No default: -Wswitch names a state added without a name. */
+static const char *state_name(enum nbd_conn_state s)
+{
+	switch (s) {
+	case NBD_CONN_NEW: return "new";
+	case NBD_CONN_GREETING: return "greeting";
+	case NBD_CONN_OPTIONS: return "options";
+	case NBD_CONN_TRANSMISSION: return "transmission";
+	case NBD_CONN_DRAINING: return "draining";
+	case NBD_CONN_CLOSING: return "closing";
+	case NBD_CONN_CLOSED: return "closed";
+	}
+	return "?";
+}
 
 #define S(x) (1u << NBD_CONN_##x)
 static const unsigned legal_next[] = {
@@ -40,11 +46,11 @@ static const unsigned legal_next[] = {
 bool nbd_conn_set_state(struct nbd_conn *c, enum nbd_conn_state to)
 {
 	if (!(legal_next[c->state] & (1u << to))) {
-		log_err("nbd %s: illegal state change %s -> %s", c->peer, state_names[c->state],
-			state_names[to]);
+		log_err("nbd %s: illegal state change %s -> %s", c->peer, state_name(c->state),
+			state_name(to));
 		return false;
 	}
-	log_debug("nbd %s: %s -> %s", c->peer, state_names[c->state], state_names[to]);
+	log_debug("nbd %s: %s -> %s", c->peer, state_name(c->state), state_name(to));
 	c->state = to;
 	return true;
 }
@@ -510,6 +516,10 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 
 void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 {
+	/* A slot is on one list at a time: free, replyq or sending; the
+	 * putter holds it on none (a second put finds it on the free list). */
+	INVARIANT(q->c == c, "put of an NBD slot to another connection");
+	INVARIANT(list_empty(&q->link), "put of an NBD slot already on a list (double put)");
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;

@@ -46,11 +46,18 @@ enum kdev_state {
 	KDEV_GONE,
 };
 
-static const char *const kdev_state_names[] = {
-	[KDEV_ATTACHING] = "attaching", [KDEV_ATTACHED] = "attached",
-	[KDEV_FAILED] = "failed",       [KDEV_DETACHING] = "detaching",
-	[KDEV_GONE] = "gone",
-};
+/* No default: -Wswitch names a state added without a name. */
+static const char *kdev_state_name(enum kdev_state s)
+{
+	switch (s) {
+	case KDEV_ATTACHING: return "attaching";
+	case KDEV_ATTACHED: return "attached";
+	case KDEV_FAILED: return "failed";
+	case KDEV_DETACHING: return "detaching";
+	case KDEV_GONE: return "gone";
+	}
+	return "?";
+}
 
 enum kdev_job { KDEV_JOB_ATTACH, KDEV_JOB_DETACH };
 
@@ -111,11 +118,11 @@ static bool kdev_set_state(struct nbd_kdev *d, enum kdev_state to)
 
 	if (!(allowed[d->state] & (1u << to))) {
 		log_err("%s: illegal state change %s -> %s", kdev_name(d, nm, sizeof(nm)),
-			kdev_state_names[d->state], kdev_state_names[to]);
+			kdev_state_name(d->state), kdev_state_name(to));
 		return false;
 	}
-	log_debug("%s: %s -> %s", kdev_name(d, nm, sizeof(nm)), kdev_state_names[d->state],
-		  kdev_state_names[to]);
+	log_debug("%s: %s -> %s", kdev_name(d, nm, sizeof(nm)), kdev_state_name(d->state),
+		  kdev_state_name(to));
 	d->state = to;
 	return true;
 }

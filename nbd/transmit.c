@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "nbd/internal.h"
 
@@ -127,6 +128,7 @@ void nbd_encode_reply(const struct nbd_conn *c, struct nbd_req *q)
 static void reply(struct nbd_conn *c, struct nbd_req *q)
 {
 	nbd_encode_reply(c, q);
+	INVARIANT(list_empty(&q->link), "reply of an NBD slot already on a list");
 	list_add_tail(&c->replyq, &q->link);
 	nbd_conn_tx_kick_later(c);
 }
@@ -362,6 +364,8 @@ int nbd_tx_request(struct nbd_conn *c, const uint8_t *p)
 		nbd_conn_fail(c, -EPROTO, "bad request magic 0x%08x", magic);
 		return -1;
 	}
+	/* The receive side reads a header only with a free slot (conn.c). */
+	INVARIANT(!list_empty(&c->free), "a request header read with no free slot");
 	q = container_of(list_pop(&c->free), struct nbd_req, link);
 	if (c->extended) {
 		struct nbd_request_ext r;

@@ -11,15 +11,19 @@
 #include "transports/ctrl_priv.h"
 #include "transports/status.h"
 
-static const char *const ctrl_state_names[] = {
-	[NVMF_CTRL_NEW] = "new",	       [NVMF_CTRL_CONNECTING] = "connecting",
-	[NVMF_CTRL_LIVE] = "live",	       [NVMF_CTRL_RESETTING] = "resetting",
-	[NVMF_CTRL_DELETING] = "deleting", [NVMF_CTRL_DEAD] = "dead",
-};
-
+/* Names from switches with no default: -Wswitch names a state or step
+ * added without one. */
 const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s)
 {
-	return s <= NVMF_CTRL_DEAD ? ctrl_state_names[s] : "?";
+	switch (s) {
+	case NVMF_CTRL_NEW: return "new";
+	case NVMF_CTRL_CONNECTING: return "connecting";
+	case NVMF_CTRL_LIVE: return "live";
+	case NVMF_CTRL_RESETTING: return "resetting";
+	case NVMF_CTRL_DELETING: return "deleting";
+	case NVMF_CTRL_DEAD: return "dead";
+	}
+	return "?";
 }
 
 static bool ctrl_transition_ok(enum nvmf_ctrl_state from, enum nvmf_ctrl_state to)
@@ -43,16 +47,16 @@ static bool ctrl_transition_ok(enum nvmf_ctrl_state from, enum nvmf_ctrl_state t
 	return false;
 }
 
-void nvmf_ctrl_set_state(struct nvmf_ctrl *c, enum nvmf_ctrl_state s)
+bool nvmf_ctrl_set_state(struct nvmf_ctrl *c, enum nvmf_ctrl_state s)
 {
 	if (!ctrl_transition_ok(c->state, s)) {
-		log_err("ctrl %s: illegal state change %s -> %s refused", c->opts.name,
-			nvmf_ctrl_state_name(c->state), nvmf_ctrl_state_name(s));
-		return;
+		ctrl_log(ERR, c, "illegal state change %s -> %s refused",
+			 nvmf_ctrl_state_name(c->state), nvmf_ctrl_state_name(s));
+		return false;
 	}
-	log_info("ctrl %s: %s -> %s", c->opts.name, nvmf_ctrl_state_name(c->state),
-		 nvmf_ctrl_state_name(s));
+	ctrl_log(INFO, c, "%s -> %s", nvmf_ctrl_state_name(c->state), nvmf_ctrl_state_name(s));
 	c->state = s;
+	return true;
 }
 
 struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *c, uint32_t nsid)
@@ -291,7 +295,9 @@ void ctrl_ioq_connect_all(struct nvmf_ctrl *c)
 void ctrl_init_live(struct nvmf_ctrl *c)
 {
 	reactor_timer_cancel(&c->step_timer);
-	nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE);
+	/* Deleted while its queues connected: no keep-alive, no AER. */
+	if (!nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE))
+		return;
 	c->reconnecting = false;
 	if (c->opts.kato_ms)
 		reactor_timer_arm(c->r, &c->kato_timer,
@@ -384,8 +390,9 @@ static int ctrl_start(struct nvmf_ctrl *c)
 		return ret;
 	}
 	c->adminq.down_cb = admin_down;
-	if (c->state != NVMF_CTRL_CONNECTING)
-		nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING);
+	/* A reconnect attempt is CONNECTING already (nvmf_ctrl_reconnect). */
+	if (c->state != NVMF_CTRL_CONNECTING && !nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING))
+		return -EBUSY;
 	c->step = INIT_ADMIN_CONNECT;
 	ctrl_arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
 	nvmf_queue_connect(&c->adminq, admin_connected);
@@ -404,8 +411,11 @@ static void release_queues(struct nvmf_ctrl *c)
 
 int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
-	if (c->teardown_running || c->state == NVMF_CTRL_LIVE ||
-	    c->state == NVMF_CTRL_DELETING || c->state == NVMF_CTRL_NEW)
+	/* Never connected (NEW) or still closing: not yet.  A failed attempt
+	 * stays CONNECTING and tries again; the table decides the rest. */
+	if (c->teardown_running || c->state == NVMF_CTRL_NEW)
+		return -EBUSY;
+	if (c->state != NVMF_CTRL_CONNECTING && !nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING))
 		return -EBUSY;
 	release_queues(c);
 	c->error = 0;

@@ -59,7 +59,6 @@ enum nvmf_init_step {
 	INIT_ADMIN_CONNECT,
 	INIT_GET_CAP,
 	INIT_GET_VS,
-	INIT_GET_CC,
 	INIT_SET_CC,
 	INIT_WAIT_RDY,
 	INIT_IDENTIFY_CTRL,
@@ -224,7 +223,9 @@ int nvmf_ns_from_id(const char *ctrl_name, uint32_t nsid, const struct nvme_id_n
 unsigned nvmf_ns_list_count(const char *ctrl_name, const uint32_t *list, unsigned max);
 const char *nvme_ana_state_name(uint8_t state);
 const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s);
-void nvmf_ctrl_set_state(struct nvmf_ctrl *ctrl, enum nvmf_ctrl_state s);
+/* false, logged, when the transition table refuses it; callers branch on
+ * it rather than repeat the table (the Linux host's nvme_change_ctrl_state). */
+bool nvmf_ctrl_set_state(struct nvmf_ctrl *ctrl, enum nvmf_ctrl_state s);
 struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *ctrl, uint32_t nsid);
 
 /* An admin command with up to 4 KiB of data in ctrl->admin_buf or the

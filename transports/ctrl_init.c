@@ -13,22 +13,26 @@
 #include "transports/ctrl_priv.h"
 #include "transports/status.h"
 
-static const char *const step_names[] = {
-	[INIT_NONE] = "none",
-	[INIT_ADMIN_CONNECT] = "admin queue connect",
-	[INIT_GET_CAP] = "property get CAP",
-	[INIT_GET_VS] = "property get VS",
-	[INIT_SET_CC] = "property set CC.EN",
-	[INIT_WAIT_RDY] = "waiting for CSTS.RDY",
-	[INIT_IDENTIFY_CTRL] = "identify controller",
-	[INIT_SET_NUM_QUEUES] = "set features number of queues",
-	[INIT_NS_LIST] = "identify active namespace list",
-	[INIT_IDENTIFY_NS] = "identify namespace",
-	[INIT_ANA_LOG] = "get log page ANA",
-	[INIT_AEN_CONFIG] = "set features asynchronous event configuration",
-	[INIT_IO_QUEUES] = "I/O queue connect",
-	[INIT_DONE] = "done",
-};
+static const char *step_name(enum nvmf_init_step s)
+{
+	switch (s) {
+	case INIT_NONE: return "none";
+	case INIT_ADMIN_CONNECT: return "admin queue connect";
+	case INIT_GET_CAP: return "property get CAP";
+	case INIT_GET_VS: return "property get VS";
+	case INIT_SET_CC: return "property set CC.EN";
+	case INIT_WAIT_RDY: return "waiting for CSTS.RDY";
+	case INIT_IDENTIFY_CTRL: return "identify controller";
+	case INIT_SET_NUM_QUEUES: return "set features number of queues";
+	case INIT_NS_LIST: return "identify active namespace list";
+	case INIT_IDENTIFY_NS: return "identify namespace";
+	case INIT_ANA_LOG: return "get log page ANA";
+	case INIT_AEN_CONFIG: return "set features asynchronous event configuration";
+	case INIT_IO_QUEUES: return "I/O queue connect";
+	case INIT_DONE: return "done";
+	}
+	return "?";
+}
 
 /* ---- bring-up ---- */
 
@@ -43,7 +47,7 @@ void ctrl_step_timeout(struct reactor_timer *t)
 	}
 	if (c->step == INIT_DONE && c->shutdown_cb)
 		return; /* the shutdown's own wait handles it */
-	ctrl_init_fail(c, -ETIMEDOUT, "%s timed out", step_names[c->step]);
+	ctrl_init_fail(c, -ETIMEDOUT, "%s timed out", step_name(c->step));
 }
 
 void ctrl_arm_step(struct nvmf_ctrl *c, unsigned ms)
@@ -71,7 +75,7 @@ void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	ctrl_log(ERR, c, "bring-up failed at %s: %s", step_names[c->step], msg);
+	ctrl_log(ERR, c, "bring-up failed at %s: %s", step_name(c->step), msg);
 	c->error = err ? err : -EIO;
 	reactor_timer_cancel(&c->step_timer);
 	/* A reconnect attempt that fails stays CONNECTING: the owner tries

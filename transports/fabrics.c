@@ -59,7 +59,9 @@ static void describe_connect_error(struct nvmf_queue *q, const struct nvme_cqe *
 
 static void queue_live(struct nvmf_queue *q)
 {
-	nvmf_queue_set_state(q, NVMF_Q_LIVE);
+	/* A queue closed meanwhile reports through its quiesce instead. */
+	if (!nvmf_queue_set_state(q, NVMF_Q_LIVE))
+		return;
 	nvmf_queue_cb cb = q->connect_cb;
 	q->connect_cb = NULL;
 	cb(q, 0);
@@ -153,8 +155,13 @@ void nvmf_queue_connect(struct nvmf_queue *q, nvmf_queue_cb cb)
 {
 	int ret;
 
+	/* A queue not idle or dead is connected, or being so, already: the
+	 * caller's callback is the one it reports to. */
+	if (!nvmf_queue_set_state(q, NVMF_Q_CONNECTING)) {
+		cb(q, -EALREADY);
+		return;
+	}
 	q->connect_cb = cb;
-	nvmf_queue_set_state(q, NVMF_Q_CONNECTING);
 	ret = q->ops->queue_connect(q);
 	if (ret < 0)
 		nvmf_queue_shutdown(q, ret);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/iov.h"
 #include "gateway/base/log.h"
 #include "transports/status.h"
@@ -54,6 +55,7 @@ static void io_req_done(struct nvmf_req *req, int err)
 	nvmf_req_put(req);
 	if (err && !io->err)
 		io->err = err;
+	INVARIANT(io->outstanding > 0, "completion of a command the I/O did not send");
 	io->outstanding--;
 	/* Still waiting for a request from an earlier kick: leave the queue's
 	 * waiter list before kicking, or the waiter would be queued twice
@@ -131,6 +133,8 @@ static void io_kick(struct nvmf_io *io)
 		}
 		struct nvmf_req *req = nvmf_req_get(io->q);
 		if (!req) {
+			/* On the waiter list once at most: a second add corrupts it. */
+			INVARIANT(!io->waiting, "an I/O on the queue's waiter list twice");
 			io->waiter.fn = io_wake;
 			io->waiting = true;
 			nvmf_queue_wait(io->q, &io->waiter);

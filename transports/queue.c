@@ -17,19 +17,18 @@
 #include "transports/ctrl.h"
 #include "transports/transport.h"
 
-static const char *const queue_state_names[] = {
-	[NVMF_Q_IDLE] = "idle",
-	[NVMF_Q_CONNECTING] = "connecting",
-	[NVMF_Q_FABRIC_CONNECT] = "fabric-connect",
-	[NVMF_Q_LIVE] = "live",
-	[NVMF_Q_DRAINING] = "draining",
-	[NVMF_Q_DEAD] = "dead",
-};
-
+/* No default: -Wswitch names a state added without a name. */
 const char *nvmf_queue_state_name(enum nvmf_queue_state s)
 {
-	return s < sizeof(queue_state_names) / sizeof(queue_state_names[0]) ?
-		       queue_state_names[s] : "?";
+	switch (s) {
+	case NVMF_Q_IDLE: return "idle";
+	case NVMF_Q_CONNECTING: return "connecting";
+	case NVMF_Q_FABRIC_CONNECT: return "fabric-connect";
+	case NVMF_Q_LIVE: return "live";
+	case NVMF_Q_DRAINING: return "draining";
+	case NVMF_Q_DEAD: return "dead";
+	}
+	return "?";
 }
 
 /* Legal moves; anything else is a bug and is refused loudly. */
@@ -53,16 +52,17 @@ static bool queue_transition_ok(enum nvmf_queue_state from, enum nvmf_queue_stat
 	return false;
 }
 
-void nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s)
+bool nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s)
 {
 	if (!queue_transition_ok(q->state, s)) {
 		log_err("%s: illegal state change %s -> %s refused", q->name,
 			nvmf_queue_state_name(q->state), nvmf_queue_state_name(s));
-		return;
+		return false;
 	}
 	log_debug("%s: %s -> %s", q->name, nvmf_queue_state_name(q->state),
 		  nvmf_queue_state_name(s));
 	q->state = s;
+	return true;
 }
 
 static void queue_wake(struct reactor_msg *m);
@@ -305,7 +305,8 @@ void nvmf_req_complete(struct nvmf_req *req, const struct nvme_cqe *cqe)
 
 void nvmf_queue_transport_ready(struct nvmf_queue *q)
 {
-	nvmf_queue_set_state(q, NVMF_Q_FABRIC_CONNECT);
+	if (!nvmf_queue_set_state(q, NVMF_Q_FABRIC_CONNECT))
+		return; /* closing meanwhile: the quiesce reports it */
 	nvmf_fabric_connect(q);
 }
 
@@ -331,8 +332,9 @@ void nvmf_queue_shutdown(struct nvmf_queue *q, int err)
 		nvmf_queue_set_state(q, NVMF_Q_DEAD);
 		return;
 	}
+	if (!nvmf_queue_set_state(q, NVMF_Q_DRAINING))
+		return;
 	q->error = err ? err : -ECONNRESET;
-	nvmf_queue_set_state(q, NVMF_Q_DRAINING);
 	q->ops->queue_shutdown(q);
 }
 

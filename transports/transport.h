@@ -156,7 +156,8 @@ void nvmf_req_complete(struct nvmf_req *req, const struct nvme_cqe *cqe);
 int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor *r,
 		    uint16_t qid, uint16_t size, const struct nvmf_path_opts *opts);
 void nvmf_queue_free(struct nvmf_queue *q);
-void nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s);
+/* false, logged, when the transition is refused: callers branch on it. */
+bool nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s);
 const char *nvmf_queue_state_name(enum nvmf_queue_state s);
 struct nvmf_req *nvmf_req_get(struct nvmf_queue *q);
 void nvmf_req_put(struct nvmf_req *req);

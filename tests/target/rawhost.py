@@ -181,7 +181,10 @@ def test_identify():
     ioccsz, = struct.unpack_from("<I", idc, 1792)
     check(nn == NSCOUNT and oncs & 0xC == 0xC and idc[525] & 1, "nn %d oncs %#x vwc %#x" % (nn, oncs, idc[525]))
     check(sgls & 1 and sgls & (1 << 20) and ioccsz == (64 + 8192) // 16, "sgls %#x ioccsz %d" % (sgls, ioccsz))
-    check(idc[76] & 0x8 and idc[343] and struct.unpack_from("<I", idc, 352)[0] == NSCOUNT, "ANA fields")
+    # NVMe 2.x Identify Controller: ANATT 342, ANACAP 343, ANAGRPMAX 344,
+    # NANAGRPID 348 (the bytes nvmet sends, tests/unit/test_id_ctrl.c).
+    check(idc[76] & 0x8 and idc[342] and idc[343] == 0x1f and
+          struct.unpack_from("<I", idc, 348)[0] == NSCOUNT, "ANA fields")
     check(idc[768:768 + len(NQN)].decode() == NQN, "subnqn")
     check(struct.unpack_from("<H", idc, 320)[0] > 0, "KAS is 0")
     st, _, lst = c.cmd(c.sqe(0x06, cdw10=2, dlen=4096), want=4096)

@@ -33,12 +33,67 @@ START_TEST(transition_table)
 	for (int from = 0; from < N; from++)
 		for (int to = 0; to < N; to++) {
 			c->state = (enum nvmf_ctrl_state)from;
-			nvmf_ctrl_set_state(c, (enum nvmf_ctrl_state)to);
+			bool ok = nvmf_ctrl_set_state(c, (enum nvmf_ctrl_state)to);
+			ck_assert_msg(ok == allowed[from][to], "%s -> %s: returned %d",
+				      nvmf_ctrl_state_name(from), nvmf_ctrl_state_name(to), ok);
 			enum nvmf_ctrl_state want = allowed[from][to] ? to : from;
 			ck_assert_msg(c->state == want, "%s -> %s: got %s",
 				      nvmf_ctrl_state_name(from), nvmf_ctrl_state_name(to),
 				      nvmf_ctrl_state_name(c->state));
 		}
+	free(c);
+}
+END_TEST
+
+/* The queue's table, and the bool its setter returns. */
+START_TEST(queue_transition_table)
+{
+	enum { QN = NVMF_Q_DEAD + 1 };
+	enum { IDL = NVMF_Q_IDLE, QCO = NVMF_Q_CONNECTING, FAB = NVMF_Q_FABRIC_CONNECT,
+	       QLI = NVMF_Q_LIVE, DRA = NVMF_Q_DRAINING, QDE = NVMF_Q_DEAD };
+	static const bool q_allowed[QN][QN] = {
+		[IDL] = { [QCO] = 1, [QDE] = 1 },
+		[QCO] = { [FAB] = 1, [DRA] = 1 },
+		[FAB] = { [QLI] = 1, [DRA] = 1 },
+		[QLI] = { [DRA] = 1 },
+		[DRA] = { [QDE] = 1 },
+		[QDE] = { [QCO] = 1 },
+	};
+	struct nvmf_queue *q = calloc(1, sizeof(*q));
+	ck_assert_ptr_nonnull(q);
+	strcpy(q->name, "unit q0");
+	for (int from = 0; from < QN; from++)
+		for (int to = 0; to < QN; to++) {
+			q->state = (enum nvmf_queue_state)from;
+			bool ok = nvmf_queue_set_state(q, (enum nvmf_queue_state)to);
+			ck_assert_msg(ok == q_allowed[from][to] &&
+					      (int)q->state == (ok ? to : from),
+				      "%s -> %s: returned %d, now %s", nvmf_queue_state_name(from),
+				      nvmf_queue_state_name(to), ok, nvmf_queue_state_name(q->state));
+		}
+	free(q);
+}
+END_TEST
+
+/* A reconnect is for a controller that was connected and is down: the
+ * states the table refuses, NEW and a running teardown say -EBUSY and
+ * leave the controller as it was. */
+START_TEST(reconnect_refused)
+{
+	struct nvmf_ctrl *c = calloc(1, sizeof(*c));
+	const enum nvmf_ctrl_state busy[] = { NVMF_CTRL_NEW, NVMF_CTRL_LIVE, NVMF_CTRL_DELETING };
+
+	ck_assert_ptr_nonnull(c);
+	strcpy(c->opts.name, "unit");
+	for (unsigned i = 0; i < sizeof(busy) / sizeof(busy[0]); i++) {
+		c->state = busy[i];
+		ck_assert_int_eq(nvmf_ctrl_reconnect(c, NULL), -EBUSY);
+		ck_assert_int_eq(c->state, busy[i]);
+	}
+	c->state = NVMF_CTRL_RESETTING;
+	c->teardown_running = true;
+	ck_assert_int_eq(nvmf_ctrl_reconnect(c, NULL), -EBUSY);
+	ck_assert_int_eq(c->state, NVMF_CTRL_RESETTING);
 	free(c);
 }
 END_TEST
@@ -216,6 +271,8 @@ static Suite *recovery_suite(void)
 	TCase *tc = tcase_create("recovery");
 
 	tcase_add_test(tc, transition_table);
+	tcase_add_test(tc, queue_transition_table);
+	tcase_add_test(tc, reconnect_refused);
 	tcase_add_test(tc, disposition_by_class);
 	tcase_add_test(tc, ana_parse_groups);
 	tcase_add_test(tc, ana_parse_lies);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/iov.h"
 #include "gateway/base/log.h"
 #include "transports/ctrl.h"
@@ -214,14 +215,19 @@ enum rdma_conn_state {
 	RDMA_CONN_CLOSING,
 };
 
-static const char *const conn_names[] = {
-	[RDMA_CONN_IDLE] = "idle",
-	[RDMA_CONN_ADDR] = "resolving address",
-	[RDMA_CONN_ROUTE] = "resolving route",
-	[RDMA_CONN_CONNECTING] = "connecting",
-	[RDMA_CONN_LIVE] = "live",
-	[RDMA_CONN_CLOSING] = "closing",
-};
+/* No default: -Wswitch names a state added without a name. */
+static const char *conn_name(enum rdma_conn_state s)
+{
+	switch (s) {
+	case RDMA_CONN_IDLE: return "idle";
+	case RDMA_CONN_ADDR: return "resolving address";
+	case RDMA_CONN_ROUTE: return "resolving route";
+	case RDMA_CONN_CONNECTING: return "connecting";
+	case RDMA_CONN_LIVE: return "live";
+	case RDMA_CONN_CLOSING: return "closing";
+	}
+	return "?";
+}
 
 struct rdma_queue {
 	struct nvmf_queue *q;
@@ -261,7 +267,7 @@ struct rdma_queue {
 
 static struct rdma_queue *rq_of(struct nvmf_queue *q) { return q->tp; }
 
-static void set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
+static bool set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
 {
 	/* Only CLOSING -> IDLE leaves CLOSING; nothing goes back to an
 	 * earlier connection step. */
@@ -269,11 +275,12 @@ static void set_conn(struct rdma_queue *rq, enum rdma_conn_state s)
 		  (rq->conn != RDMA_CONN_CLOSING && s > rq->conn);
 	if (!ok) {
 		log_err("%s: rdma: illegal connection state change %s -> %s refused", rq->q->name,
-			conn_names[rq->conn], conn_names[s]);
-		return;
+			conn_name(rq->conn), conn_name(s));
+		return false;
 	}
-	log_debug("%s: rdma: %s -> %s", rq->q->name, conn_names[rq->conn], conn_names[s]);
+	log_debug("%s: rdma: %s -> %s", rq->q->name, conn_name(rq->conn), conn_name(s));
 	rq->conn = s;
+	return true;
 }
 
 static int set_nonblock(int fd)
@@ -548,6 +555,8 @@ static bool post_backlog(struct rdma_queue *rq)
 	while (!list_empty(&rq->backlog)) {
 		struct list_node *n = rq->backlog.next;
 		struct nvmf_req *req = req_of_rr(container_of(n, struct rdma_req, backlog));
+		INVARIANT(req->in_flight && !rdma_req_of(req)->posted,
+			  "a backlogged request not in flight or already posted");
 		int ret = post_send(rq, req);
 		if (ret == -EAGAIN)
 			return true;
@@ -747,7 +756,8 @@ static void established(struct rdma_queue *rq, const void *pdata, size_t len)
 		log_warn("%s: rdma: target's receive queue holds %u commands, fewer than the %u "
 			 "asked",
 			 rq->q->name, rep.crqsize, rq->nr_reqs);
-	set_conn(rq, RDMA_CONN_LIVE);
+	if (!set_conn(rq, RDMA_CONN_LIVE))
+		return; /* closing meanwhile */
 	reactor_timer_cancel(&rq->connect_timer);
 	log_debug("%s: NVMe/RDMA up on %s (crqsize %u)", rq->q->name,
 		  ibv_get_device_name(rq->id->verbs->device), rep.crqsize);
@@ -821,7 +831,7 @@ static void handle_cm_event(struct rdma_queue *rq, enum rdma_cm_event_type type,
 		break;
 	}
 	log_debug("%s: rdma: ignoring %s (status %d) while %s", q->name, rdma_event_str(type),
-		  status, conn_names[rq->conn]);
+		  status, conn_name(rq->conn));
 }
 
 static void cm_ready(struct reactor_op *op, int res, uint32_t flags)
@@ -877,7 +887,7 @@ static void connect_timeout(struct reactor_timer *t)
 	nvmf_queue_transport_error(rq->q, -ETIMEDOUT,
 				   "connecting to %s:%s timed out after %u ms (%s)", rq->opts.traddr,
 				   rq->opts.trsvcid, rq->opts.connect_timeout_ms,
-				   conn_names[rq->conn]);
+				   conn_name(rq->conn));
 }
 
 static int parse_addr(struct rdma_queue *rq, const char *host, const char *port, int family,

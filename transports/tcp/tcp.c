@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/iov.h"
 #include "gateway/base/log.h"
 #include "transports/crc32c.h"
@@ -127,8 +128,11 @@ static void closing_send_reaped(struct tcp_queue *tq, int res)
 
 static void item_queue(struct tcp_queue *tq, struct tcp_send_item *it)
 {
+	/* An item is on the send list or in the batch being sent, not both. */
+	INVARIANT(!(it->queued && it->in_batch), "a send item both queued and in a batch");
 	if (it->queued || it->in_batch)
 		return;
+	INVARIANT(it->req && it->req->in_flight, "send of a request not in flight");
 	it->queued = true;
 	list_add_tail(&tq->sendq, &it->link);
 }
@@ -274,6 +278,7 @@ static void tcp_send_kick(struct tcp_queue *tq)
 		struct tcp_send_item *it = container_of(n, struct tcp_send_item, link);
 		if (!build_item(tq, it))
 			break;
+		INVARIANT(it->queued && !it->in_batch, "a send list item not marked queued");
 		list_del(&it->link);
 		it->queued = false;
 		it->in_batch = true;
