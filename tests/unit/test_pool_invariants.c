@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "gateway/base/invariant.h"
-#include "gateway/list.h"
+#include "gateway/base/list.h"
 #include "nbd/internal.h"
 
 static struct nbd_conn *c;
