@@ -12,25 +12,10 @@
 # I/O comes back to it.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
-command -v ip > /dev/null || skip "ip (iproute2) is not installed"
-
 G=gwlw$$ T=tglw$$
-ip netns add "$G" 2> /dev/null || skip "cannot create a network namespace here"
-NETNS+=("$G")
-ip netns add "$T" || fail "netns"
-NETNS+=("$T")
-for i in 1 2; do
-	ip link add "p$i-g" netns "$G" type veth peer name "p$i-t" netns "$T" || fail "veth"
-	ip -n "$G" addr add "10.201.$i.1/24" dev "p$i-g"
-	ip -n "$T" addr add "10.201.$i.2/24" dev "p$i-t"
-	ip -n "$G" link set "p$i-g" up
-	ip -n "$T" link set "p$i-t" up
-done
+netns_two_paths "$G" "$T"
 ip -n "$G" link set p2-g mtu 1400
 ip -n "$T" link set p2-t mtu 1400
-ip -n "$G" link set lo up
-ip -n "$T" link set lo up
 
 A=nqn.2026-01.io.nvmf-gateway:linkwatch
 tgt_start a "ip netns exec $T" -a 0.0.0.0 -s 4420 -s 4421 --subsys "$A:32M"

@@ -18,24 +18,9 @@
 # would execute a late capsule) for the whole test.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
-[ "$(id -u)" = 0 ] || skip "needs root for network namespaces"
-command -v ip > /dev/null || skip "ip (iproute2) is not installed"
-command -v ss > /dev/null || skip "ss (iproute2) is not installed"
-
+need ss
 G=gwsw$$ T=tgsw$$
-ip netns add "$G" 2> /dev/null || skip "cannot create a network namespace here"
-NETNS+=("$G")
-ip netns add "$T" || fail "netns"
-NETNS+=("$T")
-for i in 1 2; do
-	ip link add "p$i-g" netns "$G" type veth peer name "p$i-t" netns "$T" || fail "veth"
-	ip -n "$G" addr add "10.201.$i.1/24" dev "p$i-g"
-	ip -n "$T" addr add "10.201.$i.2/24" dev "p$i-t"
-	ip -n "$G" link set "p$i-g" up
-	ip -n "$T" link set "p$i-t" up
-done
-ip -n "$G" link set lo up
-ip -n "$T" link set lo up
+netns_two_paths "$G" "$T"
 
 A=nqn.2026-01.io.nvmf-gateway:stalewrite
 tgt_start a "ip netns exec $T" -a 0.0.0.0 -s 4420 -s 4421 --subsys "$A:32M"

@@ -132,3 +132,26 @@ verify_stop_ok() {
 	cat "$tmp/verify.out" "$tmp/verify.err"
 	[ "$vst" = 0 ] || fail "the verify loop saw errors"
 }
+
+# netns_two_paths G T: network namespaces G (the gateway's) and T (the
+# target's), removed on exit, joined by two veth pairs: p1-g 10.201.1.1 -
+# p1-t 10.201.1.2 and p2-g 10.201.2.1 - p2-t 10.201.2.2, all up, lo up in
+# both.  Skips when this host cannot create namespaces.
+netns_two_paths() {
+	local g=$1 t=$2 i
+	need_root "network namespaces"
+	need ip
+	ip netns add "$g" 2> /dev/null || skip "cannot create a network namespace here"
+	NETNS+=("$g")
+	ip netns add "$t" || fail "netns"
+	NETNS+=("$t")
+	for i in 1 2; do
+		ip link add "p$i-g" netns "$g" type veth peer name "p$i-t" netns "$t" || fail "veth"
+		ip -n "$g" addr add "10.201.$i.1/24" dev "p$i-g"
+		ip -n "$t" addr add "10.201.$i.2/24" dev "p$i-t"
+		ip -n "$g" link set "p$i-g" up
+		ip -n "$t" link set "p$i-t" up
+	done
+	ip -n "$g" link set lo up
+	ip -n "$t" link set lo up
+}
