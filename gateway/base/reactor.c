@@ -51,8 +51,7 @@ static void mbox_done(struct reactor_op *op, int res, uint32_t flags)
 
 static void mbox_arm(struct reactor *r)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(r, &r->mbox_op);
-	io_uring_prep_read(sqe, r->mbox_fd, &r->mbox_val, sizeof(r->mbox_val), 0);
+	reactor_read(r, &r->mbox_op, r->mbox_fd, &r->mbox_val, sizeof(r->mbox_val));
 	r->mbox_armed = true;
 }
 
@@ -92,13 +91,11 @@ void reactor_fini(struct reactor *r)
 {
 	/* Reap what is still in flight so that no completion is left pointing
 	 * at memory the owners are about to free. */
+	/* Stopped, or the cancelled read's completion would arm another. */
+	r->stop = true;
 	if (r->mbox_armed) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
-		if (sqe) {
-			io_uring_prep_cancel(sqe, &r->mbox_op, 0);
-			io_uring_sqe_set_data(sqe, NULL);
-			io_uring_submit(&r->ring);
-		}
+		reactor_cancel(r, &r->mbox_op);
+		reactor_submit(r);
 		uint64_t deadline = reactor_now_ns() + NSEC_PER_SEC;
 		while (r->mbox_armed && reactor_now_ns() < deadline)
 			reactor_poll(r, 10 * NSEC_PER_MSEC);
@@ -126,6 +123,74 @@ struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
 	io_uring_sqe_set_data(sqe, op);
 	r->pending_submit++;
 	return sqe;
+}
+
+void reactor_recv(struct reactor *r, struct reactor_op *op, int fd, void *buf,
+		  size_t len, int flags)
+{
+	io_uring_prep_recv(reactor_sqe(r, op), fd, buf, len, flags);
+}
+
+void reactor_send(struct reactor *r, struct reactor_op *op, int fd, const void *buf,
+		  size_t len, int flags)
+{
+	io_uring_prep_send(reactor_sqe(r, op), fd, buf, len, flags);
+}
+
+void reactor_recvmsg(struct reactor *r, struct reactor_op *op, int fd,
+		     struct msghdr *msg, int flags)
+{
+	io_uring_prep_recvmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+}
+
+void reactor_sendmsg(struct reactor *r, struct reactor_op *op, int fd,
+		     const struct msghdr *msg, int flags)
+{
+	io_uring_prep_sendmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+}
+
+void reactor_accept(struct reactor *r, struct reactor_op *op, int fd,
+		    struct sockaddr *addr, socklen_t *addrlen, int flags)
+{
+	io_uring_prep_accept(reactor_sqe(r, op), fd, addr, addrlen, flags);
+}
+
+void reactor_connect(struct reactor *r, struct reactor_op *op, int fd,
+		     const struct sockaddr *addr, socklen_t addrlen)
+{
+	io_uring_prep_connect(reactor_sqe(r, op), fd, addr, addrlen);
+}
+
+void reactor_read(struct reactor *r, struct reactor_op *op, int fd, void *buf,
+		  size_t len)
+{
+	/* Offset 0 is ignored by the stream-like files this is for. */
+	io_uring_prep_read(reactor_sqe(r, op), fd, buf, (unsigned)len, 0);
+}
+
+void reactor_poll_fd(struct reactor *r, struct reactor_op *op, int fd,
+		     unsigned events)
+{
+	io_uring_prep_poll_add(reactor_sqe(r, op), fd, events);
+}
+
+void reactor_nop(struct reactor *r, struct reactor_op *op)
+{
+	io_uring_prep_nop(reactor_sqe(r, op));
+}
+
+void reactor_cancel(struct reactor *r, struct reactor_op *target)
+{
+	io_uring_prep_cancel(reactor_sqe(r, NULL), target, 0);
+}
+
+void reactor_submit(struct reactor *r)
+{
+	int ret = io_uring_submit(&r->ring);
+
+	if (ret < 0)
+		log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
+	r->pending_submit = 0;
 }
 
 void reactor_timer_init(struct reactor_timer *t, reactor_timer_fn fn)

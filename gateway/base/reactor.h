@@ -8,7 +8,9 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "gateway/base/list.h"
 
@@ -62,9 +64,51 @@ struct reactor {
 int reactor_init(struct reactor *r, unsigned id, unsigned entries);
 void reactor_fini(struct reactor *r);
 
-/* An SQE ready to prepare; submits the ring first when it is full.  Never
- * returns NULL (aborts on a broken ring: that is a bug, not a peer error). */
+/* Operations.  Each queues one operation whose completion calls op->fn on
+ * this reactor's thread with the result (>= 0 or -errno, as the system call
+ * would return it) and the completion flags (0 unless said).  They are what
+ * a module asks of the reactor: no module prepares a submission entry of its
+ * own, so that a second backend can stand behind the same calls.  On
+ * io_uring each is one SQE, submitted with the next wait (or when the ring
+ * is full): no copy, no system call of its own.  Buffers, iovecs, msghdr and
+ * addresses stay owned by the caller until the completion.  op is in flight
+ * from the call to its completion: never queue one op twice.  An op may be
+ * NULL when nothing wants the completion. */
+void reactor_recv(struct reactor *r, struct reactor_op *op, int fd, void *buf,
+		  size_t len, int flags);
+void reactor_send(struct reactor *r, struct reactor_op *op, int fd, const void *buf,
+		  size_t len, int flags);
+void reactor_recvmsg(struct reactor *r, struct reactor_op *op, int fd,
+		     struct msghdr *msg, int flags);
+void reactor_sendmsg(struct reactor *r, struct reactor_op *op, int fd,
+		     const struct msghdr *msg, int flags);
+/* res is the new descriptor; addr and addrlen may be NULL.  flags as for
+ * accept4 (SOCK_CLOEXEC, SOCK_NONBLOCK). */
+void reactor_accept(struct reactor *r, struct reactor_op *op, int fd,
+		    struct sockaddr *addr, socklen_t *addrlen, int flags);
+/* res is 0 once connected. */
+void reactor_connect(struct reactor *r, struct reactor_op *op, int fd,
+		     const struct sockaddr *addr, socklen_t addrlen);
+/* read(2) on a stream-like descriptor: eventfd, signalfd, /dev/fuse. */
+void reactor_read(struct reactor *r, struct reactor_op *op, int fd, void *buf,
+		  size_t len);
+/* One-shot readiness: res is the poll(2) revents (POLLIN, POLLERR...). */
+void reactor_poll_fd(struct reactor *r, struct reactor_op *op, int fd,
+		     unsigned events);
+/* Completes with res 0 on a later pass of the loop: lets a callback yield
+ * after other ready completions ran. */
+void reactor_nop(struct reactor *r, struct reactor_op *op);
+/* Asks that target complete early (with -ECANCELED, or its own result if
+ * it raced); the cancellation has no completion of its own.  target must
+ * be in flight on this reactor. */
+void reactor_cancel(struct reactor *r, struct reactor_op *target);
+/* Transitional, while modules move to the operations above: an SQE ready to
+ * prepare, submitting the ring first when it is full (aborts on a broken
+ * ring: a bug, not a peer error). */
 struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op);
+/* Hands what was queued to the kernel now rather than at the next wait:
+ * for a cancellation made just before the reactor stops being run. */
+void reactor_submit(struct reactor *r);
 
 /* Runs until reactor_stop(), or once when once is true (for tests and
  * nested waits: process what is ready, waiting up to timeout_ns). */

@@ -1,0 +1,301 @@
+/* The reactor's operations, each against descriptors of the test's own: the
+ * contract a module relies on (results as the system call gives them,
+ * completion on the reactor thread, cancellation), which every backend must
+ * keep. */
+#include "gateway/base/reactor.h"
+
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "unit_skip.h"
+
+struct done {
+	struct reactor_op op;
+	int res;
+	int calls;
+};
+
+static void done_fn(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct done *d = container_of(op, struct done, op);
+	(void)flags;
+	d->res = res;
+	d->calls++;
+}
+
+static void done_init(struct done *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->op.fn = done_fn;
+}
+
+/* Polls until d completed, bounded by the reactor's own clock. */
+static void wait_done(struct reactor *r, struct done *d)
+{
+	uint64_t deadline = reactor_now_ns() + 10 * NSEC_PER_SEC;
+
+	while (!d->calls && reactor_now_ns() < deadline)
+		reactor_poll(r, 100 * NSEC_PER_MSEC);
+	ck_assert_int_eq(d->calls, 1);
+}
+
+static struct reactor R;
+
+static void setup(void) { ck_assert_int_eq(reactor_init(&R, 0, 16), 0); }
+static void teardown(void) { reactor_fini(&R); }
+
+START_TEST(send_then_recv)
+{
+	int sv[2];
+	char buf[16] = { 0 };
+	struct done s, rv;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	done_init(&s);
+	done_init(&rv);
+	/* The receive is queued first: it must wait for the data. */
+	reactor_recv(&R, &rv.op, sv[1], buf, sizeof(buf), 0);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(rv.calls, 0);
+	reactor_send(&R, &s.op, sv[0], "hello", 5, MSG_NOSIGNAL);
+	wait_done(&R, &s);
+	ck_assert_int_eq(s.res, 5);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, 5);
+	ck_assert_mem_eq(buf, "hello", 5);
+	/* The peer's close reads as 0, a send to a closed peer as -EPIPE. */
+	close(sv[0]);
+	done_init(&rv);
+	reactor_recv(&R, &rv.op, sv[1], buf, sizeof(buf), 0);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, 0);
+	done_init(&s);
+	reactor_send(&R, &s.op, sv[1], "x", 1, MSG_NOSIGNAL);
+	wait_done(&R, &s);
+	ck_assert_int_eq(s.res, -EPIPE);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(sendmsg_recvmsg_iovecs)
+{
+	int sv[2];
+	char a[3] = "abc", b[4] = "defg", x[2], y[5];
+	struct iovec siov[2] = { { a, 3 }, { b, 4 } }, riov[2] = { { x, 2 }, { y, 5 } };
+	struct msghdr sm = { .msg_iov = siov, .msg_iovlen = 2 };
+	struct msghdr rm = { .msg_iov = riov, .msg_iovlen = 2 };
+	struct done s, rv;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	done_init(&s);
+	done_init(&rv);
+	reactor_sendmsg(&R, &s.op, sv[0], &sm, MSG_NOSIGNAL);
+	wait_done(&R, &s);
+	ck_assert_int_eq(s.res, 7);
+	reactor_recvmsg(&R, &rv.op, sv[1], &rm, MSG_WAITALL);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, 7);
+	ck_assert_mem_eq(x, "ab", 2);
+	ck_assert_mem_eq(y, "cdefg", 5);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(accept_and_connect)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in peer;
+	socklen_t salen = sizeof(sa), peerlen = sizeof(peer);
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct done ac, co;
+
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_ge(cfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &salen), 0);
+	done_init(&ac);
+	done_init(&co);
+	reactor_accept(&R, &ac.op, lfd, (struct sockaddr *)&peer, &peerlen, SOCK_CLOEXEC);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(ac.calls, 0);
+	reactor_connect(&R, &co.op, cfd, (struct sockaddr *)&sa, salen);
+	wait_done(&R, &co);
+	ck_assert_int_eq(co.res, 0);
+	wait_done(&R, &ac);
+	ck_assert_int_ge(ac.res, 0);
+	ck_assert_int_eq(peerlen, sizeof(peer));
+	ck_assert_int_eq(peer.sin_family, AF_INET);
+	ck_assert_int_eq(peer.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+	close(ac.res);
+	close(cfd);
+
+	/* A refused connection is the errno of connect(2). */
+	cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	close(lfd);
+	done_init(&co);
+	reactor_connect(&R, &co.op, cfd, (struct sockaddr *)&sa, salen);
+	wait_done(&R, &co);
+	ck_assert_int_eq(co.res, -ECONNREFUSED);
+	close(cfd);
+}
+END_TEST
+
+START_TEST(read_and_poll)
+{
+	int efd = eventfd(0, EFD_CLOEXEC);
+	uint64_t v = 0, three = 3;
+	struct done rd, pl;
+
+	ck_assert_int_ge(efd, 0);
+	done_init(&pl);
+	reactor_poll_fd(&R, &pl.op, efd, POLLIN);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(pl.calls, 0);
+	ck_assert_int_eq(write(efd, &three, sizeof(three)), (int)sizeof(three));
+	wait_done(&R, &pl);
+	ck_assert(pl.res & POLLIN);
+	done_init(&rd);
+	reactor_read(&R, &rd.op, efd, &v, sizeof(v));
+	wait_done(&R, &rd);
+	ck_assert_int_eq(rd.res, (int)sizeof(v));
+	ck_assert_uint_eq(v, 3);
+	close(efd);
+}
+END_TEST
+
+START_TEST(nop_completes_on_a_later_pass)
+{
+	struct done n;
+
+	done_init(&n);
+	reactor_nop(&R, &n.op);
+	ck_assert_int_eq(n.calls, 0);
+	wait_done(&R, &n);
+	ck_assert_int_eq(n.res, 0);
+}
+END_TEST
+
+START_TEST(cancel_a_pending_recv)
+{
+	int sv[2];
+	char buf[8];
+	struct done rv;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	done_init(&rv);
+	reactor_recv(&R, &rv.op, sv[1], buf, sizeof(buf), 0);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(rv.calls, 0);
+	reactor_cancel(&R, &rv.op);
+	reactor_submit(&R);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, -ECANCELED);
+	/* Nothing more arrives for it, nor for the cancellation itself. */
+	reactor_poll(&R, 10 * NSEC_PER_MSEC);
+	ck_assert_int_eq(rv.calls, 1);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+struct tick {
+	struct reactor_timer t;
+	int fired;
+};
+
+static void tick_fn(struct reactor_timer *t)
+{
+	container_of(t, struct tick, t)->fired++;
+}
+
+START_TEST(timer_bounds_the_wait)
+{
+	struct tick k = { 0 };
+	uint64_t t0 = reactor_now_ns(), deadline = t0 + 10 * NSEC_PER_SEC;
+
+	reactor_timer_init(&k.t, tick_fn);
+	reactor_timer_arm(&R, &k.t, 20 * NSEC_PER_MSEC);
+	/* An unbounded wait must still return for the timer. */
+	while (!k.fired && reactor_now_ns() < deadline)
+		reactor_poll(&R, UINT64_MAX);
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_uint_ge(reactor_now_ns() - t0, 20 * NSEC_PER_MSEC);
+}
+END_TEST
+
+struct hello {
+	struct reactor_msg m;
+	int ran;
+};
+
+static void hello_fn(struct reactor_msg *m)
+{
+	container_of(m, struct hello, m)->ran++;
+}
+
+START_TEST(message_wakes_the_reactor)
+{
+	struct hello h = { .m.fn = hello_fn };
+	uint64_t deadline = reactor_now_ns() + 10 * NSEC_PER_SEC;
+
+	reactor_send_msg(&R, &h.m);
+	while (!h.ran && reactor_now_ns() < deadline)
+		reactor_poll(&R, UINT64_MAX);
+	ck_assert_int_eq(h.ran, 1);
+}
+END_TEST
+
+/* A reactor finished without reactor_stop() (an error path, a test) must
+ * not re-arm its mailbox read while reaping it: it would leave a read in
+ * flight on the eventfd about to be closed, after a second of retrying. */
+START_TEST(fini_reaps_the_mailbox)
+{
+	struct reactor r;
+
+	ck_assert_int_eq(reactor_init(&r, 1, 8), 0);
+	reactor_poll(&r, 0);
+	ck_assert(r.mbox_armed);
+	reactor_fini(&r);
+	ck_assert(!r.mbox_armed);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("reactor");
+	TCase *tc = tcase_create("io_uring");
+	SRunner *sr;
+	int failed;
+
+	unit_need_io_uring();
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, send_then_recv);
+	tcase_add_test(tc, sendmsg_recvmsg_iovecs);
+	tcase_add_test(tc, accept_and_connect);
+	tcase_add_test(tc, read_and_poll);
+	tcase_add_test(tc, nop_completes_on_a_later_pass);
+	tcase_add_test(tc, cancel_a_pending_recv);
+	tcase_add_test(tc, timer_bounds_the_wait);
+	tcase_add_test(tc, message_wakes_the_reactor);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("lifetime");
+	tcase_add_test(tc, fini_reaps_the_mailbox);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
