@@ -112,9 +112,8 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 	}
 	c->out_off += (size_t)res;
 	if (c->out_off < c->out_len) {
-		struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
-		io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				   MSG_NOSIGNAL);
+		reactor_send(c->s->r, &c->op, c->fd, c->out + c->out_off,
+			     c->out_len - c->out_off, MSG_NOSIGNAL);
 		c->busy = true;
 		return;
 	}
@@ -129,14 +128,11 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 /* Queues text (one line, newline included) and sends it. */
 static void conn_send(struct control_conn *c, char *text, size_t len)
 {
-	struct io_uring_sqe *sqe;
-
 	c->out = text;
 	c->out_len = len;
 	c->out_off = 0;
 	c->op.fn = sent;
-	sqe = reactor_sqe(c->s->r, &c->op);
-	io_uring_prep_send(sqe, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+	reactor_send(c->s->r, &c->op, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
 	c->busy = true;
 }
 
@@ -347,10 +343,9 @@ static void conn_next(struct control_conn *c)
 				c->eof = true;
 				break;
 			}
-			struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
 			c->op.fn = received;
-			io_uring_prep_recv(sqe, c->fd, c->in.buf + c->in.len, c->in.cap - c->in.len,
-					   0);
+			reactor_recv(c->s->r, &c->op, c->fd, c->in.buf + c->in.len,
+				     c->in.cap - c->in.len, 0);
 			c->busy = true;
 			return;
 		case CONTROL_TAKE_TOO_LONG:
@@ -441,9 +436,7 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 
 static void arm_accept(struct control_srv *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->r, &s->accept_op);
-
-	io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_CLOEXEC);
+	reactor_accept(s->r, &s->accept_op, s->lfd, NULL, NULL, SOCK_CLOEXEC);
 	s->accepting = true;
 }
 
@@ -502,10 +495,8 @@ void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
 	s->stopping = true;
 	s->done = done;
 	s->done_arg = arg;
-	if (s->accepting) {
-		struct io_uring_sqe *sqe = reactor_sqe(s->r, NULL);
-		io_uring_prep_cancel(sqe, &s->accept_op, 0);
-	}
+	if (s->accepting)
+		reactor_cancel(s->r, &s->accept_op);
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct control_conn *c = container_of(pos, struct control_conn, link);
 		c->eof = true;

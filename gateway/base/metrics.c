@@ -368,9 +368,8 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 	}
 	c->out_off += (size_t)res;
 	if (c->out_off < c->out_len) {
-		struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
-		io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off,
-				   MSG_NOSIGNAL);
+		reactor_send(c->s->r, &c->op, c->fd, c->out + c->out_off,
+			     c->out_len - c->out_off, MSG_NOSIGNAL);
 		c->busy = true;
 		return;
 	}
@@ -399,9 +398,8 @@ static void respond(struct metrics_conn *c, int code, const char *reason, const 
 		memcpy(c->out + n, body, body_len);
 	c->out_len = total;
 	c->out_off = 0;
-	struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
 	c->op.fn = sent;
-	io_uring_prep_send(sqe, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
+	reactor_send(c->s->r, &c->op, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
 	c->busy = true;
 }
 
@@ -544,10 +542,8 @@ static void received(struct reactor_op *op, int res, uint32_t flags)
 
 static void conn_recv(struct metrics_conn *c)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(c->s->r, &c->op);
-
 	c->op.fn = received;
-	io_uring_prep_recv(sqe, c->fd, c->req + c->req_len, REQ_MAX - 1 - c->req_len, 0);
+	reactor_recv(c->s->r, &c->op, c->fd, c->req + c->req_len, REQ_MAX - 1 - c->req_len, 0);
 	c->busy = true;
 }
 
@@ -609,10 +605,9 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 
 static void arm_accept(struct metrics_srv *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->r, &s->accept_op);
-
 	s->peer_len = sizeof(s->peer);
-	io_uring_prep_accept(sqe, s->lfd, (struct sockaddr *)&s->peer, &s->peer_len, SOCK_CLOEXEC);
+	reactor_accept(s->r, &s->accept_op, s->lfd, (struct sockaddr *)&s->peer, &s->peer_len,
+		       SOCK_CLOEXEC);
 	s->accepting = true;
 }
 
@@ -665,10 +660,8 @@ void metrics_stop(struct metrics_srv *s, void (*done)(void *), void *arg)
 	s->stopping = true;
 	s->done = done;
 	s->done_arg = arg;
-	if (s->accepting) {
-		struct io_uring_sqe *sqe = reactor_sqe(s->r, NULL);
-		io_uring_prep_cancel(sqe, &s->accept_op, 0);
-	}
+	if (s->accepting)
+		reactor_cancel(s->r, &s->accept_op);
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct metrics_conn *c = container_of(pos, struct metrics_conn, link);
 		if (c->busy)
