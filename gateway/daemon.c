@@ -236,8 +236,7 @@ static void sig_done(struct reactor_op *op, int res, uint32_t flags)
 
 static void sig_arm(struct gw *gw)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(&gw->reactors[0], &gw->sig_op);
-	io_uring_prep_read(sqe, gw->sfd, gw->siginfo, sizeof(gw->siginfo), 0);
+	reactor_read(&gw->reactors[0], &gw->sig_op, gw->sfd, gw->siginfo, sizeof(gw->siginfo));
 	gw->sig_armed = true;
 }
 
@@ -1066,9 +1065,8 @@ int daemon_run(const char *path, bool foreground)
 		reactor_join(&gw.reactors[i]);
 	watchdog_free(wd);
 	if (gw.sig_armed) {
-		struct io_uring_sqe *sqe = reactor_sqe(&gw.reactors[0], NULL);
-		io_uring_prep_cancel(sqe, &gw.sig_op, 0);
-		io_uring_submit(&gw.reactors[0].ring);
+		reactor_cancel(&gw.reactors[0], &gw.sig_op);
+		reactor_submit(&gw.reactors[0]);
 	}
 	if (gw.sfd >= 0)
 		close(gw.sfd);

@@ -308,9 +308,7 @@ static void lw_readable(struct reactor_op *op, int res, uint32_t flags)
 
 static void lw_arm(struct linkwatch *lw)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(lw->r, &lw->op);
-
-	io_uring_prep_poll_add(sqe, nl_socket_get_fd(lw->sk), POLLIN);
+	reactor_poll_fd(lw->r, &lw->op, nl_socket_get_fd(lw->sk), POLLIN);
 }
 
 int linkwatch_start(struct reactor *r, struct linkwatch **out)

@@ -331,8 +331,7 @@ static void sig_done(struct reactor_op *op, int res, uint32_t flags)
 
 static void sig_arm(struct session *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(&s->r, &s->sig_op);
-	io_uring_prep_read(sqe, s->sfd, s->siginfo, sizeof(struct signalfd_siginfo), 0);
+	reactor_read(&s->r, &s->sig_op, s->sfd, s->siginfo, sizeof(struct signalfd_siginfo));
 }
 
 static void signals_open(struct session *s)
@@ -352,9 +351,8 @@ static void signals_open(struct session *s)
 static void signals_close(struct session *s)
 {
 	if (s->sfd >= 0) {
-		struct io_uring_sqe *sqe = reactor_sqe(&s->r, NULL);
-		io_uring_prep_cancel(sqe, &s->sig_op, 0);
-		io_uring_submit(&s->r.ring);
+		reactor_cancel(&s->r, &s->sig_op);
+		reactor_submit(&s->r);
 		close(s->sfd);
 		s->sfd = -1;
 	}
