@@ -163,17 +163,14 @@ void nbd_conn_run(struct nbd_conn *c)
 
 static void rx_arm(struct nbd_conn *c)
 {
-	struct io_uring_sqe *sqe;
-
 	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
 		return;
 	if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
 	    c->cur->length - c->cur_got >= 4096) {
 		/* A large payload goes straight into its buffer. */
 		c->rx_direct = true;
-		sqe = reactor_sqe(c->r, &c->rx_op);
-		io_uring_prep_recv(sqe, c->fd, c->cur->buf + c->cur_got,
-				   c->cur->length - c->cur_got, 0);
+		reactor_recv(c->r, &c->rx_op, c->fd, c->cur->buf + c->cur_got,
+			     c->cur->length - c->cur_got, 0);
 	} else {
 		if (c->rx_head == c->rx_tail) {
 			c->rx_head = c->rx_tail = 0;
@@ -183,8 +180,8 @@ static void rx_arm(struct nbd_conn *c)
 			c->rx_head = 0;
 		}
 		c->rx_direct = false;
-		sqe = reactor_sqe(c->r, &c->rx_op);
-		io_uring_prep_recv(sqe, c->fd, c->rx + c->rx_tail, NBD_RXBUF_SIZE - c->rx_tail, 0);
+		reactor_recv(c->r, &c->rx_op, c->fd, c->rx + c->rx_tail,
+			     NBD_RXBUF_SIZE - c->rx_tail, 0);
 	}
 	c->rx_busy = true;
 }
@@ -361,8 +358,7 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 				/* A burst of requests from one client: go back to
 				 * the ring (replies start to flow, other
 				 * connections get their turn), then go on. */
-				struct io_uring_sqe *sqe = reactor_sqe(c->r, &c->resume_op);
-				io_uring_prep_nop(sqe);
+				reactor_nop(c->r, &c->resume_op);
 				c->resume_busy = true;
 				return;
 			}
@@ -400,12 +396,10 @@ int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n)
 
 static void tx_submit(struct nbd_conn *c)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(c->r, &c->tx_op);
-
 	memset(&c->msg, 0, sizeof(c->msg));
 	c->msg.msg_iov = c->txv + c->txv_first;
 	c->msg.msg_iovlen = c->txv_cnt - c->txv_first;
-	io_uring_prep_sendmsg(sqe, c->fd, &c->msg, MSG_NOSIGNAL);
+	reactor_sendmsg(c->r, &c->tx_op, c->fd, &c->msg, MSG_NOSIGNAL);
 	c->tx_busy = true;
 	if (!c->tx_progress_ns)
 		c->tx_progress_ns = reactor_now_ns();

@@ -230,11 +230,9 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 
 static void accept_arm(struct nbd_server *s)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(s->opts.reactors[0], &s->accept_op);
-
 	s->peer_len = sizeof(s->peer_addr);
-	io_uring_prep_accept(sqe, s->lfd, (struct sockaddr *)&s->peer_addr, &s->peer_len,
-			     SOCK_CLOEXEC);
+	reactor_accept(s->opts.reactors[0], &s->accept_op, s->lfd,
+		       (struct sockaddr *)&s->peer_addr, &s->peer_len, SOCK_CLOEXEC);
 	s->accepting = true;
 }
 
@@ -346,11 +344,8 @@ void nbd_server_stop(struct nbd_server *s, void (*done)(void *arg), void *arg)
 	reactor_timer_cancel(&s->retry);
 	if (s->unix_path)
 		unlink(s->unix_path);
-	if (s->accepting) {
-		/* No completion callback: it may come after s is freed. */
-		struct io_uring_sqe *sqe = reactor_sqe(s->opts.reactors[0], NULL);
-		io_uring_prep_cancel(sqe, &s->accept_op, 0);
-	}
+	if (s->accepting)
+		reactor_cancel(s->opts.reactors[0], &s->accept_op);
 	s->live += s->opts.nr_reactors - 1; /* the stop acks */
 	for (unsigned i = 0; i < s->opts.nr_reactors; i++) {
 		s->per[i].stop_msg.fn = stop_on_reactor;
