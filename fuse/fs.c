@@ -343,9 +343,8 @@ static const struct fuse_lowlevel_ops fusefs_ops = {
 static void read_arm(struct fuse_read *rd)
 {
 	struct fusefs *fs = rd->fs;
-	struct io_uring_sqe *sqe = reactor_sqe(fs->r, &rd->op);
 
-	io_uring_prep_read(sqe, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE, 0);
+	reactor_read(fs->r, &rd->op, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE);
 	rd->busy = true;
 	fs->reading++;
 }
@@ -395,10 +394,8 @@ gone:
 		log_err("fuse %s: reading /dev/fuse failed: %s", fs->mountpoint, strerror(-res));
 	fs_set_state(fs, FS_DRAINING);
 	for (unsigned i = 0; i < NR_READS; i++)
-		if (fs->reads[i].busy) {
-			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
-			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
-		}
+		if (fs->reads[i].busy)
+			reactor_cancel(fs->r, &fs->reads[i].op);
 	if (fs->o.on_gone)
 		fs->o.on_gone(fs->o.arg, res == -ENODEV ? 0 : res); /* last: may free fs */
 }
@@ -454,10 +451,8 @@ void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
 	if (fs->state == FS_MOUNTED)
 		fs_set_state(fs, FS_DRAINING);
 	for (unsigned i = 0; i < NR_READS; i++)
-		if (fs->reads[i].busy) {
-			struct io_uring_sqe *sqe = reactor_sqe(fs->r, NULL);
-			io_uring_prep_cancel(sqe, &fs->reads[i].op, 0);
-		}
+		if (fs->reads[i].busy)
+			reactor_cancel(fs->r, &fs->reads[i].op);
 	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint, fs->inflight);
 	fusefs_maybe_finish(fs);
 }

@@ -1,6 +1,6 @@
 /* The FUSE export: one filesystem whose root holds one regular file per
  * exported volume, served by libfuse's low-level API inside the reactor.
- * The /dev/fuse session fd is read through the reactor's io_uring, each
+ * The /dev/fuse session fd is read through the reactor (reactor_read), each
  * request is decoded by fuse_session_process_buf() on the reactor thread,
  * and every handler either replies at once or submits volume I/O and
  * replies from its callback: nothing blocks the loop.
