@@ -77,10 +77,8 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 	tq->conn = TCP_CONN_CLOSING;
 	tq->abort_close = q->nr_in_flight > 0;
 	reactor_timer_cancel(&tq->connect_timer);
-	if (tq->connect_pending) {
-		struct io_uring_sqe *sqe = reactor_sqe(q->r, NULL);
-		io_uring_prep_cancel(sqe, &tq->connect_op, 0);
-	}
+	if (tq->connect_pending)
+		reactor_cancel(q->r, &tq->connect_op);
 	/* Wakes a pending recv (returns 0) and fails a pending send; unless
 	 * a TermReq waits for that send, which then gets a bounded time to
 	 * finish (send_done, term_timeout). */
@@ -256,12 +254,10 @@ static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 
 static void send_submit(struct tcp_queue *tq)
 {
-	struct io_uring_sqe *sqe = reactor_sqe(tq->q->r, &tq->send_op);
-
 	memset(&tq->smsg, 0, sizeof(tq->smsg));
 	tq->smsg.msg_iov = tq->siov + tq->siov_first;
 	tq->smsg.msg_iovlen = tq->siov_cnt - tq->siov_first;
-	io_uring_prep_sendmsg(sqe, tq->fd, &tq->smsg, MSG_NOSIGNAL);
+	reactor_sendmsg(tq->q->r, &tq->send_op, tq->fd, &tq->smsg, MSG_NOSIGNAL);
 	tq->send_pending = true;
 	tq->ops_in_flight++;
 }
@@ -407,11 +403,8 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags);
 
 static void tcp_recv_arm(struct tcp_queue *tq)
 {
-	struct io_uring_sqe *sqe;
-
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
-	sqe = reactor_sqe(tq->q->r, &tq->recv_op);
 	if (tq->rx_state == TCP_RX_DATA && tq->rx_data_left >= TCP_DIRECT_MIN && tq->rlen == 0) {
 		struct nvmf_req *req = tq->rx_req;
 		int cnt = iov_slice(req->iov, req->iovcnt, tcp_req_of(req)->c2h_off,
@@ -420,13 +413,14 @@ static void tcp_recv_arm(struct tcp_queue *tq)
 			memset(&tq->rmsg, 0, sizeof(tq->rmsg));
 			tq->rmsg.msg_iov = tq->riov;
 			tq->rmsg.msg_iovlen = (size_t)cnt;
-			io_uring_prep_recvmsg(sqe, tq->fd, &tq->rmsg, 0);
+			reactor_recvmsg(tq->q->r, &tq->recv_op, tq->fd, &tq->rmsg, 0);
 			tq->rx_direct = true;
 			goto armed;
 		}
 	}
 	tq->rx_direct = false;
-	io_uring_prep_recv(sqe, tq->fd, tq->rbuf + tq->rlen, TCP_RBUF_SIZE - tq->rlen, 0);
+	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, tq->rbuf + tq->rlen,
+		     TCP_RBUF_SIZE - tq->rlen, 0);
 armed:
 	tq->recv_pending = true;
 	tq->ops_in_flight++;
@@ -615,7 +609,6 @@ static int socket_setup(struct tcp_queue *tq)
 static int tcp_queue_connect(struct nvmf_queue *q)
 {
 	struct tcp_queue *tq = tq_of(q);
-	struct io_uring_sqe *sqe;
 	int ret;
 
 	tcp_rx_reset(tq);
@@ -628,8 +621,7 @@ static int tcp_queue_connect(struct nvmf_queue *q)
 	if (ret < 0)
 		return ret;
 	tq->conn = TCP_CONN_CONNECTING;
-	sqe = reactor_sqe(q->r, &tq->connect_op);
-	io_uring_prep_connect(sqe, tq->fd, (struct sockaddr *)&tq->sa, tq->salen);
+	reactor_connect(q->r, &tq->connect_op, tq->fd, (struct sockaddr *)&tq->sa, tq->salen);
 	tq->connect_pending = true;
 	tq->ops_in_flight++;
 	reactor_timer_arm(q->r, &tq->connect_timer,
