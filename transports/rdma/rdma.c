@@ -1,7 +1,7 @@
 /* NVMe/RDMA transport (RoCEv2, iWARP or InfiniBand through rdma-core).
  *
  * Connection management with librdmacm and completions from one CQ per
- * queue, both through file descriptors that the reactor's io_uring polls:
+ * queue, both through file descriptors that the reactor polls (reactor_poll_fd):
  * nothing here blocks or busy-polls.
  *
  * Memory: every request slot owns a capsule buffer (SQE + in-capsule data)
@@ -381,12 +381,9 @@ static void rdma_queue_shutdown(struct nvmf_queue *q)
 	reactor_timer_cancel(&rq->connect_timer);
 	struct reactor_op *ops[] = { rq->cm_pending ? &rq->cm_op : NULL,
 				     rq->cq_pending ? &rq->cq_op : NULL };
-	for (unsigned i = 0; i < 2; i++) {
-		if (!ops[i])
-			continue;
-		struct io_uring_sqe *sqe = reactor_sqe(q->r, NULL);
-		io_uring_prep_cancel(sqe, ops[i], 0);
-	}
+	for (unsigned i = 0; i < 2; i++)
+		if (ops[i])
+			reactor_cancel(q->r, ops[i]);
 	maybe_quiesced(rq);
 }
 
@@ -503,8 +500,7 @@ static void cq_arm(struct rdma_queue *rq)
 {
 	if (rq->cq_pending || rq->conn == RDMA_CONN_CLOSING)
 		return;
-	struct io_uring_sqe *sqe = reactor_sqe(rq->q->r, &rq->cq_op);
-	io_uring_prep_poll_add(sqe, rq->cc->fd, POLLIN);
+	reactor_poll_fd(rq->q->r, &rq->cq_op, rq->cc->fd, POLLIN);
 	rq->cq_pending = true;
 	rq->ops_in_flight++;
 }
@@ -874,8 +870,7 @@ static void cm_arm(struct rdma_queue *rq)
 {
 	if (rq->cm_pending || rq->conn == RDMA_CONN_CLOSING)
 		return;
-	struct io_uring_sqe *sqe = reactor_sqe(rq->q->r, &rq->cm_op);
-	io_uring_prep_poll_add(sqe, rq->ch->fd, POLLIN);
+	reactor_poll_fd(rq->q->r, &rq->cm_op, rq->ch->fd, POLLIN);
 	rq->cm_pending = true;
 	rq->ops_in_flight++;
 }
