@@ -3,6 +3,9 @@
 #   gateway/base  <-  transports (tcp/, rdma/, auth/ are leaves of it)
 #   <-  gateway/volume  <-  nbd/, fuse/ (exporters: base and volume only)
 #   <-  gateway/*.c (the daemon and its commands: anything).
+# Also fails on io_uring used outside the reactor (gateway/base/reactor*):
+# modules ask the reactor for operations, so that its epoll backend can
+# stand behind the same calls (issue 18).
 # Prints file:line of each offending #include "..." and exits 1.
 # Usage: tests/check-layers.sh [TOP]   (default: the current directory)
 set -u
@@ -58,3 +61,12 @@ END {
 	if (bad) { print "check-layers: FAIL (an include runs upward)"; exit 1 }
 	print "check-layers: ok (" n " includes)"
 }' $srcs
+layers=$?
+# shellcheck disable=SC2086
+uring=$(grep -n 'io_uring_\|liburing\.h' $srcs | grep -v '^gateway/base/reactor[^/]*:')
+if [ -n "$uring" ]; then
+	printf '%s\n' "$uring"
+	echo "check-layers: FAIL (io_uring outside gateway/base/reactor*: ask the reactor for the operation)"
+	exit 1
+fi
+exit $layers

@@ -105,7 +105,9 @@ void reactor_fini(struct reactor *r)
 	pthread_mutex_destroy(&r->mbox_lock);
 }
 
-struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
+/* An SQE ready to prepare, submitting the ring first when it is full
+ * (aborts on a broken ring: a bug, not a peer error). */
+static struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
 

@@ -102,10 +102,6 @@ void reactor_nop(struct reactor *r, struct reactor_op *op);
  * it raced); the cancellation has no completion of its own.  target must
  * be in flight on this reactor. */
 void reactor_cancel(struct reactor *r, struct reactor_op *target);
-/* Transitional, while modules move to the operations above: an SQE ready to
- * prepare, submitting the ring first when it is full (aborts on a broken
- * ring: a bug, not a peer error). */
-struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op);
 /* Hands what was queued to the kernel now rather than at the next wait:
  * for a cancellation made just before the reactor stops being run. */
 void reactor_submit(struct reactor *r);
