@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/reactor_epoll.h"
 #include "gateway/base/thread_stack.h"
 
 uint64_t reactor_now_ns(void)
@@ -55,9 +56,115 @@ static void mbox_arm(struct reactor *r)
 	r->mbox_armed = true;
 }
 
-int reactor_init(struct reactor *r, unsigned id, unsigned entries)
+static enum reactor_backend_mode backend_mode = REACTOR_AUTO;
+
+void reactor_set_backend_mode(enum reactor_backend_mode mode) { backend_mode = mode; }
+
+int reactor_parse_backend_mode(const char *s, enum reactor_backend_mode *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = REACTOR_AUTO;
+	else if (!strcmp(s, "io_uring"))
+		*out = REACTOR_FORCE_IO_URING;
+	else if (!strcmp(s, "epoll"))
+		*out = REACTOR_FORCE_EPOLL;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+const char *reactor_backend_name(const struct reactor *r)
+{
+	return r->backend == REACTOR_EPOLL ? "epoll" : "io_uring";
+}
+
+/* What the modules ask for, and the cancel that stops them. */
+static const unsigned needed_opcodes[] = {
+	IORING_OP_NOP,	   IORING_OP_READ,	  IORING_OP_SEND,    IORING_OP_RECV,
+	IORING_OP_SENDMSG, IORING_OP_RECVMSG,	  IORING_OP_ACCEPT,  IORING_OP_CONNECT,
+	IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL,
+};
+
+/* 0 with the ring ready, or -errno with *why saying why not. */
+static int uring_init(struct reactor *r, unsigned entries, const char **why)
 {
 	struct io_uring_params p;
+	struct io_uring_probe *probe;
+	int ret;
+
+	memset(&p, 0, sizeof(p));
+	/* The CQ must hold every completion of a burst: sends, receives and
+	 * polls of all queues owned here. */
+	p.flags = IORING_SETUP_CQSIZE;
+	p.cq_entries = entries * 4;
+	ret = io_uring_queue_init_params(entries, &r->ring, &p);
+	if (ret < 0) {
+		*why = ret == -ENOSYS ? "io_uring_setup: not in this kernel (ENOSYS)"
+		     : ret == -EPERM || ret == -EACCES
+			? "io_uring_setup refused (EPERM: kernel.io_uring_disabled or a seccomp filter)"
+		     : ret == -EINVAL ? "io_uring_setup: no CQSIZE (EINVAL: kernel before 5.5)"
+				      : "io_uring_setup failed";
+		return ret;
+	}
+	/* The probe itself is 5.6+, like send, recv and the others. */
+	probe = io_uring_get_probe_ring(&r->ring);
+	for (unsigned i = 0; i < sizeof(needed_opcodes) / sizeof(needed_opcodes[0]); i++)
+		if (!probe || !io_uring_opcode_supported(probe, (int)needed_opcodes[i])) {
+			*why = "io_uring lacks an operation the gateway uses (kernel before 5.6)";
+			ret = -EOPNOTSUPP;
+			break;
+		}
+	if (probe)
+		io_uring_free_probe(probe);
+	if (ret < 0)
+		io_uring_queue_exit(&r->ring);
+	return ret;
+}
+
+static int backend_init(struct reactor *r, unsigned entries)
+{
+	const char *why = NULL;
+	int ret = 0;
+
+	r->epfd = -1;
+	list_init(&r->ready);
+	if (backend_mode != REACTOR_FORCE_EPOLL) {
+		ret = uring_init(r, entries, &why);
+		if (ret == 0) {
+			r->backend = REACTOR_IO_URING;
+			r->backend_why = backend_mode == REACTOR_FORCE_IO_URING
+						 ? "reactor_backend = \"io_uring\""
+						 : "io_uring has every operation";
+			return 0;
+		}
+		if (backend_mode == REACTOR_FORCE_IO_URING) {
+			log_err("reactor %u: %s: %s; reactor_backend = \"io_uring\" forbids epoll",
+				r->id, why, strerror(-ret));
+			return ret;
+		}
+	}
+	ret = ep_init(r);
+	if (ret < 0) {
+		log_err("reactor %u: epoll_create1: %s", r->id, strerror(-ret));
+		return ret;
+	}
+	r->backend = REACTOR_EPOLL;
+	r->backend_why = why ? why : "reactor_backend = \"epoll\"";
+	if (r->id == 0)
+		log_notice("reactor: epoll backend (%s)", r->backend_why);
+	return 0;
+}
+
+static void backend_fini(struct reactor *r)
+{
+	if (r->backend == REACTOR_EPOLL)
+		ep_fini(r);
+	else
+		io_uring_queue_exit(&r->ring);
+}
+
+int reactor_init(struct reactor *r, unsigned id, unsigned entries)
+{
 	int ret;
 
 	memset(r, 0, sizeof(*r));
@@ -66,20 +173,16 @@ int reactor_init(struct reactor *r, unsigned id, unsigned entries)
 	list_init(&r->deferred);
 	list_init(&r->mbox);
 	pthread_mutex_init(&r->mbox_lock, NULL);
-	memset(&p, 0, sizeof(p));
-	/* The CQ must hold every completion of a burst: sends, receives and
-	 * polls of all queues owned here. */
-	p.flags = IORING_SETUP_CQSIZE;
-	p.cq_entries = entries * 4;
-	ret = io_uring_queue_init_params(entries, &r->ring, &p);
+	ret = backend_init(r, entries);
 	if (ret < 0) {
-		log_err("reactor %u: io_uring setup failed: %s", id, strerror(-ret));
+		pthread_mutex_destroy(&r->mbox_lock);
 		return ret;
 	}
 	r->mbox_fd = eventfd(0, EFD_CLOEXEC);
 	if (r->mbox_fd < 0) {
 		ret = -errno;
-		io_uring_queue_exit(&r->ring);
+		backend_fini(r);
+		pthread_mutex_destroy(&r->mbox_lock);
 		return ret;
 	}
 	r->mbox_op.fn = mbox_done;
@@ -101,7 +204,7 @@ void reactor_fini(struct reactor *r)
 			reactor_poll(r, 10 * NSEC_PER_MSEC);
 	}
 	close(r->mbox_fd);
-	io_uring_queue_exit(&r->ring);
+	backend_fini(r);
 	pthread_mutex_destroy(&r->mbox_lock);
 }
 
@@ -130,42 +233,56 @@ static struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op
 void reactor_recv(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 		  size_t len, int flags)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_RECV, fd, buf, len, NULL, flags);
 	io_uring_prep_recv(reactor_sqe(r, op), fd, buf, len, flags);
 }
 
 void reactor_send(struct reactor *r, struct reactor_op *op, int fd, const void *buf,
 		  size_t len, int flags)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_SEND, fd, (void *)buf, len, NULL, flags);
 	io_uring_prep_send(reactor_sqe(r, op), fd, buf, len, flags);
 }
 
 void reactor_recvmsg(struct reactor *r, struct reactor_op *op, int fd,
 		     struct msghdr *msg, int flags)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_RECVMSG, fd, msg, 0, NULL, flags);
 	io_uring_prep_recvmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
 }
 
 void reactor_sendmsg(struct reactor *r, struct reactor_op *op, int fd,
 		     const struct msghdr *msg, int flags)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_SENDMSG, fd, (void *)msg, 0, NULL, flags);
 	io_uring_prep_sendmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
 }
 
 void reactor_accept(struct reactor *r, struct reactor_op *op, int fd,
 		    struct sockaddr *addr, socklen_t *addrlen, int flags)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_ACCEPT, fd, addr, 0, addrlen, flags);
 	io_uring_prep_accept(reactor_sqe(r, op), fd, addr, addrlen, flags);
 }
 
 void reactor_connect(struct reactor *r, struct reactor_op *op, int fd,
 		     const struct sockaddr *addr, socklen_t addrlen)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_connect(r, op, fd, addr, addrlen);
 	io_uring_prep_connect(reactor_sqe(r, op), fd, addr, addrlen);
 }
 
 void reactor_read(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 		  size_t len)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_READ, fd, buf, len, NULL, 0);
 	/* Offset 0 is ignored by the stream-like files this is for. */
 	io_uring_prep_read(reactor_sqe(r, op), fd, buf, (unsigned)len, 0);
 }
@@ -173,23 +290,32 @@ void reactor_read(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 void reactor_poll_fd(struct reactor *r, struct reactor_op *op, int fd,
 		     unsigned events)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_queue(r, op, ROP_POLL, fd, NULL, 0, NULL, (int)events);
 	io_uring_prep_poll_add(reactor_sqe(r, op), fd, events);
 }
 
 void reactor_nop(struct reactor *r, struct reactor_op *op)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_nop(r, op);
 	io_uring_prep_nop(reactor_sqe(r, op));
 }
 
 void reactor_cancel(struct reactor *r, struct reactor_op *target)
 {
+	if (r->backend == REACTOR_EPOLL)
+		return ep_cancel(r, target);
 	io_uring_prep_cancel(reactor_sqe(r, NULL), target, 0);
 }
 
 void reactor_submit(struct reactor *r)
 {
-	int ret = io_uring_submit(&r->ring);
+	int ret;
 
+	if (r->backend == REACTOR_EPOLL)
+		return;
+	ret = io_uring_submit(&r->ring);
 	if (ret < 0)
 		log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
 	r->pending_submit = 0;
@@ -270,6 +396,10 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 	if (!list_empty(&r->deferred) || r->stop)
 		timeout_ns = 0;
 
+	if (r->backend == REACTOR_EPOLL) {
+		ep_wait_and_complete(r, timeout_ns);
+		goto done;
+	}
 	struct __kernel_timespec ts = {
 		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
 		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
@@ -289,6 +419,7 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 			op->fn(op, cqe->res, cqe->flags);
 	}
 	io_uring_cq_advance(&r->ring, count);
+done:
 	run_deferred(r);
 	run_timers(r);
 }

@@ -20,9 +20,25 @@ struct reactor_op;
 /* res is the io_uring result: >= 0 or -errno. */
 typedef void (*reactor_op_fn)(struct reactor_op *op, int res, uint32_t cqe_flags);
 
+/* Beyond fn, only the epoll backend uses the fields: it keeps the request
+ * here, where io_uring keeps it in the SQE. */
 struct reactor_op {
 	reactor_op_fn fn;
+	struct list_node link;
+	void *buf;
+	void *aux;
+	size_t len;
+	int fd;
+	int flags;
+	int res;
+	uint8_t kind;
+	bool queued;
 };
+
+enum reactor_backend { REACTOR_IO_URING, REACTOR_EPOLL };
+enum reactor_backend_mode { REACTOR_AUTO, REACTOR_FORCE_IO_URING, REACTOR_FORCE_EPOLL };
+
+struct reactor_fd;
 
 struct reactor_timer;
 typedef void (*reactor_timer_fn)(struct reactor_timer *t);
@@ -59,7 +75,23 @@ struct reactor {
 	struct reactor_op mbox_op;
 	bool mbox_armed;
 	unsigned pending_submit;
+	enum reactor_backend backend;
+	const char *backend_why; /* for the log and status */
+	/* epoll backend */
+	int epfd;
+	struct list_node ready;	   /* completed, delivered on the next pass */
+	struct reactor_fd **fdtab; /* chunks, never moved: lists live there */
+	unsigned fdtab_chunks;
+	int *dirty;		   /* fds whose interest may have changed */
+	unsigned nr_dirty, dirty_cap;
 };
+
+/* The backend reactor_init() uses from now on: auto takes io_uring when the
+ * kernel allows it and has the operations, epoll otherwise. */
+void reactor_set_backend_mode(enum reactor_backend_mode mode);
+/* "auto", "io_uring" or "epoll": 0, or -EINVAL. */
+int reactor_parse_backend_mode(const char *s, enum reactor_backend_mode *out);
+const char *reactor_backend_name(const struct reactor *r);
 
 int reactor_init(struct reactor *r, unsigned id, unsigned entries);
 void reactor_fini(struct reactor *r);
@@ -72,8 +104,10 @@ void reactor_fini(struct reactor *r);
  * io_uring each is one SQE, submitted with the next wait (or when the ring
  * is full): no copy, no system call of its own.  Buffers, iovecs, msghdr and
  * addresses stay owned by the caller until the completion.  op is in flight
- * from the call to its completion: never queue one op twice.  An op may be
- * NULL when nothing wants the completion. */
+ * from the call to its completion: never queue one op twice.  The epoll
+ * backend tries each at once without blocking and otherwise waits for the
+ * descriptor's readiness (it makes read and accept descriptors, and
+ * connecting sockets, O_NONBLOCK); cqe_flags is always 0 there. */
 void reactor_recv(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 		  size_t len, int flags);
 void reactor_send(struct reactor *r, struct reactor_op *op, int fd, const void *buf,
