@@ -142,6 +142,14 @@ static int backend_init(struct reactor *r, unsigned entries)
 				r->id, why, strerror(-ret));
 			return ret;
 		}
+		/* A refusal or an old kernel.  Anything else (ENOMEM: a
+		 * locked-memory limit) is a host problem to report, not to
+		 * hide behind the slower backend. */
+		if (ret != -ENOSYS && ret != -EPERM && ret != -EACCES && ret != -EINVAL &&
+		    ret != -EOPNOTSUPP) {
+			log_err("reactor %u: io_uring setup failed: %s", r->id, strerror(-ret));
+			return ret;
+		}
 	}
 	ret = ep_init(r);
 	if (ret < 0) {
