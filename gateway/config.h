@@ -90,6 +90,7 @@ struct gw_fuse {
 struct gw_config {
 	char *path;		/* the file it was loaded from */
 	int reactors;
+	int reactor_backend;	/* enum reactor_backend_mode: auto (0) */
 	char *control;
 	char *state_dir;
 	enum log_level log_level;

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gateway/base/reactor.h"
 #include "gateway/base/membudget.h"
 #include "gateway/base/parse.h"
 #include "gateway/config_priv.h"
@@ -485,6 +486,7 @@ static const struct schema export_schema = {
 #define C struct gw_config
 static const struct field gateway_fields[] = {
 	F_INT(C, "reactors", reactors, 1, MAX_REACTORS),
+	F_ENUM(C, "reactor_backend", reactor_backend, reactor_backend_mode_name, false),
 	F_STR(C, "control", control, chk_sockpath, false),
 	F_STR(C, "state_dir", state_dir, chk_abspath, false),
 	F_FN(C, "log_level", log_level, enum log_level, parse_log_level, NULL),

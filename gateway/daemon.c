@@ -1030,6 +1030,7 @@ int daemon_run(const char *path, bool foreground)
 	membudget_pin_allocator();
 	log_info("buffer budget %llu MiB, a stalled client cut off after %d s",
 		 (unsigned long long)(gw.cfg->buffer_budget >> 20), gw.cfg->stall_timeout);
+	reactor_set_backend_mode((enum reactor_backend_mode)gw.cfg->reactor_backend);
 	for (unsigned i = 0; i < gw.nr_reactors; i++) {
 		ret = reactor_init(&gw.reactors[i], i, 512);
 		if (ret < 0) {
@@ -1038,6 +1039,8 @@ int daemon_run(const char *path, bool foreground)
 		}
 		gw.rp[i] = &gw.reactors[i];
 	}
+	log_notice("gateway: reactors on %s (%s)", reactor_backend_name(&gw.reactors[0]),
+		   gw.reactors[0].backend_why);
 	/* Its timers go on every reactor's list before their threads start. */
 	struct watchdog *wd = NULL;
 	uint64_t wd_usec;

@@ -171,6 +171,8 @@ static void cmd_status(struct gw *gw, struct control_call *call, bool stats)
 	if (!stats) {
 		json_kv_str(&j, "state", gw_state_name(gw->state));
 		json_kv_str(&j, "config", gw->path);
+		json_kv_str(&j, "reactor_backend", reactor_backend_name(&gw->reactors[0]));
+		json_kv_str(&j, "reactor_backend_why", gw->reactors[0].backend_why);
 		json_kv_u64(&j, "reloads", gw->reloads);
 		json_kv_u64(&j, "exports_running", ok);
 		json_kv_u64(&j, "exports_total", total);

@@ -73,6 +73,28 @@ int reactor_parse_backend_mode(const char *s, enum reactor_backend_mode *out)
 	return 0;
 }
 
+const char *reactor_backend_mode_name(int mode)
+{
+	static const char *const names[] = { "auto", "io_uring", "epoll" };
+
+	return mode >= 0 && mode < 3 ? names[mode] : "?";
+}
+
+static enum reactor_backend_mode effective_mode(void)
+{
+	const char *env = getenv(REACTOR_BACKEND_ENV);
+	enum reactor_backend_mode m;
+
+	if (!env || !*env)
+		return backend_mode;
+	if (reactor_parse_backend_mode(env, &m) < 0) {
+		log_warn("reactor: %s=%s: not auto, io_uring or epoll; ignored",
+			 REACTOR_BACKEND_ENV, env);
+		return backend_mode;
+	}
+	return m;
+}
+
 const char *reactor_backend_name(const struct reactor *r)
 {
 	return r->backend == REACTOR_EPOLL ? "epoll" : "io_uring";
@@ -123,21 +145,22 @@ static int uring_init(struct reactor *r, unsigned entries, const char **why)
 
 static int backend_init(struct reactor *r, unsigned entries)
 {
+	enum reactor_backend_mode mode = effective_mode();
 	const char *why = NULL;
 	int ret = 0;
 
 	r->epfd = -1;
 	list_init(&r->ready);
-	if (backend_mode != REACTOR_FORCE_EPOLL) {
+	if (mode != REACTOR_FORCE_EPOLL) {
 		ret = uring_init(r, entries, &why);
 		if (ret == 0) {
 			r->backend = REACTOR_IO_URING;
-			r->backend_why = backend_mode == REACTOR_FORCE_IO_URING
+			r->backend_why = mode == REACTOR_FORCE_IO_URING
 						 ? "reactor_backend = \"io_uring\""
 						 : "io_uring has every operation";
 			return 0;
 		}
-		if (backend_mode == REACTOR_FORCE_IO_URING) {
+		if (mode == REACTOR_FORCE_IO_URING) {
 			log_err("reactor %u: %s: %s; reactor_backend = \"io_uring\" forbids epoll",
 				r->id, why, strerror(-ret));
 			return ret;

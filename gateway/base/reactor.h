@@ -91,6 +91,11 @@ struct reactor {
 void reactor_set_backend_mode(enum reactor_backend_mode mode);
 /* "auto", "io_uring" or "epoll": 0, or -EINVAL. */
 int reactor_parse_backend_mode(const char *s, enum reactor_backend_mode *out);
+/* The name of an enum reactor_backend_mode, "?" past the last. */
+const char *reactor_backend_mode_name(int mode);
+/* NVMF_GATEWAY_REACTOR_BACKEND (auto|io_uring|epoll) in the environment
+ * overrides the mode set here: for running a test suite on one backend. */
+#define REACTOR_BACKEND_ENV "NVMF_GATEWAY_REACTOR_BACKEND"
 const char *reactor_backend_name(const struct reactor *r);
 
 int reactor_init(struct reactor *r, unsigned id, unsigned entries);
