@@ -13,7 +13,13 @@ PKG_CONFIG ?= pkg-config
 # Libraries of the design card, added here as their modules land.
 # libcrypto (OpenSSL, Debian's standard crypto library): HMAC, SHA-2 and the
 # FFDHE named groups that DH-HMAC-CHAP authentication needs, via EVP_PKEY.
-PKGS := liburing libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 libibverbs librdmacm libcrypto
+# liburing is optional (issue 18): NO_IO_URING=1, or no liburing that
+# pkg-config finds, builds the epoll reactor backend alone.
+ifeq ($(origin NO_IO_URING),undefined)
+NO_IO_URING := $(if $(shell $(PKG_CONFIG) --exists liburing 2>/dev/null && echo y),,1)
+endif
+PKGS := $(if $(NO_IO_URING),,liburing) libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 \
+	libibverbs librdmacm libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # The libraries' flags are read from pkg-config at the first compile or
@@ -32,7 +38,7 @@ OPT ?= -O2
 SAN ?=
 CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
 	-DNVMF_GATEWAY_VERSION='"$(VERSION)"' -I. -MMD -MP \
-	$(PKG_CFLAGS) $(SAN) $(CPPFLAGS) $(CFLAGS)
+	$(PKG_CFLAGS) $(if $(NO_IO_URING),-DGW_NO_IO_URING) $(SAN) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)
 
 # Every module's .c is part of the core library that the binary, the unit

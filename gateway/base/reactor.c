@@ -100,6 +100,7 @@ const char *reactor_backend_name(const struct reactor *r)
 	return r->backend == REACTOR_EPOLL ? "epoll" : "io_uring";
 }
 
+#ifndef GW_NO_IO_URING
 /* What the modules ask for, and the cancel that stops them. */
 static const unsigned needed_opcodes[] = {
 	IORING_OP_NOP,	   IORING_OP_READ,	  IORING_OP_SEND,    IORING_OP_RECV,
@@ -143,6 +144,8 @@ static int uring_init(struct reactor *r, unsigned entries, const char **why)
 	return ret;
 }
 
+#endif
+
 static int backend_init(struct reactor *r, unsigned entries)
 {
 	enum reactor_backend_mode mode = effective_mode();
@@ -151,6 +154,14 @@ static int backend_init(struct reactor *r, unsigned entries)
 
 	r->epfd = -1;
 	list_init(&r->ready);
+#ifdef GW_NO_IO_URING
+	(void)entries;
+	why = "built without liburing";
+	if (mode == REACTOR_FORCE_IO_URING) {
+		log_err("reactor %u: reactor_backend = \"io_uring\", but %s", r->id, why);
+		return -ENOSYS;
+	}
+#else
 	if (mode != REACTOR_FORCE_EPOLL) {
 		ret = uring_init(r, entries, &why);
 		if (ret == 0) {
@@ -174,6 +185,7 @@ static int backend_init(struct reactor *r, unsigned entries)
 			return ret;
 		}
 	}
+#endif
 	ret = ep_init(r);
 	if (ret < 0) {
 		log_err("reactor %u: epoll_create1: %s", r->id, strerror(-ret));
@@ -188,10 +200,13 @@ static int backend_init(struct reactor *r, unsigned entries)
 
 static void backend_fini(struct reactor *r)
 {
-	if (r->backend == REACTOR_EPOLL)
-		ep_fini(r);
-	else
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
 		io_uring_queue_exit(&r->ring);
+		return;
+	}
+#endif
+	ep_fini(r);
 }
 
 int reactor_init(struct reactor *r, unsigned id, unsigned entries)
@@ -239,6 +254,7 @@ void reactor_fini(struct reactor *r)
 	pthread_mutex_destroy(&r->mbox_lock);
 }
 
+#ifndef GW_NO_IO_URING
 /* An SQE ready to prepare, submitting the ring first when it is full
  * (aborts on a broken ring: a bug, not a peer error). */
 static struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
@@ -260,88 +276,130 @@ static struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op
 	r->pending_submit++;
 	return sqe;
 }
+#endif
 
 void reactor_recv(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 		  size_t len, int flags)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_RECV, fd, buf, len, NULL, flags);
-	io_uring_prep_recv(reactor_sqe(r, op), fd, buf, len, flags);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_recv(reactor_sqe(r, op), fd, buf, len, flags);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_RECV, fd, buf, len, NULL, flags);
 }
 
 void reactor_send(struct reactor *r, struct reactor_op *op, int fd, const void *buf,
 		  size_t len, int flags)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_SEND, fd, (void *)buf, len, NULL, flags);
-	io_uring_prep_send(reactor_sqe(r, op), fd, buf, len, flags);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_send(reactor_sqe(r, op), fd, buf, len, flags);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_SEND, fd, (void *)buf, len, NULL, flags);
 }
 
 void reactor_recvmsg(struct reactor *r, struct reactor_op *op, int fd,
 		     struct msghdr *msg, int flags)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_RECVMSG, fd, msg, 0, NULL, flags);
-	io_uring_prep_recvmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_recvmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_RECVMSG, fd, msg, 0, NULL, flags);
 }
 
 void reactor_sendmsg(struct reactor *r, struct reactor_op *op, int fd,
 		     const struct msghdr *msg, int flags)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_SENDMSG, fd, (void *)msg, 0, NULL, flags);
-	io_uring_prep_sendmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_sendmsg(reactor_sqe(r, op), fd, msg, (unsigned)flags);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_SENDMSG, fd, (void *)msg, 0, NULL, flags);
 }
 
 void reactor_accept(struct reactor *r, struct reactor_op *op, int fd,
 		    struct sockaddr *addr, socklen_t *addrlen, int flags)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_ACCEPT, fd, addr, 0, addrlen, flags);
-	io_uring_prep_accept(reactor_sqe(r, op), fd, addr, addrlen, flags);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_accept(reactor_sqe(r, op), fd, addr, addrlen, flags);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_ACCEPT, fd, addr, 0, addrlen, flags);
 }
 
 void reactor_connect(struct reactor *r, struct reactor_op *op, int fd,
 		     const struct sockaddr *addr, socklen_t addrlen)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_connect(r, op, fd, addr, addrlen);
-	io_uring_prep_connect(reactor_sqe(r, op), fd, addr, addrlen);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_connect(reactor_sqe(r, op), fd, addr, addrlen);
+		return;
+	}
+#endif
+	ep_connect(r, op, fd, addr, addrlen);
 }
 
 void reactor_read(struct reactor *r, struct reactor_op *op, int fd, void *buf,
 		  size_t len)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_READ, fd, buf, len, NULL, 0);
-	/* Offset 0 is ignored by the stream-like files this is for. */
-	io_uring_prep_read(reactor_sqe(r, op), fd, buf, (unsigned)len, 0);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		/* Offset 0 is ignored by the stream-like files this is for. */
+		io_uring_prep_read(reactor_sqe(r, op), fd, buf, (unsigned)len, 0);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_READ, fd, buf, len, NULL, 0);
 }
 
 void reactor_poll_fd(struct reactor *r, struct reactor_op *op, int fd,
 		     unsigned events)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_queue(r, op, ROP_POLL, fd, NULL, 0, NULL, (int)events);
-	io_uring_prep_poll_add(reactor_sqe(r, op), fd, events);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_poll_add(reactor_sqe(r, op), fd, events);
+		return;
+	}
+#endif
+	ep_queue(r, op, ROP_POLL, fd, NULL, 0, NULL, (int)events);
 }
 
 void reactor_nop(struct reactor *r, struct reactor_op *op)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_nop(r, op);
-	io_uring_prep_nop(reactor_sqe(r, op));
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_nop(reactor_sqe(r, op));
+		return;
+	}
+#endif
+	ep_nop(r, op);
 }
 
 void reactor_cancel(struct reactor *r, struct reactor_op *target)
 {
-	if (r->backend == REACTOR_EPOLL)
-		return ep_cancel(r, target);
-	io_uring_prep_cancel(reactor_sqe(r, NULL), target, 0);
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING) {
+		io_uring_prep_cancel(reactor_sqe(r, NULL), target, 0);
+		return;
+	}
+#endif
+	ep_cancel(r, target);
 }
 
 void reactor_submit(struct reactor *r)
 {
+#ifndef GW_NO_IO_URING
 	int ret;
 
 	if (r->backend == REACTOR_EPOLL)
@@ -350,6 +408,9 @@ void reactor_submit(struct reactor *r)
 	if (ret < 0)
 		log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
 	r->pending_submit = 0;
+#else
+	(void)r;
+#endif
 }
 
 void reactor_timer_init(struct reactor_timer *t, reactor_timer_fn fn)
@@ -411,33 +472,18 @@ static void run_deferred(struct reactor *r)
 	}
 }
 
-void reactor_poll(struct reactor *r, uint64_t timeout_ns)
+#ifndef GW_NO_IO_URING
+static void uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, count = 0;
-	uint64_t next;
-	int ret;
-
-	run_deferred(r);
-	next = run_timers(r);
-	if (next < timeout_ns)
-		timeout_ns = next;
-	/* Deferred work that stopped the reactor must not leave it waiting
-	 * for a completion that may never come. */
-	if (!list_empty(&r->deferred) || r->stop)
-		timeout_ns = 0;
-
-	if (r->backend == REACTOR_EPOLL) {
-		ep_wait_and_complete(r, timeout_ns);
-		goto done;
-	}
 	struct __kernel_timespec ts = {
 		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
 		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
 	};
-	ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
-					       timeout_ns == UINT64_MAX ? NULL : &ts,
-					       NULL);
+	int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
+						   timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+
 	r->pending_submit = 0;
 	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
 	    ret != -EBUSY)
@@ -450,7 +496,27 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 			op->fn(op, cqe->res, cqe->flags);
 	}
 	io_uring_cq_advance(&r->ring, count);
-done:
+}
+#endif
+
+void reactor_poll(struct reactor *r, uint64_t timeout_ns)
+{
+	uint64_t next;
+
+	run_deferred(r);
+	next = run_timers(r);
+	if (next < timeout_ns)
+		timeout_ns = next;
+	/* Deferred work that stopped the reactor must not leave it waiting
+	 * for a completion that may never come. */
+	if (!list_empty(&r->deferred) || r->stop)
+		timeout_ns = 0;
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING)
+		uring_wait_and_complete(r, timeout_ns);
+	else
+#endif
+		ep_wait_and_complete(r, timeout_ns);
 	run_deferred(r);
 	run_timers(r);
 }

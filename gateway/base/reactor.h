@@ -5,7 +5,11 @@
 #ifndef GW_REACTOR_H
 #define GW_REACTOR_H
 
+/* Without liburing (NO_IO_URING=1, or make finds none) only the epoll
+ * backend is built. */
+#ifndef GW_NO_IO_URING
 #include <liburing.h>
+#endif
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,7 +66,9 @@ struct reactor_msg {
 
 struct reactor {
 	unsigned id;
+#ifndef GW_NO_IO_URING
 	struct io_uring ring;
+#endif
 	struct list_node timers;
 	struct list_node deferred; /* reactor_msg run after this batch */
 	bool stop;

@@ -7,7 +7,8 @@
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
 . "$TOP/tests/lib/func.sh"
-need cc nbdcopy nbdinfo
+need cc nbdcopy nbdinfo ldd
+ldd "$GW" | grep -q liburing || skip "built without liburing: epoll is all it has"
 tmp_dir gw-fallback
 cc -O2 -Wall -Wextra -Werror -o "$tmp/noring" "$TOP/tests/lib/seccomp_no_io_uring.c" ||
 	fail "cannot build the seccomp helper"
