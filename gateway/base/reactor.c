@@ -80,11 +80,14 @@ const char *reactor_backend_mode_name(int mode)
 	return mode >= 0 && mode < 3 ? names[mode] : "?";
 }
 
-static enum reactor_backend_mode effective_mode(void)
+/* *forced_by names what forced the mode, for the log and status. */
+static enum reactor_backend_mode effective_mode(const char **forced_by)
 {
 	const char *env = getenv(REACTOR_BACKEND_ENV);
 	enum reactor_backend_mode m;
 
+	*forced_by = backend_mode == REACTOR_FORCE_EPOLL ? "reactor_backend = \"epoll\""
+						       : "reactor_backend = \"io_uring\"";
 	if (!env || !*env)
 		return backend_mode;
 	if (reactor_parse_backend_mode(env, &m) < 0) {
@@ -92,6 +95,8 @@ static enum reactor_backend_mode effective_mode(void)
 			 REACTOR_BACKEND_ENV, env);
 		return backend_mode;
 	}
+	*forced_by = m == REACTOR_FORCE_EPOLL ? REACTOR_BACKEND_ENV "=epoll"
+					      : REACTOR_BACKEND_ENV "=io_uring";
 	return m;
 }
 
@@ -148,7 +153,8 @@ static int uring_init(struct reactor *r, unsigned entries, const char **why)
 
 static int backend_init(struct reactor *r, unsigned entries)
 {
-	enum reactor_backend_mode mode = effective_mode();
+	const char *forced_by;
+	enum reactor_backend_mode mode = effective_mode(&forced_by);
 	const char *why = NULL;
 	int ret = 0;
 
@@ -158,7 +164,7 @@ static int backend_init(struct reactor *r, unsigned entries)
 	(void)entries;
 	why = "built without liburing";
 	if (mode == REACTOR_FORCE_IO_URING) {
-		log_err("reactor %u: reactor_backend = \"io_uring\", but %s", r->id, why);
+		log_err("reactor %u: %s, but %s", r->id, forced_by, why);
 		return -ENOSYS;
 	}
 #else
@@ -167,13 +173,13 @@ static int backend_init(struct reactor *r, unsigned entries)
 		if (ret == 0) {
 			r->backend = REACTOR_IO_URING;
 			r->backend_why = mode == REACTOR_FORCE_IO_URING
-						 ? "reactor_backend = \"io_uring\""
+						 ? forced_by
 						 : "io_uring has every operation";
 			return 0;
 		}
 		if (mode == REACTOR_FORCE_IO_URING) {
-			log_err("reactor %u: %s: %s; reactor_backend = \"io_uring\" forbids epoll",
-				r->id, why, strerror(-ret));
+			log_err("reactor %u: %s: %s; %s forbids epoll",
+				r->id, why, strerror(-ret), forced_by);
 			return ret;
 		}
 		/* A refusal or an old kernel.  Anything else (ENOMEM: a
@@ -192,7 +198,7 @@ static int backend_init(struct reactor *r, unsigned entries)
 		return ret;
 	}
 	r->backend = REACTOR_EPOLL;
-	r->backend_why = why ? why : "reactor_backend = \"epoll\"";
+	r->backend_why = why ? why : forced_by;
 	if (r->id == 0)
 		log_notice("reactor: epoll backend (%s)", r->backend_why);
 	return 0;
