@@ -253,6 +253,39 @@ START_TEST(two_reads_in_flight)
 }
 END_TEST
 
+/* A descriptor closed while nothing waits on it, and its number handed to
+ * a new socket: a receive on the new one must still see its data (epoll
+ * dropped the old file from its set when it closed). */
+START_TEST(reused_descriptor_number)
+{
+	int a[2], b[2];
+	char buf[8];
+	struct done rv;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, a), 0);
+	done_init(&rv);
+	reactor_recv(&R, &rv.op, a[1], buf, sizeof(buf), 0);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(write(a[0], "x", 1), 1);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, 1);
+	close(a[0]);
+	close(a[1]);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, b), 0);
+	ck_assert(b[0] == a[1] || b[1] == a[1]);
+	int rfd = b[0] == a[1] ? b[0] : b[1], wfd = rfd == b[0] ? b[1] : b[0];
+	done_init(&rv);
+	reactor_recv(&R, &rv.op, rfd, buf, sizeof(buf), 0);
+	reactor_poll(&R, 0);
+	ck_assert_int_eq(rv.calls, 0);
+	ck_assert_int_eq(write(wfd, "yz", 2), 2);
+	wait_done(&R, &rv);
+	ck_assert_int_eq(rv.res, 2);
+	close(b[0]);
+	close(b[1]);
+}
+END_TEST
+
 struct tick {
 	struct reactor_timer t;
 	int fired;
@@ -359,6 +392,7 @@ static void add_contract(TCase *tc)
 	tcase_add_test(tc, nop_completes_on_a_later_pass);
 	tcase_add_test(tc, cancel_a_pending_recv);
 	tcase_add_test(tc, two_reads_in_flight);
+	tcase_add_test(tc, reused_descriptor_number);
 	tcase_add_test(tc, timer_bounds_the_wait);
 	tcase_add_test(tc, message_wakes_the_reactor);
 	tcase_add_test(tc, message_from_another_thread);
