@@ -1,4 +1,5 @@
-/* A reactor: one thread, one io_uring.  Everything a reactor owns (queues,
+/* A reactor: one thread, one event loop (an io_uring, or epoll where
+ * io_uring is missing or refused).  Everything a reactor owns (queues,
  * connections) is touched only from its thread; other threads talk to it by
  * message.  Operations are submitted with an embedded struct reactor_op
  * whose callback runs, on the reactor thread, when the operation completes. */
@@ -21,7 +22,7 @@
 struct reactor;
 struct reactor_op;
 
-/* res is the io_uring result: >= 0 or -errno. */
+/* res is the result of the operation: >= 0 or -errno. */
 typedef void (*reactor_op_fn)(struct reactor_op *op, int res, uint32_t cqe_flags);
 
 /* Beyond fn, only the epoll backend uses the fields: it keeps the request
