@@ -253,9 +253,12 @@ void ep_queue(struct reactor *r, struct reactor_op *op, enum reactor_op_kind kin
 	op->aux = aux;
 	op->flags = flags;
 	op->res = 0;
-	/* read(2) and accept(2) have no per-call MSG_DONTWAIT. */
+	/* read(2) and accept(2) have no per-call MSG_DONTWAIT.  An operation
+	 * already waiting on fd means it is the same open file, set before
+	 * (the FUSE channel keeps several reads waiting). */
 	if (kind == ROP_READ || kind == ROP_ACCEPT) {
-		int ret = set_nonblock(fd);
+		struct reactor_fd *f = fd_slot(r, fd);
+		int ret = list_empty(&f->in) && list_empty(&f->out) ? set_nonblock(fd) : 0;
 		if (ret < 0) {
 			op->queued = true;
 			complete_later(r, op, ret);
