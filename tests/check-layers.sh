@@ -63,7 +63,9 @@ END {
 }' $srcs
 layers=$?
 # shellcheck disable=SC2086
-uring=$(grep -n 'io_uring_\|liburing\.h' $srcs | grep -v '^gateway/base/reactor[^/]*:')
+# Calls, types and constants, not prose ("kernel.io_uring_disabled").
+uring=$(grep -nE '\bio_uring_[a-z0-9_]+[[:space:]]*\(|struct io_uring|IORING_|liburing\.h' $srcs |
+	grep -v '^gateway/base/reactor[^/]*:')
 if [ -n "$uring" ]; then
 	printf '%s\n' "$uring"
 	echo "check-layers: FAIL (io_uring outside gateway/base/reactor*: ask the reactor for the operation)"
