@@ -287,6 +287,10 @@ unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned
 		pi->state = p->started ? p->ctrl.state : NVMF_CTRL_NEW;
 		if (p->deleted && pi->state != NVMF_CTRL_LIVE)
 			pi->state = NVMF_CTRL_DEAD;
+		/* A failed first connect leaves the controller dead, but the
+		 * path is tried again: shown as a lost path between attempts. */
+		if (!p->deleted && pi->state == NVMF_CTRL_DEAD)
+			pi->state = NVMF_CTRL_RESETTING;
 		pi->cntlid = p->attached ? p->ctrl.cntlid : 0;
 		pi->reconnects = p->reconnects;
 		pi->ever_live = p->ever_live;

@@ -3,11 +3,14 @@
 # test target's port refuses connections.  It does not exit: READY=1 comes
 # at once (STATUS counts the exports waiting for their target), `status`
 # shows "waiting for target" with the last error and the next attempt, and
-# the NBD socket is not listened on yet.  Target t2 (connect_loss_tmo = 3)
-# never comes: its export fails, logged, 3 s (+ slack) after the start by
-# the gateway's clock.  The target of t1 starts about 5 s later on that
-# port: export a serves by itself, no SIGHUP, no restart.  A second daemon
-# whose target never comes stops promptly on SIGTERM while waiting.
+# neither the NBD socket nor the FUSE file exists yet.  Target t2
+# (connect_loss_tmo = 3) never comes: its export fails, logged, 3 s (+
+# slack) after the start by the gateway's clock.  The target of t1 starts
+# about 5 s after the daemon on that port: export a serves by itself (NBD
+# socket and FUSE file), no SIGHUP, no restart.  A second daemon takes an
+# export-add and a reload while waiting, and serves once its target
+# starts.  A third, whose target never comes, stops promptly on SIGTERM
+# while waiting.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
 
@@ -16,13 +19,15 @@ port=$(free_port) dead=$(free_port)
 [ "$port" != "$dead" ] || dead=$(free_port)
 cat > "$tmp/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control"; };
+fuse = { mountpoint = "$tmp/fuse"; };
 targets = ( { name = "t1"; subnqn = "$A";
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } );
     reconnect_delay = 1; },
   { name = "t2"; subnqn = "$A";
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$dead"; } );
     reconnect_delay = 1; connect_loss_tmo = 3; } );
-exports = ( { name = "a"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; }; },
+exports = ( { name = "a"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; };
+    fuse = true; },
   { name = "b"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/b.sock"; }; } );
 CONF
 
@@ -37,6 +42,7 @@ while True:
 ' "$tmp/notify.sock" "$tmp/notify.txt" &
 lpid=$!
 cleanup_fn stop_var lpid
+cleanup_fn unmount_lazy "$tmp/fuse"
 wait_for 10 '[ -S "$tmp/notify.sock" ]' || fail "the notify listener did not start"
 
 st() { "$GW" status -s "$tmp/gw.control" -o json; }
@@ -63,6 +69,7 @@ echo "$s" | jq -e '.targets[0].next_attempt | test("^[0-9-]+T[0-9:]+Z$|connectin
 grep -q 'target t1: waiting for target for .* last error: Connection refused, next attempt: ' \
 	"$tmp/status.txt" || fail "the human status has no waiting line"
 [ -e "$tmp/a.sock" ] && fail "a listens before its target is up"
+[ -e "$tmp/fuse/a" ] && fail "a has a FUSE file before its target is up"
 
 # t2 gives up at connect_loss_tmo: its export fails, the daemon stays.
 gw_wait 'export b: target t2 not reached within connect_loss_tmo (3 s); export failed' 1 30 \
@@ -81,22 +88,54 @@ wait_for 30 '[ -S "$tmp/a.sock" ]' || fail "export a did not come up with its ta
 up=$(gw_wait 'target t1: connected after waiting' 1 5) || fail "no 'connected after waiting' line"
 echo "t1 up $(echo "$up - $t0" | bc -l) s after the start"
 "$NBDPY" "$IO" verify "$tmp/a.sock" 1 > /dev/null || fail "a does not serve"
+wait_for 10 '[ -e "$tmp/fuse/a" ]' || fail "a's FUSE file did not appear with its target"
+[ "$(stat -c %s "$tmp/fuse/a")" = 16777216 ] || fail "a's FUSE file size"
 [ "$(st | jq -r '.exports[0].state')" = attached ] || fail "a not attached: $(st)"
 grep -c '^READY=1' "$tmp/notify.txt" | grep -qx 1 || fail "READY=1 sent more than once"
 grep -q 'SIGHUP\|reloading' "$tmp/gw.log" && fail "a reload happened"
 gw_alive
 gw_stop
 
+# While waiting: export-add of another export of the target answers ok (it
+# waits too), and a reload replaces the waiting target; both exports come
+# up when the target does.
+late=$(free_port)
+conf2() {	# conf2 EXPORT...
+	local x list=""
+	for x in "$@"; do
+		list="$list${list:+, }{ name = \"$x\"; target = \"t\"; nsid = 1; nbd = { listen = \"unix:$tmp/$x.sock\"; }; }"
+	done
+	cat > "$tmp/gw2.conf" <<- CONF
+	gateway = { reactors = 1; state_dir = "$tmp/state"; control = "$tmp/gw.control"; };
+	targets = ( { name = "t"; subnqn = "$A"; reconnect_delay = 1;
+	    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$late"; } ); } );
+	exports = ( $list );
+	CONF
+}
+conf2 c
+GW_CONTROL="$tmp/gw.control" gw_start run "$tmp/gw2.conf"
+gw_wait 'target t: not reachable yet' 1 30 > /dev/null || fail "the second daemon does not wait"
+conf2 c d
+"$GW" export-add d -s "$tmp/gw.control" || fail "export-add while the target is away"
+[ "$(st | jq -r '.exports[1].state')" = "waiting for target" ] || fail "d is not waiting: $(st)"
+"$GW" reload -s "$tmp/gw.control" || fail "reload while the target is away"
+wait_for 10 '[ "$(st | jq -r ".targets[0].state")" = "waiting for target" ]' ||
+	fail "not waiting after the reload: $(st)"
+tgt_start b "" -s "$late" --subsys "$A:16M"
+wait_for 30 '[ -S "$tmp/c.sock" ] && [ -S "$tmp/d.sock" ]' ||
+	fail "c and d did not come up after the reload"
+"$NBDPY" "$IO" verify "$tmp/d.sock" 1 > /dev/null || fail "d does not serve"
+gw_stop
+
 # SIGTERM while waiting: a prompt, clean exit.
-cat > "$tmp/gw2.conf" << CONF
+cat > "$tmp/gw3.conf" << CONF
 gateway = { reactors = 1; state_dir = "$tmp/state"; };
 targets = ( { name = "t"; subnqn = "$A"; reconnect_delay = 1;
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$dead"; } ); } );
-exports = ( { name = "c"; target = "t"; nsid = 1; nbd = { listen = "unix:$tmp/c.sock"; }; } );
+exports = ( { name = "e"; target = "t"; nsid = 1; nbd = { listen = "unix:$tmp/e.sock"; }; } );
 CONF
-: > "$tmp/gw.log"
-gw_start run "$tmp/gw2.conf"
-gw_wait 'target t: not reachable yet' 1 30 > /dev/null || fail "the second daemon does not wait"
+gw_start run "$tmp/gw3.conf"
+gw_wait 'target t: not reachable yet' 1 30 > /dev/null || fail "the third daemon does not wait"
 sleep 1.5 # a reconnect attempt or two
 gw_stop_within 5
 grep -q 'gateway: stopped' "$tmp/gw.log" || fail "no orderly stop while waiting"
