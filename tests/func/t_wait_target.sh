@@ -129,7 +129,7 @@ gw_stop
 
 # SIGTERM while waiting: a prompt, clean exit.
 cat > "$tmp/gw3.conf" << CONF
-gateway = { reactors = 1; state_dir = "$tmp/state"; };
+gateway = { reactors = 1; state_dir = "$tmp/state"; control = "$tmp/gw3.control"; };
 targets = ( { name = "t"; subnqn = "$A"; reconnect_delay = 1;
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$dead"; } ); } );
 exports = ( { name = "e"; target = "t"; nsid = 1; nbd = { listen = "unix:$tmp/e.sock"; }; } );
