@@ -59,7 +59,8 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 		     unsigned nr_reactors, struct mp_target **out);
 /* cb(t, 0) once every path has made its first attempt and at least one is
  * live, cb(t, -errno) when none could connect.  Paths that failed keep
- * trying in the background (within ctrl_loss_tmo). */
+ * trying in the background (within connect_loss_tmo when the owner set
+ * one, else ctrl_loss_tmo). */
 void mp_target_connect(struct mp_target *t, mp_target_cb cb, void *arg);
 /* After a failed mp_target_connect: cb(t, 0, arg) once a path is live
  * (at once if one is), cb(t, -ETIMEDOUT, arg) once every path has been
@@ -91,8 +92,7 @@ struct mp_path_info {
 	uint8_t ana_state; /* of the first namespace with a volume, else of nsid 1 */
 	uint16_t cntlid;
 	unsigned reconnects;
-	bool ever_live;
-	int last_err; /* of the last failed attempt, 0 after one succeeded */
+	int last_err; /* of the last failed attempt, 0 while attached */
 	uint64_t next_attempt_ns; /* reactor clock; 0 = none scheduled */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, retries;
 	unsigned in_flight;

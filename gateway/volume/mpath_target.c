@@ -293,7 +293,6 @@ unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned
 			pi->state = NVMF_CTRL_RESETTING;
 		pi->cntlid = p->attached ? p->ctrl.cntlid : 0;
 		pi->reconnects = p->reconnects;
-		pi->ever_live = p->ever_live;
 		pi->last_err = p->attached ? 0 : p->last_err;
 		pi->next_attempt_ns = p->reconnect_timer.armed ? p->reconnect_timer.deadline_ns : 0;
 		pi->ana_state = 0;
