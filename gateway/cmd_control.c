@@ -176,6 +176,25 @@ static void print_targets(const struct json_val *root, bool stats)
 	}
 }
 
+/* Targets not reached yet: why, and when the next attempt is. */
+static void print_waiting(const struct json_val *root)
+{
+	const struct json_val *tg = json_get(root, "targets");
+
+	for (size_t i = 0; tg && tg->type == JSON_ARR && i < tg->nr_kids; i++) {
+		const struct json_val *t = &tg->kids[i];
+		const struct json_val *in = json_get(t, "next_attempt_in_s");
+		if (!json_get(t, "last_error"))
+			continue;
+		printf("target %s: waiting for target for %s s, last error: %s, next attempt: %s",
+		       txt(t, "name"), txt(t, "waiting_s"), txt(t, "last_error"),
+		       txt(t, "next_attempt"));
+		if (in)
+			printf(" (in %s s)", txt(t, "next_attempt_in_s"));
+		printf("\n");
+	}
+}
+
 static void print_status(const struct json_val *root)
 {
 	const struct json_val *ex = json_get(root, "exports");
@@ -185,6 +204,7 @@ static void print_status(const struct json_val *root)
 	       txt(root, "exports_running"), txt(root, "exports_total"), txt(root, "reloads"),
 	       txt(root, "config"));
 	print_targets(root, false);
+	print_waiting(root);
 	printf("\n%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %s\n", "EXPORT", "KIND",
 	       "TARGET", "NSID", "STATE", "SIZE", "READS", "WRITES", "ERRORS", "IN-FLIGHT",
 	       "WHERE");

@@ -52,6 +52,9 @@ struct gw_target {
 	char *dhchap_ctrl_secret;
 	char *dhchap_secret_file;
 	char *dhchap_ctrl_secret_file;
+	/* A target not reached yet (boot order): its exports wait this long
+	 * for the first connect, then fail.  Seconds, -1 = forever. */
+	int connect_loss_tmo;
 };
 
 #define GW_NBD_NONE (-2)	/* no kernel device, socket only */

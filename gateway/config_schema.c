@@ -401,6 +401,7 @@ static void target_init(struct ctx *c, void *elem)
 	t->io_timeout = 30;
 	t->max_retries = 5;
 	t->multipath = MP_FAILOVER;
+	t->connect_loss_tmo = -1; /* wait for a target that is not up yet */
 }
 
 #define T struct gw_target
@@ -423,6 +424,8 @@ static const struct field target_fields[] = {
 	F_FN(T, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
 	F_STR(T, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
 	F_STR(T, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
+	/* waiting for a target at start (issue 19) */
+	F_INT(T, "connect_loss_tmo", connect_loss_tmo, -1, 86400),
 	F_END,
 };
 #undef T

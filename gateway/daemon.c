@@ -255,6 +255,7 @@ void gw_op_finished(struct gw *gw)
 		log_notice("gateway: reloading %s (SIGHUP while busy)", gw->path);
 		gw_reload(gw, NULL);
 	}
+	gw_wait_resume(gw);
 }
 
 /* ---- teardown ---- */
@@ -496,6 +497,14 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 	struct gw_export *c = e->cfg;
 	int ret;
 
+	if (!e->tgt->live && e->tgt->waiting) {
+		/* Nothing to serve yet, not even a size: no exporter until
+		 * the target is up (daemon_wait.c). */
+		e->waiting = true;
+		log_notice("export %s: waiting for target %s; it is served once the target "
+			   "is reached", c->name, c->target_name);
+		return 0;
+	}
 	if (!e->tgt->live) {
 		log_err("export %s: target %s is not connected; export not started", c->name,
 			c->target_name);
@@ -784,7 +793,7 @@ static void batch_exports(struct gw_batch *b)
 	 * queues' pools exist by now (their targets are connected). */
 	for (size_t i = 0; i < b->nr_exps; i++) {
 		struct gw_export *c = b->exps[i]->cfg;
-		if (!b->exps[i]->failed &&
+		if (!b->exps[i]->failed && !b->exps[i]->waiting &&
 		    (c->fuse || (c->has_nbd && c->nbd.device != GW_NBD_NONE)))
 			reclaim_enable(gw->rp, gw->nr_reactors, 0, &gw->cfg->reclaim);
 	}
@@ -794,7 +803,8 @@ static void batch_exports(struct gw_batch *b)
 	 * later; the batch waits for every answer. */
 	for (size_t i = 0; i < b->nr_exps; i++) {
 		struct gw_exp *e = b->exps[i];
-		if (!e->failed && e->cfg->has_nbd && e->cfg->nbd.device != GW_NBD_NONE)
+		if (!e->failed && !e->waiting && e->cfg->has_nbd &&
+		    e->cfg->nbd.device != GW_NBD_NONE)
 			start_kdev(b, e);
 	}
 	batch_put(b);
@@ -809,7 +819,7 @@ static void tgt_ready(struct mp_target *mp, int err, void *arg)
 	t->batch = NULL;
 	t->connecting = false;
 	t->live = err == 0;
-	if (err)
+	if (err && !gw_tgt_wait(t))
 		log_err("target %s: not connected (%s)", t->cfg->name, strerror(-err));
 	batch_put(b);
 }
@@ -858,6 +868,8 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 	o->fast_io_fail_tmo_s = c->fast_io_fail_tmo;
 	o->max_retries = (unsigned)c->max_retries;
 	o->policy = c->multipath;
+	o->connect_loss_own = true;
+	o->connect_loss_tmo_s = c->connect_loss_tmo;
 }
 
 void gw_batch_run(struct gw_batch *b)
@@ -891,7 +903,7 @@ static void finish_start(struct gw_batch *b)
 {
 	struct gw *gw = b->gw;
 	struct list_node *pos, *tmp;
-	unsigned ok = 0, total = 0;
+	unsigned ok = 0, total = 0, waiting = 0;
 
 	free(b->exps);
 	free(b);
@@ -907,14 +919,25 @@ static void finish_start(struct gw_batch *b)
 		total++;
 		if (gw_exp_running(e))
 			ok++;
+		else if (e->waiting)
+			waiting++;
 		else if (!e->failed)
 			log_err("export %s: none of its exporters is running", e->name);
 	}
 	gw_set_state(gw, GW_RUNNING);
 	start_metrics(gw);
-	log_notice("gateway: %u of %u exports running", ok, total);
-	notify_sendf("READY=1\nSTATUS=%u of %u exports running", ok, total);
-	if (!ok && total) {
+	/* Ready with exports still waiting for their target: boot goes on,
+	 * and they come up by themselves (each logged why it waits). */
+	if (waiting) {
+		log_notice("gateway: %u of %u exports running, %u waiting for their target", ok,
+			   total, waiting);
+		notify_sendf("READY=1\nSTATUS=%u of %u exports running, %u waiting for their "
+			     "target", ok, total, waiting);
+	} else {
+		log_notice("gateway: %u of %u exports running", ok, total);
+		notify_sendf("READY=1\nSTATUS=%u of %u exports running", ok, total);
+	}
+	if (!ok && !waiting && total) {
 		log_err("gateway: no export could be started; exiting");
 		gw->rc = 1;
 		notify_ready(gw, false);

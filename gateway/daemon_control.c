@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gateway/daemon_priv.h"
 #include "gateway/base/json.h"
@@ -21,6 +22,8 @@ static const char *exp_state(const struct gw_exp *e)
 {
 	if (e->removing)
 		return "removing";
+	if (e->waiting)
+		return "waiting for target";
 	if (e->failed || !e->vol)
 		return "failed";
 	return gw_exp_running(e) ? "attached" : "failed";
@@ -79,6 +82,29 @@ static void put_paths(struct json_buf *j, struct gw_tgt *t, bool stats)
 	json_arr_end(j);
 }
 
+/* Why a target not reached yet is still waited for, and until when. */
+static void put_waiting(struct json_buf *j, struct gw_tgt *t)
+{
+	uint64_t next = 0, now = reactor_now_ns();
+	int err = gw_tgt_last_err(t, &next);
+	char when[32] = "";
+
+	json_kv_double(j, "waiting_s", (double)((now - t->wait_since_ns) / NSEC_PER_MSEC) / 1e3);
+	json_kv_str(j, "last_error", err ? strerror(-err) : "none");
+	if (next) {
+		uint64_t in_ms = next > now ? (next - now) / NSEC_PER_MSEC : 0;
+		time_t at = time(NULL) + (time_t)((in_ms + 999) / 1000);
+		struct tm tm;
+		json_kv_double(j, "next_attempt_in_s", (double)in_ms / 1e3);
+		if (gmtime_r(&at, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_kv_str(j, "next_attempt", when);
+	} else {
+		json_kv_str(j, "next_attempt", "connecting now");
+	}
+	json_kv_i64(j, "connect_loss_tmo", t->cfg->connect_loss_tmo);
+}
+
 static void put_targets(struct json_buf *j, struct gw *gw, bool stats)
 {
 	struct list_node *pos, *tmp;
@@ -94,8 +120,11 @@ static void put_targets(struct json_buf *j, struct gw *gw, bool stats)
 			json_kv_str(j, "multipath", mp_policy_name(t->cfg->multipath));
 		}
 		json_kv_str(j, "state", t->connecting ? "connecting"
+					: t->waiting ? "waiting for target"
 					: !t->mp    ? "not connected"
 						    : mp_target_state(t->mp));
+		if (t->waiting)
+			put_waiting(j, t);
 		put_paths(j, t, stats);
 		json_obj_end(j);
 	}

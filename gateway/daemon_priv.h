@@ -47,6 +47,11 @@ struct gw_tgt {
 	struct mp_target *mp;
 	bool connecting, live;
 	struct gw_batch *batch; /* connecting for this batch */
+	/* Not reached at its first connect and still trying (boot order):
+	 * its exports wait and start once it is up (daemon_wait.c). */
+	bool waiting;
+	bool up_pending; /* came up while a change was applied: start after it */
+	uint64_t wait_since_ns;
 };
 
 struct gw_exp {
@@ -65,6 +70,7 @@ struct gw_exp {
 	char backend_id[96];
 	bool in_fuse; /* has a file in the FUSE mount */
 	bool failed;
+	bool waiting; /* for its target: no exporter yet */
 	bool removing;
 	unsigned closing; /* exporters still closing while removed */
 	void (*removed)(void *arg);
@@ -144,6 +150,15 @@ unsigned gw_exports_running(struct gw *gw, unsigned *total);
 void gw_op_finished(struct gw *gw);
 const char *gw_state_name(enum gw_state s);
 bool gw_exp_running(const struct gw_exp *e);
+
+/* daemon_wait.c: targets not reached at start.  tgt_ready's failure:
+ * true if the target keeps trying (its exports wait), false if it gave
+ * up.  gw_wait_resume: after a change, start the exports of targets that
+ * came up meanwhile. */
+bool gw_tgt_wait(struct gw_tgt *t);
+void gw_wait_resume(struct gw *gw);
+/* The most recent error of a target's paths (0 if none). */
+int gw_tgt_last_err(struct gw_tgt *t, uint64_t *next_attempt_ns);
 
 /* daemon_control.c */
 void gw_control_handle(void *arg, struct control_call *call, const struct json_val *req);

@@ -376,6 +376,16 @@ static void add_done(struct gw_batch *b)
 
 	free(b->exps);
 	free(b);
+	if (e->waiting) {
+		/* Its target is not reached yet: it starts with it. */
+		log_notice("export-add: export %s waits for target %s", e->name,
+			   e->tgt->cfg->name);
+		control_reply_ok(c->call);
+		free((char *)c->export_name);
+		change_free(c);
+		finished(gw);
+		return;
+	}
 	if (!gw_exp_running(e)) {
 		log_err("export-add: export %s could not be started; removing it again",
 			e->name);

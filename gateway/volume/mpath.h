@@ -42,6 +42,12 @@ struct mp_target_opts {
 	int fast_io_fail_tmo_s; /* -1 = off */
 	unsigned max_retries;
 	enum mp_policy policy;
+	/* A path that has never been live gives up after connect_loss_tmo_s
+	 * (-1 = never) instead of ctrl_loss_tmo, counted from
+	 * mp_target_connect, when connect_loss_own is set: a target that is
+	 * not up yet (boot order) is waited for, not given up. */
+	bool connect_loss_own;
+	int connect_loss_tmo_s;
 };
 
 struct mp_target;
@@ -53,8 +59,13 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 		     unsigned nr_reactors, struct mp_target **out);
 /* cb(t, 0) once every path has made its first attempt and at least one is
  * live, cb(t, -errno) when none could connect.  Paths that failed keep
- * trying in the background (within ctrl_loss_tmo). */
+ * trying in the background (within connect_loss_tmo when the owner set
+ * one, else ctrl_loss_tmo). */
 void mp_target_connect(struct mp_target *t, mp_target_cb cb, void *arg);
+/* After a failed mp_target_connect: cb(t, 0, arg) once a path is live
+ * (at once if one is), cb(t, -ETIMEDOUT, arg) once every path has been
+ * given up.  Once; cancelled by mp_target_shutdown. */
+void mp_target_on_live(struct mp_target *t, mp_target_cb cb, void *arg);
 /* No volume may have I/O in flight.  cb(t, 0, arg) when every controller
  * is shut down. */
 void mp_target_shutdown(struct mp_target *t, mp_target_cb cb, void *arg);
@@ -81,6 +92,8 @@ struct mp_path_info {
 	uint8_t ana_state; /* of the first namespace with a volume, else of nsid 1 */
 	uint16_t cntlid;
 	unsigned reconnects;
+	int last_err; /* of the last failed attempt, 0 while attached */
+	uint64_t next_attempt_ns; /* reactor clock; 0 = none scheduled */
 	uint64_t reads, writes, read_bytes, write_bytes, errors, retries;
 	unsigned in_flight;
 };

@@ -61,6 +61,11 @@ static void path_delete(struct mp_path *p, const char *why)
 			   "operator reset (nvmf-gateway reset %s) or a reload",
 			   t->o.ctrl.name);
 	mp_broadcast(t, NULL, NULL);
+	if (mp_all_deleted(t) && t->live_cb) {
+		mp_target_cb cb = t->live_cb;
+		t->live_cb = NULL;
+		cb(t, -ETIMEDOUT, t->live_arg);
+	}
 }
 
 void mp_reconnect_fire(struct reactor_timer *tm)
@@ -104,6 +109,39 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 	}
 }
 
+/* A path never live yet is waited for by connect_loss_tmo when the
+ * owner set one (boot order: the array may come up after the host). */
+static bool path_first_wait(const struct mp_path *p)
+{
+	return !p->ever_live && p->t->o.connect_loss_own;
+}
+
+static const char *path_loss_why(const struct mp_path *p)
+{
+	return path_first_wait(p) ? "connect_loss_tmo expired before it was ever connected"
+				  : "ctrl_loss_tmo expired";
+}
+
+/* Armed at a path's first failure: ctrl_loss_tmo from now, or what is
+ * left of connect_loss_tmo since mp_target_connect. */
+static void arm_loss(struct mp_path *p)
+{
+	struct mp_target *t = p->t;
+	uint64_t tmo, gone;
+
+	if (!path_first_wait(p)) {
+		if (t->o.ctrl_loss_tmo_s >= 0)
+			reactor_timer_arm(t->r, &p->loss_timer,
+					  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
+		return;
+	}
+	if (t->o.connect_loss_tmo_s < 0)
+		return;
+	tmo = (uint64_t)t->o.connect_loss_tmo_s * NSEC_PER_SEC;
+	gone = reactor_now_ns() - t->connect_ns;
+	reactor_timer_arm(t->r, &p->loss_timer, gone < tmo ? tmo - gone : 0);
+}
+
 void mp_loss_fire(struct reactor_timer *tm)
 {
 	struct mp_path *p = container_of(tm, struct mp_path, loss_timer);
@@ -114,7 +152,7 @@ void mp_loss_fire(struct reactor_timer *tm)
 		p->delete_after = true; /* let the attempt finish first */
 		return;
 	}
-	path_delete(p, "ctrl_loss_tmo expired");
+	path_delete(p, path_loss_why(p));
 }
 
 static void schedule_reconnect(struct mp_path *p, bool now)
@@ -216,19 +254,17 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	bool first = !p->first_done;
 	p->first_done = true;
 	if (err) {
+		p->last_err = err;
 		if (err == -EACCES || err == -EPERM) {
 			/* Refused credentials or host: trying again changes
 			 * nothing until the configuration does. */
 			path_delete(p, "the target refused this host");
 		} else if (p->delete_after) {
-			path_delete(p, "ctrl_loss_tmo expired");
+			path_delete(p, path_loss_why(p));
 		} else {
 			if (!p->lost_ns) {
 				p->lost_ns = reactor_now_ns();
-				if (t->o.ctrl_loss_tmo_s >= 0)
-					reactor_timer_arm(t->r, &p->loss_timer,
-							  (uint64_t)t->o.ctrl_loss_tmo_s *
-								  NSEC_PER_SEC);
+				arm_loss(p);
 			}
 			schedule_reconnect(p, false);
 		}
@@ -244,6 +280,8 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			   (double)(reactor_now_ns() - p->lost_ns) / 1e9);
 	p->lost_ns = 0;
 	p->attached = true;
+	p->ever_live = true;
+	p->last_err = 0;
 	t->fast_failed = false;
 	reactor_timer_cancel(&t->fast_timer);
 	uint64_t anatt = 0;
@@ -256,6 +294,11 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	mp_broadcast(t, NULL, NULL);
 	if (first)
 		mp_first_result(t);
+	if (t->live_cb) {
+		mp_target_cb cb = t->live_cb;
+		t->live_cb = NULL;
+		cb(t, 0, t->live_arg);
+	}
 }
 
 /* Every reactor has dropped the lost path's queues: they may be freed by
@@ -371,6 +414,18 @@ static void path_ana(struct nvmf_ctrl *c)
 		}
 		ana_watch(p);
 		mp_broadcast(p->t, NULL, NULL);
+	}
+}
+
+void mp_target_on_live(struct mp_target *t, mp_target_cb cb, void *arg)
+{
+	if (mp_any_attached(t)) {
+		cb(t, 0, arg);
+	} else if (mp_all_deleted(t)) {
+		cb(t, -ETIMEDOUT, arg);
+	} else {
+		t->live_cb = cb;
+		t->live_arg = arg;
 	}
 }
 

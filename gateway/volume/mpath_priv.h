@@ -128,6 +128,8 @@ struct mp_path {
 	bool delete_after; /* ctrl_loss_tmo passed during an attempt */
 	bool reset_now; /* operator reset: reconnect without delay */
 	bool first_done;
+	bool ever_live; /* connect_loss_tmo applies until it is */
+	int last_err; /* of the last failed attempt */
 	uint64_t lost_ns;
 	unsigned reconnects;
 	struct reactor_timer reconnect_timer;
@@ -151,8 +153,9 @@ struct mp_target {
 	struct vol_mp **vols;
 	unsigned nr_vols;
 	unsigned first_pending;
-	mp_target_cb connect_cb, shutdown_cb;
-	void *connect_arg, *shutdown_arg;
+	mp_target_cb connect_cb, shutdown_cb, live_cb;
+	void *connect_arg, *shutdown_arg, *live_arg;
+	uint64_t connect_ns; /* mp_target_connect: connect_loss_tmo counts from it */
 	unsigned shutdown_pending;
 	bool shutting_down;
 	bool fast_failed; /* fast_io_fail_tmo passed with no path attached */

@@ -201,6 +201,7 @@ void mp_target_connect(struct mp_target *t, mp_target_cb cb, void *arg)
 {
 	t->connect_cb = cb;
 	t->connect_arg = arg;
+	t->connect_ns = reactor_now_ns();
 	t->first_pending = t->o.nr_paths;
 	for (unsigned i = 0; i < t->o.nr_paths; i++) {
 		struct mp_path *p = &t->paths[i];
@@ -231,6 +232,7 @@ void mp_target_shutdown(struct mp_target *t, mp_target_cb cb, void *arg)
 	t->shutdown_cb = cb;
 	t->shutdown_arg = arg;
 	t->connect_cb = NULL;
+	t->live_cb = NULL;
 	reactor_timer_cancel(&t->fast_timer);
 	t->shutdown_pending = 1;
 	for (unsigned i = 0; i < t->o.nr_paths; i++) {
@@ -285,8 +287,14 @@ unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned
 		pi->state = p->started ? p->ctrl.state : NVMF_CTRL_NEW;
 		if (p->deleted && pi->state != NVMF_CTRL_LIVE)
 			pi->state = NVMF_CTRL_DEAD;
+		/* A failed first connect leaves the controller dead, but the
+		 * path is tried again: shown as a lost path between attempts. */
+		if (!p->deleted && pi->state == NVMF_CTRL_DEAD)
+			pi->state = NVMF_CTRL_RESETTING;
 		pi->cntlid = p->attached ? p->ctrl.cntlid : 0;
 		pi->reconnects = p->reconnects;
+		pi->last_err = p->attached ? 0 : p->last_err;
+		pi->next_attempt_ns = p->reconnect_timer.armed ? p->reconnect_timer.deadline_ns : 0;
 		pi->ana_state = 0;
 		if (p->attached && p->ctrl.nr_ns) {
 			uint32_t nsid = t->nr_vols ? t->vols[0]->ns.nsid : p->ctrl.ns[0].nsid;

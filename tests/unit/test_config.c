@@ -108,6 +108,7 @@ static const char full_conf[] =
 	"  nr_io_queues = 7; queue_size = 256; hdr_digest = true; data_digest = true;\n"
 	"  keep_alive_tmo = 0; reconnect_delay = 2; ctrl_loss_tmo = -1;\n"
 	"  fast_io_fail_tmo = 5; io_timeout = 60; max_retries = 0;\n"
+	"  connect_loss_tmo = 120;\n"
 	"  multipath = \"round-robin\"; dhchap_secret = \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\";\n"
 	"}, {\n"
 	"  name = \"lab.box_2\"; subnqn = \"nqn.2026-01.com.example:lab\";\n"
@@ -174,6 +175,7 @@ START_TEST(full_file)
 	ck_assert_int_eq(t->reconnect_delay, 2);
 	ck_assert_int_eq(t->ctrl_loss_tmo, -1);
 	ck_assert_int_eq(t->fast_io_fail_tmo, 5);
+	ck_assert_int_eq(t->connect_loss_tmo, 120);
 	ck_assert_int_eq(t->io_timeout, 60);
 	ck_assert_int_eq(t->max_retries, 0);
 	ck_assert_int_eq(t->multipath, MP_ROUND_ROBIN);
@@ -257,6 +259,7 @@ START_TEST(defaults)
 	ck_assert_int_eq(t->reconnect_delay, 10);
 	ck_assert_int_eq(t->ctrl_loss_tmo, 600);
 	ck_assert_int_eq(t->fast_io_fail_tmo, -1);
+	ck_assert_int_eq(t->connect_loss_tmo, -1); /* a target not up yet is waited for */
 	ck_assert_int_eq(t->io_timeout, 30);
 	ck_assert_int_eq(t->max_retries, 5);
 	ck_assert_int_eq(t->multipath, MP_FAILOVER);
@@ -406,6 +409,7 @@ static const struct bad_case bad_cases[] = {
 	{ TARGETS("  reconnect_delay = 0; #!\n"), "out of range 1..3600" },
 	{ TARGETS("  ctrl_loss_tmo = -2; #!\n"), "out of range -1..86400" },
 	{ TARGETS("  fast_io_fail_tmo = 86401; #!\n"), "out of range -1..86400" },
+	{ TARGETS("  connect_loss_tmo = -2; #!\n"), "out of range -1..86400" },
 	{ TARGETS("  io_timeout = 0; #!\n"), "out of range 1..3600" },
 	{ TARGETS("  max_retries = 101; #!\n"), "out of range 0..100" },
 	{ "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
