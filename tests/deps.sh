@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that the build and every test suite need;
 # "deps.sh deb" also what make deb needs (debhelper, lintian): make test
-# and make deb ask for it.
+# and make deb ask for it; "deps.sh bench" the peers of make bench.
 # A no-op when they are all present; needs root otherwise.
 set -eu
 pkgs=(
@@ -18,6 +18,8 @@ pkgs=(
 )
 # make deb and its test (t_deb, so make test too); make demo does without.
 [ "${1:-}" = deb ] && pkgs+=(dpkg-dev debhelper lintian)
+# make bench: the peers it measures beside the gateway.
+[ "${1:-}" = bench ] && pkgs+=(nbdfuse)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
