@@ -12,7 +12,7 @@ pkgs=(
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
 	clang libclang-rt-14-dev
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
-	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2
+	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2 strace
 	libnbd-bin nbdkit python3-libnbd
 	libssl-dev
 )
