@@ -65,7 +65,7 @@ FUZZ_JOBS ?= 2
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
 	-DNVMF_DEBUG_INVARIANTS
 
-.PHONY: check-layers all asan unit-bins check unit func interop test deps demo chaos chaos-suite \
+.PHONY: check-layers all asan unit-bins check unit func interop test deps demo bench chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
 all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
@@ -159,6 +159,13 @@ asan-unit:
 
 deps:
 	$(DEPS)
+
+# The whole job against its peers, side by side in one run (tests/bench/run
+# says what is measured).  Numbers, not assertions: not part of make test.
+bench:
+	bash tests/deps.sh bench
+	$(MAKE) all
+	bash tests/bench/run $(BUILD)
 
 # Installs, then builds in a separate make: only that one reads pkg-config,
 # after deps has installed the libraries.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that the build and every test suite need;
 # "deps.sh deb" also what make deb needs (debhelper, lintian): make test
-# and make deb ask for it.
+# and make deb ask for it; "deps.sh bench" the peers of make bench.
 # A no-op when they are all present; needs root otherwise.
 set -eu
 pkgs=(
@@ -12,12 +12,14 @@ pkgs=(
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev
 	clang libclang-rt-14-dev
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
-	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2
+	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2 strace
 	libnbd-bin nbdkit python3-libnbd
 	libssl-dev
 )
 # make deb and its test (t_deb, so make test too); make demo does without.
 [ "${1:-}" = deb ] && pkgs+=(dpkg-dev debhelper lintian)
+# make bench: the peers it measures beside the gateway.
+[ "${1:-}" = bench ] && pkgs+=(nbdfuse)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||

@@ -95,14 +95,25 @@ for round in 1 2 3; do
 	rule
 	wait $fio_pid || { cat "$tmp/fio.nbd"; fail "fio on NBD"; }
 	grep -E '^ *(read|write):' "$tmp/fio.nbd"
-	if [ "$q1" = "$q0" ]; then
+	if [ "$q1" != "$q0" ]; then
+		echo "round $round: a connection had no request for half a second in the window (fio paused): again"
+		continue
+	fi
+	# Warm-up 2 is by the clock: on a crawling host (load 28 seen) 3 s
+	# may not reach every slot with a 256 KiB request, and the window
+	# then shows the last first touches.  Those are gone in the next
+	# round (same process, warm heap); faults per I/O would not be.
+	if [ "$WN" = 0 ] && [ "$WF" -le $FAULT_SLACK ]; then
 		steady=1
 		break
 	fi
-	echo "round $round: a connection had no request for half a second in the window (fio paused): again"
+	warm="$WF page faults, $WN memory-map syscalls"
+	echo "round $round: $warm in the window: again (a warm-up cut short shows once, a data path that faults every time)"
 done
-[ -n "$steady" ] || skip "fio paused for half a second in every round: the host is too loaded"
-check NBD
+if [ -z "$steady" ]; then
+	[ -z "${warm:-}" ] || fail "NBD: $warm in the last of 3 windows"
+	skip "fio paused for half a second in every round: the host is too loaded"
+fi
 kill -TERM $gw_pid
 wait $gw_pid
 gw_pid=

@@ -17,25 +17,9 @@ netns_two_paths "$G" "$T"
 A=nqn.2026-01.io.nvmf-gateway:cqtdrain
 tgt_start a "ip netns exec $T" -a 0.0.0.0 -s 4420 -s 4421 --subsys "$A:32M"
 ctl a cqt 30000 > /dev/null
-cat > "$tmp/gw.conf" << CONF
-gateway = { reactors = 1; state_dir = "$tmp/state"; log_level = "info"; };
-targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
-    paths = ( { transport = "tcp"; traddr = "10.201.1.2"; trsvcid = "4420"; },
-              { transport = "tcp"; traddr = "10.201.2.2"; trsvcid = "4421"; } );
-    keep_alive_tmo = 60; reconnect_delay = 5; ctrl_loss_tmo = 60; fast_io_fail_tmo = 20; } );
-exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
-CONF
-SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf" "ip netns exec $G"
+gw_two_paths "$G" "fast_io_fail_tmo = 20;"
 
 X=77
-io() { "$NBDPY" "$IO" "$@"; }
-wait_stat() { # wait_stat KEY VALUE: until the target's counter reaches VALUE
-	for _ in $(seq 1 200); do
-		[ "$(stat_field a "$1")" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 a0=$(stat_field a port1_io)
 io write "$tmp/e1.sock" $X 1 1 || fail "write A"

@@ -24,18 +24,9 @@ netns_two_paths "$G" "$T"
 
 A=nqn.2026-01.io.nvmf-gateway:stalewrite
 tgt_start a "ip netns exec $T" -a 0.0.0.0 -s 4420 -s 4421 --subsys "$A:32M"
-cat > "$tmp/gw.conf" << CONF
-gateway = { reactors = 1; state_dir = "$tmp/state"; log_level = "info"; };
-targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
-    paths = ( { transport = "tcp"; traddr = "10.201.1.2"; trsvcid = "4420"; },
-              { transport = "tcp"; traddr = "10.201.2.2"; trsvcid = "4421"; } );
-    keep_alive_tmo = 60; reconnect_delay = 5; ctrl_loss_tmo = 60; } );
-exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
-CONF
-SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf" "ip netns exec $G"
+gw_two_paths "$G"
 
 X=77
-io() { "$NBDPY" "$IO" "$@"; }
 # unsent_ports: the local ports of the gateway's connections to path 0
 # with bytes in their send queue (any state: an orphan too).
 unsent_ports() {

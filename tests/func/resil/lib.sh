@@ -155,3 +155,31 @@ netns_two_paths() {
 	ip -n "$g" link set lo up
 	ip -n "$t" link set lo up
 }
+
+# gw_two_paths G [TARGET OPTIONS]: the daemon in namespace G (netns_two_paths)
+# with one failover target $A over both paths (ports 4420 and 4421 of
+# 10.201.1.2 and 10.201.2.2), keep-alive 60 s so the target keeps an old
+# controller for the whole test, and export e1 on $tmp/e1.sock.
+gw_two_paths() {
+	cat > "$tmp/gw.conf" << CONF
+gateway = { reactors = 1; state_dir = "$tmp/state"; log_level = "info"; };
+targets = ( { name = "t1"; subnqn = "$A"; multipath = "failover";
+    paths = ( { transport = "tcp"; traddr = "10.201.1.2"; trsvcid = "4420"; },
+              { transport = "tcp"; traddr = "10.201.2.2"; trsvcid = "4421"; } );
+    keep_alive_tmo = 60; reconnect_delay = 5; ctrl_loss_tmo = 60; ${2:-} } );
+exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
+CONF
+	SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf" "ip netns exec $1"
+}
+
+# io ARGS: tests/func/resil/io.py with the libnbd python.
+io() { "$NBDPY" "$IO" "$@"; }
+
+# wait_stat KEY VALUE: up to 10 s until target a's counter KEY reaches VALUE.
+wait_stat() {
+	for _ in $(seq 1 200); do
+		[ "$(stat_field a "$1")" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	return 1
+}
