@@ -14,7 +14,7 @@
 #include "nbd/kdev.h"
 #include "nbd/nbd.h"
 
-#define NBD_CLI_MAX_REACTORS 64
+#define NBD_CLI_MAX_REACTORS (1 + SESSION_MAX_EXTRA)
 
 struct nbd_cli {
 	const char *target;
@@ -44,7 +44,11 @@ static void extra_stop(struct reactor_msg *m)
 	reactor_stop(container_of(m, struct stop_msg, m)->r);
 }
 
-static void stop_extra_reactors(struct nbd_cli *n)
+/* Stops and joins the extra reactors.  Only once the session's own
+ * reactor has stopped: the target's queues and timers live on them until
+ * it is shut down.  Their reactor_fini comes after the target is freed
+ * (extras_fini), as in the daemon. */
+static void extras_join(struct nbd_cli *n)
 {
 	static struct stop_msg msgs[NBD_CLI_MAX_REACTORS];
 
@@ -54,18 +58,25 @@ static void stop_extra_reactors(struct nbd_cli *n)
 		msgs[i].m.fn = extra_stop;
 		reactor_send_msg(&n->extra[i], &msgs[i].m);
 	}
-	for (unsigned i = 0; i < n->nr_started; i++) {
+	for (unsigned i = 0; i < n->nr_started; i++)
 		reactor_join(&n->extra[i]);
+}
+
+static void extras_fini(struct nbd_cli *n)
+{
+	for (unsigned i = 0; i < n->nr_started; i++)
 		reactor_fini(&n->extra[i]);
-	}
 	n->nr_started = 0;
+}
+
+static void session_stopped(struct session *s)
+{
+	extras_join(s->priv);
 }
 
 static void server_stopped(void *arg)
 {
-	struct session *s = arg;
-	stop_extra_reactors(s->priv);
-	session_finish(s, 0);
+	session_finish(arg, 0);
 }
 
 static void nbd_signal(struct session *s)
@@ -81,7 +92,6 @@ static void nbd_signal(struct session *s)
 		n->srv = NULL;
 		nbd_server_stop(srv, server_stopped, s);
 	} else {
-		stop_extra_reactors(n);
 		session_finish(s, 0);
 	}
 }
@@ -187,20 +197,8 @@ static void nbd_job(struct session *s)
 		return;
 	}
 	n->reactors[0] = &s->r;
-	for (unsigned i = 1; i < n->nr_reactors; i++) {
-		struct reactor *r = &n->extra[i - 1];
-		if (reactor_init(r, i, 256) < 0 || reactor_start_thread(r) < 0) {
-			fprintf(stderr, "nvmf-gateway nbd: cannot start reactor %u\n", i);
-			stop_extra_reactors(n);
-			session_finish(s, 1);
-			return;
-		}
-		n->nr_started = i;
-		n->reactors[i] = r;
-	}
 	if (nbd_server_start(&o, &n->srv) < 0) {
 		fprintf(stderr, "nvmf-gateway nbd: cannot serve on %s\n", n->target);
-		stop_extra_reactors(n);
 		session_finish(s, 1);
 		return;
 	}
@@ -310,7 +308,27 @@ int cmd_nbd(int argc, char **argv)
 	s.want_volume = true;
 	s.priv = &n;
 	s.on_signal = nbd_signal;
+	/* The connection reactors run before the target connects, so that
+	 * it has a queue on each of them: a connection's I/O stays on its
+	 * own reactor (the kernel device uses reactor 0 only). */
+	if (!n.kernel) {
+		for (unsigned i = 1; i < n.nr_reactors; i++) {
+			struct reactor *r = &n.extra[i - 1];
+			if (reactor_init(r, i, 256) < 0 || reactor_start_thread(r) < 0) {
+				fprintf(stderr, "nvmf-gateway nbd: cannot start reactor %u\n", i);
+				extras_join(&n);
+				extras_fini(&n);
+				return 1;
+			}
+			n.nr_started = i;
+			n.reactors[i] = r;
+		}
+		s.extra = &n.reactors[1];
+		s.nr_extra = n.nr_started;
+		s.on_stopped = session_stopped;
+	}
 	rc = session_run(&s, nbd_job);
+	extras_fini(&n);
 	gw_listen_free(&n.listen);
 	return rc;
 }

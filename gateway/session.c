@@ -413,14 +413,19 @@ int session_run(struct session *s, session_job_fn job)
 	s->job = job;
 	if (s->want_volume) {
 		struct mp_target_opts o = { .ctrl = s->opts, .nr_paths = 1 };
-		struct reactor *rp = &s->r;
+		struct reactor *rp[1 + SESSION_MAX_EXTRA];
+		unsigned nr = 1;
+
+		rp[0] = &s->r;
+		for (unsigned i = 0; i < s->nr_extra && nr < 1 + SESSION_MAX_EXTRA; i++)
+			rp[nr++] = s->extra[i];
 		o.paths[0] = s->opts.path;
 		o.reconnect_delay_ms = (unsigned)s->reconnect_delay_s * 1000;
 		o.ctrl_loss_tmo_s = s->ctrl_loss_tmo_s;
 		o.fast_io_fail_tmo_s = s->fast_io_fail_tmo_s;
 		o.max_retries = 5;
 		o.policy = MP_FAILOVER;
-		ret = mp_target_create(&o, &rp, 1, &s->mp);
+		ret = mp_target_create(&o, rp, nr, &s->mp);
 		if (ret == 0)
 			mp_target_connect(s->mp, mp_ready, s);
 	} else {
@@ -431,6 +436,8 @@ int session_run(struct session *s, session_job_fn job)
 	} else {
 		reactor_run(&s->r);
 	}
+	if (s->on_stopped)
+		s->on_stopped(s);
 	vol_destroy(s->vol);
 	s->vol = NULL;
 	if (s->mp)

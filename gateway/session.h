@@ -15,6 +15,9 @@
 struct session;
 typedef void (*session_job_fn)(struct session *s);
 
+/* At most this many extra reactors (see extra below). */
+#define SESSION_MAX_EXTRA 63
+
 struct session {
 	struct reactor r;
 	struct nvmf_ctrl ctrl;
@@ -43,6 +46,14 @@ struct session {
 	 * so that the export survives the path's failures like the daemon's. */
 	struct mp_target *mp;
 	int reconnect_delay_s, ctrl_loss_tmo_s, fast_io_fail_tmo_s;
+	/* Reactors of the caller's, already running, that submit I/O too
+	 * (ids 1..nr_extra): the target gets a view and a queue on each, so
+	 * their I/O never hops to reactor 0 and back. */
+	struct reactor **extra;
+	unsigned nr_extra;
+	/* Called once the session's reactor has stopped, before the target
+	 * is freed: where the owner of extra stops and joins them. */
+	void (*on_stopped)(struct session *s);
 };
 
 /* The connection options shared by every tool; see session_parse_opt.

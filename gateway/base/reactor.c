@@ -1,6 +1,7 @@
 #include "gateway/base/reactor.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -573,14 +574,22 @@ static void *reactor_thread(void *arg)
 int reactor_start_thread(struct reactor *r)
 {
 	pthread_attr_t attr;
+	sigset_t all, old;
 	int ret = pthread_attr_init(&attr);
 
 	if (ret)
 		return -ret;
 	/* Not the 8 MiB default: see thread_stack.h. */
 	ret = gw_thread_stack(&attr);
+	/* The thread starts with every signal blocked (it inherits the
+	 * mask): SIGTERM or SIGINT sent to the process must reach the
+	 * signalfd of the thread that owns it, never kill the process from
+	 * a reactor that happens to be started before that mask is set. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!ret)
 		ret = pthread_create(&r->thread, &attr, reactor_thread, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return -ret;
 }
