@@ -49,6 +49,11 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
  * and frees d. */
 void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg);
 
+/* From r's thread (reactor 0), after the export's volume grew: the device
+ * is resized live (NBD_CMD_RECONFIGURE with NBD_ATTR_SIZE_BYTES) on the
+ * helper thread, never on a thread that answers the device's I/O.  Logged
+ * with its result; nothing to do when the kernel has the size already. */
+void nbd_kdev_resize(struct nbd_kdev *d);
 int nbd_kdev_index(const struct nbd_kdev *d);
 /* True when attach found this export's device and reconfigured it. */
 bool nbd_kdev_reattached(const struct nbd_kdev *d);
