@@ -593,18 +593,28 @@ static int kdev_do_detach(struct nbd_kdev *d)
 	return r;
 }
 
+struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,
+				       const char *backend)
+{
+	return (struct nbd_kdev_req){
+		.cmd = NBD_CMD_RECONFIGURE,
+		.index = index,
+		.size = size,
+		.block_size = block_size,
+		/* The kernel refuses a reconfigure of a device with a backend
+		 * identifier unless the message names the same one. */
+		.backend = backend,
+	};
+}
+
 /* The device takes the volume's new size (RECONFIGURE with only the size:
  * the kernel keeps its sockets and flags and tells the block layer, which
  * sends the uevent udev and LVM see).  On the helper thread: the kernel
  * may wait there for I/O that the reactors answer (nbs #6116). */
 static int kdev_do_resize(struct nbd_kdev *d)
 {
-	struct nbd_kdev_req req = {
-		.cmd = NBD_CMD_RECONFIGURE,
-		.index = d->index,
-		.size = d->job_size,
-		.block_size = d->e->vol->block_size,
-	};
+	struct nbd_kdev_req req =
+		nbd_kdev_resize_req(d->index, d->job_size, d->e->vol->block_size, d->backend);
 	struct nl_msg *msg;
 	struct nl_sock *sk;
 	int family, r;

@@ -74,6 +74,10 @@ struct nbd_kdev_req {
 	unsigned nr_fds;
 };
 
+/* The live resize of device index to size bytes (nbd_kdev_resize): a
+ * RECONFIGURE with the size, the block size and the backend, no sockets. */
+struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,
+				       const char *backend);
 /* The request as a generic netlink message of family id `family`. */
 int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg **out);
 
