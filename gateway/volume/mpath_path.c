@@ -195,6 +195,28 @@ static bool vol_has_other_path(const struct vol_mp *n, const struct mp_path *p)
 	return false;
 }
 
+/* Volume n grew as path p reports it: another path whose table still
+ * shows the old size (its own event has not come yet) would answer I/O
+ * past the old end with LBA Out of Range.  It carries none for n until
+ * its re-identify shows the new size (mp_check_identity on it). */
+static void vol_stale_paths(struct vol_mp *n, const struct mp_path *p)
+{
+	struct mp_target *t = p->t;
+
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *q = &t->paths[i];
+		const struct nvmf_ns *ns;
+		if (q == p || !q->attached || n->excluded[i] ||
+		    !(ns = nvmf_ctrl_find_ns(&q->ctrl, n->ns.nsid)) || ns->nsze >= n->ns.nsze)
+			continue;
+		log_info("%s: path %u of target %s still shows nsid %u at %llu blocks; not used for "
+			 "it until it shows the new size",
+			 n->v.name, i, t->o.ctrl.name, n->ns.nsid, (unsigned long long)ns->nsze);
+		n->excluded[i] = true;
+		STORE(n->bad_path[i], true);
+	}
+}
+
 /* Every namespace the volumes use must be the same one behind this path
  * as behind the path the volume was built from.  After a (re)connect or a
  * namespace change event (reidentified), the path's group for it is the
@@ -223,6 +245,7 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 				   n->v.name, n->ns.nsid, t->o.ctrl.name, (unsigned long long)was,
 				   (unsigned long long)(ns->nsze << ns->lba_shift), p->idx);
 			vol_resized(&n->v, ns->nsze << ns->lba_shift);
+			vol_stale_paths(n, p);
 		}
 		if (!bad) {
 			/* The same namespace in another group: the target

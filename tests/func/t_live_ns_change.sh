@@ -8,7 +8,8 @@
 #    again without an event, seen at the reconnect's re-identify;
 # 2. the other namespace removed: its I/O fails with EIO, its export goes
 #    away (socket gone), logged once; the grown export is unaffected;
-# 3. shrunk: the export fails with a message, I/O gets EIO;
+# 3. shrunk, or reformatted to another block size: the export fails with
+#    a message, I/O gets EIO;
 # 4. another namespace behind the same NSID after a reconnect (NGUID/EUI-64
 #    changed without an event): never served under the old export.
 set -u
@@ -21,7 +22,7 @@ NSC="$TOP/tests/func/live/ns_client.py"
 A=nqn.2026-01.io.nvmf-gateway:nschange-a
 B=nqn.2026-01.io.nvmf-gateway:nschange-b
 M=$((1024 * 1024))
-tgt_start a "" -s 0 --subsys "$A:32M:512:2" --subsys "$B:32M"
+tgt_start a "" -s 0 --subsys "$A:32M:512:3" --subsys "$B:32M"
 port=$(head -1 "$tmp/a.ready")
 mkdir -p "$tmp/fuse"
 cleanup_fn unmount_lazy "$tmp/fuse"
@@ -37,10 +38,11 @@ targets = (
 exports = (
   { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; fuse = true; },
   { name = "e2"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e2.sock"; }; },
-  { name = "e3"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/e3.sock"; }; } );
+  { name = "e3"; target = "t2"; nsid = 1; nbd = { listen = "unix:$tmp/e3.sock"; }; },
+  { name = "e4"; target = "t1"; nsid = 3; nbd = { listen = "unix:$tmp/e4.sock"; }; } );
 fuse = { mountpoint = "$tmp/fuse"; };
 CONF
-SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/e3.sock" gw_start run "$tmp/gw.conf"
+SOCKS="$tmp/e1.sock $tmp/e2.sock $tmp/e3.sock $tmp/e4.sock" gw_start run "$tmp/gw.conf"
 wait_for 10 test -e "$tmp/fuse/e1" || fail "no FUSE file e1"
 grep -q 'cannot enable asynchronous events' "$tmp/gw.log" && fail "AEN config refused"
 
@@ -113,6 +115,13 @@ ctl a ns-resize "$A" 1 16M > /dev/null
 gw_wait 'e1: .*nsid 1: shrunk .*failing the export rather than risking its data' 1 30 \
 	> /dev/null || fail "no failure message for the shrunk namespace"
 rw_is "$tmp/e1.sock" 0 EIO
+
+# 3b. nsid 3 reformatted from 512- to 4096-byte blocks (same bytes).
+rw_is "$tmp/e4.sock" 4096 ok
+ctl a ns-format "$A" 3 4096 > /dev/null
+gw_wait 'e4: .*nsid 3: LBA format changed .*failing the export' 1 30 > /dev/null ||
+	fail "no failure message for the reformatted namespace"
+rw_is "$tmp/e4.sock" 4096 EIO
 
 # 4. Another namespace behind nsid 1 of B, seen at a reconnect.
 rw_is "$tmp/e3.sock" 0 ok
