@@ -53,7 +53,7 @@ static void fill_attr(struct fusefs *fs, struct fnode *n, struct stat *st)
 	st->st_ino = n->ino;
 	st->st_mode = S_IFREG | (n->read_only ? 0400 : 0600);
 	st->st_nlink = 1;
-	st->st_size = (off_t)n->vol->size;
+	st->st_size = (off_t)vol_size(n->vol);
 	st->st_blksize = n->vol->pref_io ? n->vol->pref_io : n->vol->block_size;
 	st->st_blocks = (blkcnt_t)(n->vol->size / 512);
 }
@@ -607,6 +607,29 @@ int fusefs_remove_file(struct fusefs *fs, const char *name, void (*done)(void *a
 		 n->inflight);
 	if (!n->inflight)
 		fusefs_node_released(fs, n);
+	return 0;
+}
+
+int fusefs_file_resized(struct fusefs *fs, const char *name)
+{
+	struct fnode *n = node_named(fs, name);
+	int ret;
+
+	if (!n)
+		return -ENOENT;
+	clock_gettime(CLOCK_REALTIME, &fs->mtime);
+	/* Attributes only (offset -1): the bytes the kernel caches did not
+	 * change, the size it caches for ATTR_TIMEOUT did.  -ENOENT: the
+	 * kernel has not looked the file up, and will see the new size. */
+	ret = fuse_lowlevel_notify_inval_inode(fs->se, n->ino, -1, 0);
+	if (ret < 0 && ret != -ENOENT) {
+		log_warn("fuse %s: %s: telling the kernel its new size failed: %s; it sees it "
+			 "within %.0f s",
+			 fs->mountpoint, name, strerror(-ret), ATTR_TIMEOUT);
+		return ret;
+	}
+	log_info("fuse %s: %s is now %llu bytes", fs->mountpoint, name,
+		 (unsigned long long)vol_size(n->vol));
 	return 0;
 }
 

@@ -5,7 +5,8 @@
  * and every handler either replies at once or submits volume I/O and
  * replies from its callback: nothing blocks the loop.
  *
- * File contents are the volume's bytes; the size is fixed.  Reads and
+ * File contents are the volume's bytes; the size is the volume's (it grows
+ * when the namespace does: fusefs_file_resized).  Reads and
  * writes take any offset and length (partial blocks by read-modify-write,
  * serialized against overlapping writes), writes past the end fail with
  * ENOSPC like a full block device, fsync is a volume flush, O_SYNC/O_DSYNC
@@ -62,6 +63,10 @@ int fusefs_add_file(struct fusefs *fs, const struct fusefs_file *f);
  * -ENOENT (done is not called). */
 int fusefs_remove_file(struct fusefs *fs, const char *name, void (*done)(void *arg), void *arg);
 
+/* From the reactor's thread, after the file's volume grew: the kernel
+ * drops the size it cached (fuse_lowlevel_notify_inval_inode), so stat
+ * and reads see the new size at once.  0, -ENOENT or -errno (logged). */
+int fusefs_file_resized(struct fusefs *fs, const char *name);
 /* Stops reading requests, lets the volume I/O in flight complete and
  * reply, unmounts (lazily), frees fs, then runs done(arg) on the reactor.
  * Requests the kernel still queues afterwards fail with ENOTCONN. */

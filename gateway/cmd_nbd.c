@@ -143,6 +143,18 @@ static void kdev_attached(void *arg, struct nbd_kdev *d, int index)
 		kdev_signal(s);
 }
 
+/* The namespace grew (gateway/volume, on this reactor): the device is
+ * resized live, as the daemon does (gateway/daemon_ns.c).  A namespace
+ * that went away or changed shape fails its I/O with EIO, logged below. */
+static void cli_vol_event(struct volume *v, enum vol_event ev, bool gone, void *arg)
+{
+	(void)v;
+	(void)gone;
+	(void)arg;
+	if (ev == VOL_EV_RESIZED && cli_kdev.d)
+		nbd_kdev_resize(cli_kdev.d);
+}
+
 static int attach_kernel_device(struct session *s, struct nbd_cli *n)
 {
 	struct nbd_kdev_opts o = {
@@ -160,6 +172,7 @@ static int attach_kernel_device(struct session *s, struct nbd_cli *n)
 		snprintf(cli_kdev.backend, sizeof(cli_kdev.backend), "nvmf-gateway:%s/%u",
 			 s->opts.subnqn, s->nsid);
 	s->on_signal = kdev_signal;
+	vol_set_event_cb(s->vol, cli_vol_event, NULL);
 	cli_kdev.attaching = true;
 	r = nbd_kdev_attach(&s->r, &n->export, &o, kdev_attached, s);
 	if (r < 0)

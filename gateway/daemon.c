@@ -513,6 +513,7 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 	ret = vol_mp_create(c->name, e->tgt->mp, c->nsid, c->read_only, &e->vol);
 	if (ret < 0)
 		return ret;
+	gw_ns_watch(e);
 	ret = vol_set_qos(e->vol, &(struct vol_qos_limits){
 		.iops = c->qos_iops, .bandwidth = c->qos_bandwidth,
 		.read_iops = c->qos_read_iops, .read_bandwidth = c->qos_read_bandwidth,

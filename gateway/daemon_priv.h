@@ -142,6 +142,8 @@ void gw_exp_repoint(struct gw *gw, struct gw_exp *e, struct gw_cfgref *ref, stru
 void gw_batch_run(struct gw_batch *b);
 /* Stops an export's exporters (in-flight I/O drained), destroys its
  * volume, frees it; removed(arg) afterwards. */
+/* daemon_ns.c: e's exporters follow its namespace's changes. */
+void gw_ns_watch(struct gw_exp *e);
 void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg);
 /* Shuts a target down (its exports gone already) and frees it; done(arg). */
 void gw_tgt_remove(struct gw_tgt *t, void (*done)(void *arg), void *arg);

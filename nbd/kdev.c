@@ -59,7 +59,7 @@ static const char *kdev_state_name(enum kdev_state s)
 	return "?";
 }
 
-enum kdev_job { KDEV_JOB_ATTACH, KDEV_JOB_DETACH };
+enum kdev_job { KDEV_JOB_ATTACH, KDEV_JOB_DETACH, KDEV_JOB_RESIZE };
 
 struct kdev_conn {
 	struct nbd_kdev *d;
@@ -88,6 +88,11 @@ struct nbd_kdev {
 	bool job_running;
 	struct reactor_msg msg;
 	bool closing_all;
+	/* nbd_kdev_resize: the size the kernel was last given, a resize to
+	 * run after the job in flight, a detach waiting for a resize job. */
+	uint64_t kernel_size;
+	uint64_t job_size;
+	bool resize_again, detach_waits;
 	nbd_kdev_attached_fn attached;
 	void *attached_arg;
 	void (*done)(void *arg);
@@ -506,7 +511,7 @@ static int kdev_do_attach(struct nbd_kdev *d)
 	req = (struct nbd_kdev_req){
 		.cmd = reconf ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT,
 		.index = index,
-		.size = v->size,
+		.size = d->job_size,
 		.block_size = v->block_size,
 		.server_flags = d->server_flags,
 		/* No DESTROY_ON_DISCONNECT, no DISCONNECT_ON_CLOSE: the device
@@ -584,6 +589,42 @@ static int kdev_do_detach(struct nbd_kdev *d)
 		r = kdev_exchange(sk, msg, NULL, NULL);
 	if (r < 0)
 		log_err("nbd%d: disconnect failed: %s", d->index, strerror(-r));
+	nl_socket_free(sk);
+	return r;
+}
+
+struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,
+				       const char *backend)
+{
+	return (struct nbd_kdev_req){
+		.cmd = NBD_CMD_RECONFIGURE,
+		.index = index,
+		.size = size,
+		.block_size = block_size,
+		/* The kernel refuses a reconfigure of a device with a backend
+		 * identifier unless the message names the same one. */
+		.backend = backend,
+	};
+}
+
+/* The device takes the volume's new size (RECONFIGURE with only the size:
+ * the kernel keeps its sockets and flags and tells the block layer, which
+ * sends the uevent udev and LVM see).  On the helper thread: the kernel
+ * may wait there for I/O that the reactors answer (nbs #6116). */
+static int kdev_do_resize(struct nbd_kdev *d)
+{
+	struct nbd_kdev_req req =
+		nbd_kdev_resize_req(d->index, d->job_size, d->e->vol->block_size, d->backend);
+	struct nl_msg *msg;
+	struct nl_sock *sk;
+	int family, r;
+
+	sk = kdev_nl_open(d->family_name, &family);
+	if (!sk)
+		return -ENODEV;
+	r = nbd_kdev_msg_build(family, &req, &msg);
+	if (r == 0)
+		r = kdev_exchange(sk, msg, NULL, NULL);
 	nl_socket_free(sk);
 	return r;
 }
@@ -675,6 +716,8 @@ static void kdev_conn_closed(void *arg, int err)
 	}
 }
 
+static void kdev_run_job(struct nbd_kdev *d, enum kdev_job job);
+
 static void kdev_job_done(struct reactor_msg *m)
 {
 	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, msg));
@@ -685,6 +728,27 @@ static void kdev_job_done(struct reactor_msg *m)
 	if (d->job == KDEV_JOB_DETACH) {
 		/* The kernel closed its ends; close ours if still open. */
 		kdev_close_all(d);
+		return;
+	}
+	if (d->job == KDEV_JOB_RESIZE) {
+		if (d->job_err)
+			log_err("/dev/nbd%d: resize to %llu bytes failed: %s; the device keeps %llu "
+				"bytes until the next attach",
+				d->index, (unsigned long long)d->job_size, strerror(-d->job_err),
+				(unsigned long long)d->kernel_size);
+		else
+			log_notice("/dev/nbd%d: resized live from %llu to %llu bytes", d->index,
+				   (unsigned long long)d->kernel_size,
+				   (unsigned long long)d->job_size);
+		if (!d->job_err)
+			d->kernel_size = d->job_size;
+		if (d->detach_waits) {
+			d->detach_waits = false;
+			kdev_run_job(d, KDEV_JOB_DETACH);
+		} else if (d->resize_again) {
+			d->resize_again = false;
+			nbd_kdev_resize(d);
+		}
 		return;
 	}
 	if (d->job_err || !d->live) {
@@ -698,6 +762,7 @@ static void kdev_job_done(struct reactor_msg *m)
 		return;
 	}
 	kdev_set_state(d, KDEV_ATTACHED);
+	d->kernel_size = d->job_size;
 	log_notice("/dev/nbd%d %s: export '%s', %llu bytes, block %u, %u connection%s, "
 		   "flags 0x%llx, dead_conn_timeout %u s, backend '%s'",
 		   d->index, d->reattached ? "reattached (fresh sockets)" : "attached",
@@ -705,13 +770,26 @@ static void kdev_job_done(struct reactor_msg *m)
 		   d->live == 1 ? "" : "s", (unsigned long long)d->server_flags,
 		   d->dead_conn_timeout_s, d->backend);
 	d->attached(d->attached_arg, d, d->index);
+	/* The volume grew while the helper attached it at the old size. */
+	if (d->state == KDEV_ATTACHED && vol_size(d->e->vol) != d->kernel_size)
+		nbd_kdev_resize(d);
 }
 
 static void *kdev_thread(void *arg)
 {
 	struct nbd_kdev *d = arg;
 
-	d->job_err = d->job == KDEV_JOB_ATTACH ? kdev_do_attach(d) : kdev_do_detach(d);
+	switch (d->job) {
+	case KDEV_JOB_ATTACH:
+		d->job_err = kdev_do_attach(d);
+		break;
+	case KDEV_JOB_DETACH:
+		d->job_err = kdev_do_detach(d);
+		break;
+	case KDEV_JOB_RESIZE:
+		d->job_err = kdev_do_resize(d);
+		break;
+	}
 	/* The last touch of d on this thread. */
 	reactor_send_msg(d->r, &d->msg);
 	return NULL;
@@ -724,6 +802,8 @@ static void kdev_run_job(struct nbd_kdev *d, enum kdev_job job)
 	int r;
 
 	d->job = job;
+	/* The helper reads no volume field the reactors write. */
+	d->job_size = vol_size(d->e->vol);
 	d->job_err = 0;
 	d->job_running = true;
 	d->msg.fn = kdev_job_done;
@@ -828,7 +908,24 @@ void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg)
 		return;
 	d->done = done;
 	d->done_arg = arg;
+	if (d->job_running) {
+		d->detach_waits = true; /* a resize is on the helper thread */
+		return;
+	}
 	kdev_run_job(d, KDEV_JOB_DETACH);
+}
+
+void nbd_kdev_resize(struct nbd_kdev *d)
+{
+	if (d->state != KDEV_ATTACHED)
+		return; /* an attach in flight checks the size when it is done */
+	if (d->job_running) {
+		d->resize_again = true;
+		return;
+	}
+	if (vol_size(d->e->vol) == d->kernel_size)
+		return;
+	kdev_run_job(d, KDEV_JOB_RESIZE);
 }
 
 int nbd_kdev_index(const struct nbd_kdev *d)

@@ -49,6 +49,11 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
  * and frees d. */
 void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg);
 
+/* From r's thread (reactor 0), after the export's volume grew: the device
+ * is resized live (NBD_CMD_RECONFIGURE with NBD_ATTR_SIZE_BYTES) on the
+ * helper thread, never on a thread that answers the device's I/O.  Logged
+ * with its result; nothing to do when the kernel has the size already. */
+void nbd_kdev_resize(struct nbd_kdev *d);
 int nbd_kdev_index(const struct nbd_kdev *d);
 /* True when attach found this export's device and reconfigured it. */
 bool nbd_kdev_reattached(const struct nbd_kdev *d);
@@ -69,6 +74,10 @@ struct nbd_kdev_req {
 	unsigned nr_fds;
 };
 
+/* The live resize of device index to size bytes (nbd_kdev_resize): a
+ * RECONFIGURE with the size, the block size and the backend, no sockets. */
+struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,
+				       const char *backend);
 /* The request as a generic netlink message of family id `family`. */
 int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg **out);
 

@@ -477,6 +477,9 @@ static void aer_done(struct nvmf_req *req, int err)
 	if (NVME_AER_TYPE(dw0) == NVME_AER_TYPE_NOTICE &&
 	    NVME_AER_INFO(dw0) == NVME_AER_NOTICE_ANA_CHANGE)
 		ana_refresh_start(c);
+	if (NVME_AER_TYPE(dw0) == NVME_AER_TYPE_NOTICE &&
+	    NVME_AER_INFO(dw0) == NVME_AER_NOTICE_NS_CHANGED)
+		ctrl_ns_event(c);
 	ctrl_aer_submit(c);
 }
 

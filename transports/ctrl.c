@@ -302,7 +302,7 @@ void ctrl_init_live(struct nvmf_ctrl *c)
 	if (c->opts.kato_ms)
 		reactor_timer_arm(c->r, &c->kato_timer,
 				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
-	if (c->ana && (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE))
+	if (ctrl_aen_config(c))
 		ctrl_aer_submit(c);
 	nvmf_ctrl_cb cb = c->ready_cb;
 	c->ready_cb = NULL;
@@ -345,11 +345,13 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 	void *owner = c->owner;
 	nvmf_ctrl_cb lost_cb = c->lost_cb;
 	void (*ana_cb)(struct nvmf_ctrl *) = c->ana_cb;
+	void (*ns_cb)(struct nvmf_ctrl *) = c->ns_cb;
 
 	memset(c, 0, sizeof(*c));
 	c->owner = owner;
 	c->lost_cb = lost_cb;
 	c->ana_cb = ana_cb;
+	c->ns_cb = ns_cb;
 	c->opts = *opts;
 	if (!c->opts.path.connect_timeout_ms)
 		c->opts.path.connect_timeout_ms = DEFAULT_STEP_TIMEOUT_MS;
@@ -426,6 +428,7 @@ int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 	c->kato_missed = 0;
 	c->aer_armed = false;
 	c->ana_busy = c->ana_again = false;
+	c->nsc_busy = c->nsc_again = false;
 	c->ana_then = NULL;
 	c->ready_cb = cb;
 	c->shutdown_cb = NULL;
@@ -651,6 +654,7 @@ void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 {
 	c->lost_cb = NULL;
 	c->ana_cb = NULL;
+	c->ns_cb = NULL;
 	if (c->state == NVMF_CTRL_RESETTING ||
 	    (c->state == NVMF_CTRL_CONNECTING && c->reconnecting && !c->ready_cb)) {
 		/* Being reset, or between two reconnect attempts: nothing to
@@ -697,6 +701,7 @@ void nvmf_ctrl_free(struct nvmf_ctrl *c)
 	free(c->ns_list);
 	free(c->ns);
 	free(c->ana_log);
+	ctrl_ns_change_free(c);
 	c->ana_log = NULL;
 	c->ana_log_alloc = 0;
 	c->id = NULL;

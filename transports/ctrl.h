@@ -130,6 +130,20 @@ struct nvmf_ctrl {
 	nvmf_ctrl_cb lost_cb;
 	/* The ANA states in ns[] changed (AEN or a refresh); on c->r. */
 	void (*ana_cb)(struct nvmf_ctrl *c);
+	/* ns[] was re-identified after a Namespace Attribute Changed event
+	 * (entries grown, removed, added or replaced); on c->r.  The owner
+	 * compares it with what it exports (nvmf_ns_change_classify). */
+	void (*ns_cb)(struct nvmf_ctrl *c);
+	/* The namespace change event being handled (ns_change.c): the
+	 * Changed Namespace List (or the active list after an overflow),
+	 * the NSIDs still to re-identify, and the Identify buffer; allocated
+	 * at the first event. */
+	uint32_t *nsc_log;
+	uint32_t *nsc_work;
+	void *nsc_id;
+	unsigned nsc_idx, nsc_len;
+	bool nsc_busy, nsc_again;
+	unsigned ns_events; /* events handled, for tests and status */
 	void *owner;
 	bool reconnecting; /* a failed bring-up stays CONNECTING */
 	bool ana; /* CMIC.ANA: the ANA log page is read */
@@ -222,6 +236,27 @@ int nvmf_ns_from_id(const char *ctrl_name, uint32_t nsid, const struct nvme_id_n
  * larger than the one before or is the broadcast NSID. */
 unsigned nvmf_ns_list_count(const char *ctrl_name, const uint32_t *list, unsigned max);
 const char *nvme_ana_state_name(uint8_t state);
+
+/* What a namespace change means for an export built on `old`, given what
+ * the target reports `now` (NULL: not active any more; old NULL: a
+ * namespace not exported before).  Checked in this order: identity
+ * (NGUID/EUI-64: another namespace under the same NSID, never served under
+ * the old export), LBA format (offsets would mean other bytes), size. */
+enum nvmf_ns_change {
+	NVMF_NS_SAME,
+	NVMF_NS_GROWN, /* serve on, at the new size */
+	NVMF_NS_SHRUNK, /* fail the export: data past the end is gone */
+	NVMF_NS_LBA_FORMAT, /* fail the export: blocks changed size */
+	NVMF_NS_OTHER, /* fail the export: another namespace */
+	NVMF_NS_REMOVED, /* fail I/O with EIO, take the exports down */
+	NVMF_NS_ADDED,
+};
+enum nvmf_ns_change nvmf_ns_change_classify(const struct nvmf_ns *old, const struct nvmf_ns *now);
+const char *nvmf_ns_change_name(enum nvmf_ns_change ch);
+/* Puts ns into c's table (ascending NSID, room for 1024), replacing the
+ * entry of the same NSID and keeping its ANA state; or removes nsid when
+ * ns is NULL.  Returns false when the table is full. */
+bool nvmf_ctrl_ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns);
 const char *nvmf_ctrl_state_name(enum nvmf_ctrl_state s);
 /* false, logged, when the transition table refuses it; callers branch on
  * it rather than repeat the table (the Linux host's nvme_change_ctrl_state). */

@@ -188,7 +188,7 @@ static void ana_init_read(struct nvmf_ctrl *c, int err)
 		ctrl_init_fail(c, -EPROTO, "malformed ANA log page");
 		return;
 	}
-	c->step = (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE) ? INIT_AEN_CONFIG : INIT_IO_QUEUES;
+	c->step = ctrl_aen_config(c) ? INIT_AEN_CONFIG : INIT_IO_QUEUES;
 	ctrl_init_next(c);
 }
 
@@ -208,8 +208,10 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	}
 	if (st && c->step == INIT_AEN_CONFIG) {
 		/* Without ANA change events the gateway still reads the log
-		 * when an I/O reports an ANA state: slower, not wrong. */
-		ctrl_log(WARN, c, "cannot enable ANA change events: %s",
+		 * when an I/O reports an ANA state: slower, not wrong.  Without
+		 * namespace change events a resize is seen at the next
+		 * reconnect's re-identify. */
+		ctrl_log(WARN, c, "cannot enable asynchronous events (0x%x): %s", ctrl_aen_config(c),
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 		c->step = INIT_IO_QUEUES;
 		ctrl_init_next(c);
@@ -318,7 +320,8 @@ void ctrl_init_next(struct nvmf_ctrl *c)
 	if (c->step == INIT_IDENTIFY_NS && c->ns_list_idx >= c->ns_list_len) {
 		if (c->ns_list_idx == 1024)
 			ctrl_log(WARN, c, "more than 1024 namespaces; only the first 1024 are used");
-		c->step = c->ana ? INIT_ANA_LOG : INIT_IO_QUEUES;
+		c->step = c->ana ? INIT_ANA_LOG
+				 : ctrl_aen_config(c) ? INIT_AEN_CONFIG : INIT_IO_QUEUES;
 	}
 	if (c->step == INIT_IO_QUEUES) {
 		ctrl_ioq_connect_all(c);
@@ -375,7 +378,7 @@ void ctrl_init_next(struct nvmf_ctrl *c)
 	case INIT_AEN_CONFIG:
 		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;
 		req->sqe.cdw10 = NVME_FEAT_ASYNC_EVENT;
-		req->sqe.cdw11 = NVME_AEN_CFG_ANA_CHANGE;
+		req->sqe.cdw11 = ctrl_aen_config(c);
 		break;
 	default:
 		nvmf_req_put(req);

@@ -26,6 +26,11 @@ void ctrl_prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t le
 /* ana.c: reads the whole ANA log page, then calls then(c, err). */
 int ctrl_ana_read_start(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *, int));
 void ctrl_aer_submit(struct nvmf_ctrl *c);
+/* ns_change.c: a Namespace Attribute Changed event arrived (on c->r). */
+void ctrl_ns_event(struct nvmf_ctrl *c);
+void ctrl_ns_change_free(struct nvmf_ctrl *c);
+/* The Asynchronous Event Configuration bits this controller gets. */
+uint32_t ctrl_aen_config(const struct nvmf_ctrl *c);
 
 /* ctrl_init.c: the bring-up steps and their timer. */
 void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)

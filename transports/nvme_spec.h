@@ -144,6 +144,7 @@ enum nvme_feature_id {
 };
 
 enum nvme_log_page {
+	NVME_LOG_CHANGED_NS = 0x04,
 	NVME_LOG_ANA = 0x0c,
 	NVME_LOG_DISCOVERY = 0x70,
 };
@@ -182,6 +183,15 @@ _Static_assert(sizeof(struct nvme_ana_group_desc) == 32, "ana group descriptor")
 #define NVME_AER_NOTICE_ANA_CHANGE 0x03
 #define NVME_AEN_CFG_ANA_CHANGE (1u << 11)
 #define NVME_CTRL_OAES_ANA_CHANGE (1u << 11)
+/* Namespace Attribute Changed: a namespace was added, removed or resized;
+ * the Changed Namespace List log (04h) says which (its first entry
+ * 0xffffffff when more than 1024 changed), and reading it re-arms the
+ * event on the target. */
+#define NVME_AER_NOTICE_NS_CHANGED 0x00
+#define NVME_AEN_CFG_NS_ATTR (1u << 8)
+#define NVME_CTRL_OAES_NS_ATTR (1u << 8)
+#define NVME_CHANGED_NS_OVERFLOW 0xffffffffu
+#define NVME_CHANGED_NS_MAX 1024u
 
 /* ---- Fabrics commands ---- */
 

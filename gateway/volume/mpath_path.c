@@ -16,6 +16,7 @@
 static void path_ready(struct nvmf_ctrl *c, int err);
 static void path_lost(struct nvmf_ctrl *c, int err);
 static void path_ana(struct nvmf_ctrl *c);
+static void path_ns(struct nvmf_ctrl *c);
 
 static uint64_t path_anatt_ns(const struct mp_path *p)
 {
@@ -91,6 +92,7 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 		p->ctrl.owner = p;
 		p->ctrl.lost_cb = path_lost;
 		p->ctrl.ana_cb = path_ana;
+		p->ctrl.ns_cb = path_ns;
 		p->started = true;
 		ret = nvmf_ctrl_connect(&p->ctrl, &co, t->r, qr, path_ready);
 		if (ret < 0) {
@@ -182,9 +184,47 @@ static void vol_regroup(struct vol_mp *n, const struct mp_path *p, uint32_t grp,
 	STORE(n->ns.anagrpid, grp);
 }
 
+/* Whether another attached path than p serves volume n. */
+static bool vol_has_other_path(const struct vol_mp *n, const struct mp_path *p)
+{
+	const struct mp_target *t = p->t;
+
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (&t->paths[i] != p && t->paths[i].attached && !n->excluded[i])
+			return true;
+	return false;
+}
+
+/* Volume n grew as path p reports it: another path whose table still
+ * shows the old size (its own event has not come yet) would answer I/O
+ * past the old end with LBA Out of Range.  It carries none for n until
+ * its re-identify shows the new size (mp_check_identity on it). */
+static void vol_stale_paths(struct vol_mp *n, const struct mp_path *p)
+{
+	struct mp_target *t = p->t;
+
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *q = &t->paths[i];
+		const struct nvmf_ns *ns;
+		if (q == p || !q->attached || n->excluded[i] ||
+		    !(ns = nvmf_ctrl_find_ns(&q->ctrl, n->ns.nsid)) || ns->nsze >= n->ns.nsze)
+			continue;
+		log_info("%s: path %u of target %s still shows nsid %u at %llu blocks; not used for "
+			 "it until it shows the new size",
+			 n->v.name, i, t->o.ctrl.name, n->ns.nsid, (unsigned long long)ns->nsze);
+		n->excluded[i] = true;
+		STORE(n->bad_path[i], true);
+	}
+}
+
 /* Every namespace the volumes use must be the same one behind this path
- * as behind the path the volume was built from.  After a (re)connect
- * (reidentified), the path's group for it is the target's current one. */
+ * as behind the path the volume was built from.  After a (re)connect or a
+ * namespace change event (reidentified), the path's group for it is the
+ * target's current one.  What a difference means is
+ * nvmf_ns_change_classify's: a grown namespace grows the volume; one that
+ * is gone, shrunk, reformatted or replaced is not used through this path,
+ * and once no path is left the volume fails (EIO, never truncated or
+ * misaddressed) and its owner is told. */
 void mp_check_identity(struct mp_path *p, bool reidentified)
 {
 	struct mp_target *t = p->t;
@@ -192,22 +232,22 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 	for (unsigned i = 0; i < t->nr_vols; i++) {
 		struct vol_mp *n = t->vols[i];
 		const struct nvmf_ns *ns = nvmf_ctrl_find_ns(&p->ctrl, n->ns.nsid);
-		const char *why = NULL;
-		bool other = false;
-		if (!ns) {
-			why = "the namespace is gone";
-		} else if (memcmp(ns->nguid, n->ns.nguid, 16) ||
-			   memcmp(ns->eui64, n->ns.eui64, 8)) {
-			why = "it is another namespace (NGUID/EUI-64 differ)";
-			other = true;
-		} else if (ns->nsze != n->ns.nsze) {
-			why = "the namespace size changed";
-		} else if (ns->lba_size != n->ns.lba_size) {
-			why = "the LBA format changed";
+		enum nvmf_ns_change ch = nvmf_ns_change_classify(&n->ns, ns);
+		bool bad = ch != NVMF_NS_SAME && ch != NVMF_NS_GROWN;
+
+		n->excluded[p->idx] = bad;
+		STORE(n->bad_path[p->idx], bad);
+		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
+			uint64_t was = n->v.size;
+			n->ns.nsze = ns->nsze;
+			log_notice("%s: nsid %u of target %s grew from %llu to %llu bytes (path %u); "
+				   "exports follow",
+				   n->v.name, n->ns.nsid, t->o.ctrl.name, (unsigned long long)was,
+				   (unsigned long long)(ns->nsze << ns->lba_shift), p->idx);
+			vol_resized(&n->v, ns->nsze << ns->lba_shift);
+			vol_stale_paths(n, p);
 		}
-		n->excluded[p->idx] = why != NULL;
-		STORE(n->bad_path[p->idx], why != NULL);
-		if (!why) {
+		if (!bad) {
 			/* The same namespace in another group: the target
 			 * moved it (ANACAP allows it).  Not at volume creation,
 			 * where the other paths' tables may be older than the
@@ -216,20 +256,31 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 				vol_regroup(n, p, ns->anagrpid, "Identify Namespace");
 			continue;
 		}
-		if (other) {
-			/* Another namespace behind this path: refuse the path
-			 * for this volume, the others still serve it. */
+		if (LOAD(n->failed))
+			continue; /* said once */
+		if (vol_has_other_path(n, p)) {
+			/* Another path still shows the namespace as exported:
+			 * refuse this one for it (a path whose event has not
+			 * come yet, or a wrong one); the others serve it. */
 			log_err("%s: path %u of target %s: nsid %u: %s; this path is not used for "
 				"it",
-				n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+				n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, nvmf_ns_change_name(ch));
 			continue;
 		}
-		/* The same namespace with another geometry: offsets no
-		 * longer mean what the exporters think they mean. */
-		log_err("%s: path %u of target %s: nsid %u: %s; failing the export rather than "
-			"risking its data",
-			n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, why);
+		/* The namespace went away, or offsets no longer mean what the
+		 * exporters think they mean. */
+		if (ch == NVMF_NS_REMOVED)
+			log_err("%s: nsid %u of target %s was removed; its I/O fails with EIO and "
+				"its exports go away",
+				n->v.name, n->ns.nsid, t->o.ctrl.name);
+		else
+			log_err("%s: path %u of target %s: nsid %u: %s (now %llu blocks of %u bytes, "
+				"was %llu of %u); failing the export rather than risking its data",
+				n->v.name, p->idx, t->o.ctrl.name, n->ns.nsid, nvmf_ns_change_name(ch),
+				(unsigned long long)ns->nsze, ns->lba_size,
+				(unsigned long long)n->ns.nsze, n->ns.lba_size);
 		STORE(n->failed, true);
+		vol_failed(&n->v, ch == NVMF_NS_REMOVED);
 	}
 }
 
@@ -415,6 +466,19 @@ static void path_ana(struct nvmf_ctrl *c)
 		ana_watch(p);
 		mp_broadcast(p->t, NULL, NULL);
 	}
+}
+
+/* The controller re-identified namespaces after a change event. */
+static void path_ns(struct nvmf_ctrl *c)
+{
+	struct mp_path *p = c->owner;
+
+	if (!p->attached)
+		return; /* path_ready checks them */
+	mp_check_identity(p, true);
+	/* I/O waiting for a path learns the volume failed, or that this
+	 * path is no longer one for it. */
+	mp_broadcast(p->t, NULL, NULL);
 }
 
 void mp_target_on_live(struct mp_target *t, mp_target_cb cb, void *arg)

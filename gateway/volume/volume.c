@@ -80,7 +80,8 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 	if (io->op != VOL_FLUSH) {
 		if (!io->length || (io->offset | io->length) & mask)
 			return -EINVAL;
-		if (io->offset > v->size || io->length > v->size - io->offset)
+		uint64_t size = vol_size(v);
+		if (io->offset > size || io->length > size - io->offset)
 			return -ENOSPC;
 		if ((io->op == VOL_READ || io->op == VOL_WRITE) &&
 		    iov_length(io->iov, io->iovcnt) < io->length)

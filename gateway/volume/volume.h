@@ -78,6 +78,15 @@ struct vol_io {
 struct volume;
 struct vol_qos;
 
+/* The namespace under a volume changed while it was exported.  RESIZED:
+ * v->size grew (written on reactor 0 before the call; exporters read the
+ * new value from then on).  FAILED: every I/O now fails with EIO; `gone`
+ * says whether the namespace was removed (the exports should go away) or
+ * changed in a way that cannot be served (shrunk, another LBA format,
+ * another namespace).  Runs on reactor 0. */
+enum vol_event { VOL_EV_RESIZED, VOL_EV_FAILED };
+typedef void (*vol_event_fn)(struct volume *v, enum vol_event ev, bool gone, void *arg);
+
 /* Per-reactor statistics.  Only the owning reactor writes them (relaxed
  * atomic stores, so vol_stats_snapshot may read them from any thread
  * without a lock and the writer pays nothing more than a plain add). */
@@ -114,7 +123,23 @@ struct volume {
 	struct vol_stats *stats;
 	/* NULL until vol_set_qos (gateway/qos.h); freed by vol_destroy. */
 	struct vol_qos *qos;
+	/* The owner's listener for namespace changes (vol_set_event_cb). */
+	vol_event_fn on_event;
+	void *event_arg;
 };
+
+/* From reactor 0: fn(v, ev, gone, arg) on each namespace change from now
+ * on (NULL: none). */
+void vol_set_event_cb(struct volume *v, vol_event_fn fn, void *arg);
+/* Used by the backends, on reactor 0: the namespace grew to size bytes. */
+void vol_resized(struct volume *v, uint64_t size);
+/* Used by the backends, on reactor 0: the volume fails from now on. */
+void vol_failed(struct volume *v, bool gone);
+/* The size now, from any thread (it only grows while exported). */
+static inline uint64_t vol_size(const struct volume *v)
+{
+	return __atomic_load_n(&v->size, __ATOMIC_RELAXED);
+}
 
 /* A volume's statistics summed over its reactors at one moment (each
  * counter exact, the set not atomic as a whole).  Large (two histograms):

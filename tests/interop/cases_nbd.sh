@@ -17,3 +17,6 @@ case_ nbd-lvm nbd_case nbd_lvm.sh $nqnnbd
 case_ nbd-vs-kernel-host nbd_case nbd_nvme_cmp.sh $nqnnbd
 case_ nbd-gateway-restart nbd_case nbd_restart.sh $nqnnbd
 case_ nbd-detach-and-busy nbd_case nbd_detach.sh $nqnnbd $nqn512
+# Issue 19: the namespace grown under a mounted ext4 and fio (nvmet's
+# revalidate_size): /dev/nbdN resized live, then reattached at the new size.
+case_ nbd-resize-live nbd_case nbd_resize.sh

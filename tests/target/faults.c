@@ -252,6 +252,8 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.nr_injected++;
 		return 0;
 	}
+	if (!strncmp(w[0], "ns-", 3))
+		return ns_change_command(w, nw, reply, len);
 	if (!strcmp(w[0], "lose-cache") && nw == 1) {
 		nvme_lose_cache();
 		T.f.nr_injected++;
@@ -324,6 +326,8 @@ bad:
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] [noaen] | "
 		 "ana-group NQN NSID GRP [noaen] | "
+		 "ns-resize NQN NSID SIZE | ns-remove|ns-add|ns-identity NQN NSID | "
+		 "ns-format NQN NSID BLOCK (each [noaen]) | "
 		 "lose-cache | clear | stats | port N down|up");
 	return -1;
 }

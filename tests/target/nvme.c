@@ -120,13 +120,17 @@ static int ns_init(struct tgt_subsys *ss, struct tgt_ns *ns, uint32_t nsid, uint
 			ns->data = ns->durable; /* write-through */
 		}
 	} else {
-		/* Anonymous mappings: untouched pages cost nothing and read zero. */
-		ns->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		/* Anonymous mappings: untouched pages cost nothing and read
+		 * zero; reserved large enough for the ns-resize knob. */
+		ns->cap_bytes = bytes < TGT_NS_RESERVE ? TGT_NS_RESERVE : bytes;
+		ns->data = mmap(NULL, ns->cap_bytes, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		ns->durable = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		ns->durable = mmap(NULL, ns->cap_bytes, PROT_READ | PROT_WRITE,
 				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	}
-	ns->ndirty_words = (bytes / TGT_PAGE + 63) / 64;
+	if (!ns->cap_bytes)
+		ns->cap_bytes = bytes;
+	ns->ndirty_words = (ns->cap_bytes / TGT_PAGE + 63) / 64;
 	ns->dirty = calloc(ns->ndirty_words, 8);
 	if (ns->data == MAP_FAILED || ns->durable == MAP_FAILED || !ns->dirty)
 		return -ENOMEM;
@@ -214,6 +218,11 @@ static struct tgt_subsys *find_subsys(const char *nqn)
 		if (strcmp(T.subsys[i].nqn, nqn) == 0)
 			return &T.subsys[i];
 	return NULL;
+}
+
+struct tgt_subsys *tgt_find_subsys(const char *nqn)
+{
+	return find_subsys(nqn);
 }
 
 void nvme_ctrl_free(struct tgt_ctrl *ctrl, const char *why)
@@ -538,7 +547,8 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	if (ss->discovery)
 		return;
 	b[IDC_CMIC] = (1u << 1) | NVME_CTRL_CMIC_ANA;
-	put32(b + IDC_OAES, 1u << 11); /* ANA change notices */
+	/* ANA change and namespace attribute notices */
+	put32(b + IDC_OAES, (1u << 11) | (1u << 8));
 	id->anatt = 10;
 	for (unsigned k = 0; k < 3; k++)
 		id->crdt[k] = T.crdt[k];
@@ -554,7 +564,7 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 
 static struct tgt_ns *find_ns(struct tgt_ctrl *ctrl, uint32_t nsid)
 {
-	if (nsid == 0 || nsid > ctrl->ss->nr_ns)
+	if (nsid == 0 || nsid > ctrl->ss->nr_ns || ctrl->ss->ns[nsid - 1].removed)
 		return NULL;
 	return &ctrl->ss->ns[nsid - 1];
 }
@@ -595,7 +605,7 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		if (nsid >= 0xfffffffe)
 			return SC_INVALID_NS | ST_DNR;
 		for (unsigned i = 0; i < ctrl->ss->nr_ns && n < 1024; i++)
-			if (ctrl->ss->ns[i].nsid > nsid)
+			if (ctrl->ss->ns[i].nsid > nsid && !ctrl->ss->ns[i].removed)
 				list[n++] = ctrl->ss->ns[i].nsid;
 		return 0;
 	}
@@ -730,6 +740,14 @@ static uint16_t get_log_page(struct tgt_cmd *cmd)
 		if (!rae)
 			ctrl->ana_aen_masked = false;
 		break;
+	case NVME_LOG_CHANGED_NS:
+		if (ctrl->ss->discovery)
+			return SC_INVALID_FIELD | ST_DNR;
+		size = 4096;
+		if (!log_space(size))
+			return SC_INTERNAL;
+		ns_changed_log(ctrl, log_buf, rae);
+		break;
 	case NVME_LOG_DISCOVERY:
 		if (!ctrl->ss->discovery)
 			return SC_INVALID_FIELD | ST_DNR;
@@ -762,11 +780,11 @@ static uint16_t get_log_page(struct tgt_cmd *cmd)
 
 static void aen_deliver(struct tgt_ctrl *ctrl)
 {
-	if (!ctrl->aen_pending || !ctrl->nr_aer)
+	if (!ctrl->nr_aen_q || !ctrl->nr_aer)
 		return;
 	struct tgt_cmd *cmd = ctrl->aer[--ctrl->nr_aer];
-	uint32_t ev = ctrl->aen_pending;
-	ctrl->aen_pending = 0;
+	uint32_t ev = ctrl->aen_q[0];
+	memmove(ctrl->aen_q, ctrl->aen_q + 1, --ctrl->nr_aen_q * sizeof(ctrl->aen_q[0]));
 	log_info("controller %u: asynchronous event 0x%08x delivered", ctrl->cntlid, ev);
 	nvme_complete(cmd, 0, ev);
 }
@@ -886,10 +904,18 @@ static void ana_notify(struct tgt_subsys *ss, int port)
 			continue;
 		/* Notice, ANA change, log page 0x0c; masked until the host
 		 * reads the log without RAE. */
-		ctrl->aen_pending = 0x2 | (0x03u << 8) | ((uint32_t)NVME_LOG_ANA << 16);
 		ctrl->ana_aen_masked = true;
-		aen_deliver(ctrl);
+		nvme_aen_queue(ctrl, 0x2 | (0x03u << 8) | ((uint32_t)NVME_LOG_ANA << 16));
 	}
+}
+
+void nvme_aen_queue(struct tgt_ctrl *ctrl, uint32_t ev)
+{
+	/* Each kind is masked until its log is read, so at most one of each
+	 * waits: the queue cannot fill. */
+	if (ctrl->nr_aen_q < sizeof(ctrl->aen_q) / sizeof(ctrl->aen_q[0]))
+		ctrl->aen_q[ctrl->nr_aen_q++] = ev;
+	aen_deliver(ctrl);
 }
 
 int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, bool aen,

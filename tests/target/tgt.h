@@ -91,7 +91,17 @@ struct tgt_ns {
 	uint8_t ana[TGT_MAX_PORTS]; /* ANA state per port */
 	uint32_t anagrp; /* ANA group ID: nsid unless the ana-group command moved it */
 	uint64_t ana_chgcnt;
+	/* The ns-* knobs (ns_change.c): a removed namespace is inactive
+	 * (Identify, the active list and I/O do not find it) and keeps its
+	 * bytes for ns-add; it may grow up to cap_bytes, the mappings'
+	 * size, without moving (commands being sent point into them). */
+	bool removed;
+	uint64_t cap_bytes;
 };
+/* Room each RAM namespace may grow into (virtual: untouched pages cost
+ * nothing). */
+#define TGT_NS_RESERVE (1ull << 30)
+#define TGT_CHANGED_NS_MAX 1024u
 
 struct tgt_subsys {
 	char nqn[NVMF_NQN_SIZE];
@@ -122,8 +132,16 @@ struct tgt_ctrl {
 	 * and events that wait for one. */
 	struct tgt_cmd *aer[TGT_AERL + 1];
 	unsigned nr_aer;
-	uint32_t aen_pending; /* result dword of an undelivered event, 0: none */
+	/* Result dwords of undelivered events, oldest first. */
+	uint32_t aen_q[4];
+	unsigned nr_aen_q;
 	bool ana_aen_masked; /* until the ANA log is read with RAE 0 */
+	/* Changed Namespace List (log 04h) since the host last read it;
+	 * more than TGT_CHANGED_NS_MAX: overflowed. */
+	uint32_t changed_ns[TGT_CHANGED_NS_MAX];
+	unsigned nr_changed_ns;
+	bool changed_ns_overflow;
+	bool ns_aen_masked; /* until log 04h is read with RAE 0 */
 };
 
 enum tgt_cmd_state { CMD_FREE, CMD_DATA_IN, CMD_DELAYED, CMD_HELD, CMD_SENDING };
@@ -321,6 +339,17 @@ const char *ana_state_name(uint8_t s);
 int ana_state_parse(const char *s);
 int nvme_set_ana_group(const char *nqn, uint32_t nsid, uint32_t grp, bool aen, char *err,
 		       size_t errlen);
+
+/* An event for ctrl (the result dword of an AER completion), delivered
+ * at once if an AER is outstanding. */
+void nvme_aen_queue(struct tgt_ctrl *ctrl, uint32_t ev);
+struct tgt_subsys *tgt_find_subsys(const char *nqn);
+
+/* ns_change.c: the ns-* knobs.  The changed-namespace log and event. */
+int ns_change_command(char **w, unsigned nw, char *reply, size_t len);
+/* Log 04h into buf (4096 bytes); clears the list and unmasks the event
+ * unless rae. */
+void ns_changed_log(struct tgt_ctrl *ctrl, uint8_t *buf, bool rae);
 
 /* faults.c */
 int faults_command(char *line, char *reply, size_t len);

@@ -144,6 +144,28 @@ START_TEST(reconfigure_and_disconnect_messages)
 }
 END_TEST
 
+START_TEST(resize_message)
+{
+	struct nbd_kdev_req rq = nbd_kdev_resize_req(3, 80ull << 20, 4096, "nvmf-gateway:e1");
+	struct nlattr *tb[NBD_ATTR_MAX + 1];
+	struct nl_msg *msg;
+
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &rq, &msg), 0);
+	parse(msg, tb, NBD_CMD_RECONFIGURE);
+	ck_assert_uint_eq(nla_get_u32(tb[NBD_ATTR_INDEX]), 3);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_SIZE_BYTES]), 80ull << 20);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_BLOCK_SIZE_BYTES]), 4096);
+	/* Without it the kernel refuses: "backend image doesn't match". */
+	ck_assert_ptr_nonnull(tb[NBD_ATTR_BACKEND_IDENTIFIER]);
+	ck_assert_str_eq(nla_get_string(tb[NBD_ATTR_BACKEND_IDENTIFIER]), "nvmf-gateway:e1");
+	/* A resize keeps the connections and the timeout the attach set. */
+	ck_assert_ptr_null(tb[NBD_ATTR_SOCKETS]);
+	ck_assert_ptr_null(tb[NBD_ATTR_SERVER_FLAGS]);
+	ck_assert_ptr_null(tb[NBD_ATTR_DEAD_CONN_TIMEOUT]);
+	nlmsg_free(msg);
+}
+END_TEST
+
 /* A reply as the kernel builds it: a device list of (index, connected). */
 static struct nl_msg *status_reply(const int *idx, const int *conn, unsigned n, bool wrap)
 {
@@ -412,6 +434,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, connect_message_carries_everything);
 	tcase_add_test(tc, auto_connect_omits_index);
 	tcase_add_test(tc, reconfigure_and_disconnect_messages);
+	tcase_add_test(tc, resize_message);
 	tcase_add_test(tc, status_reply_parsed);
 	tcase_add_test(tc, status_reply_malformed);
 	tcase_add_test(tc, connect_reply_index);

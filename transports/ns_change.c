@@ -1,0 +1,289 @@
+/* Namespaces that change while the controller is live: the Namespace
+ * Attribute Changed event, the Changed Namespace List log that names the
+ * namespaces (or, when it overflowed, the whole active list), and the
+ * re-identify that brings the controller's table up to date.  What a change
+ * means for an export is nvmf_ns_change_classify; the owner applies it from
+ * ns_cb.  All of it runs on the controller's reactor (reactor 0). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/base/log.h"
+#include "transports/ctrl_priv.h"
+#include "transports/nvme_spec.h"
+#include "transports/status.h"
+
+#define NSC_WORK_MAX (2 * NVME_CHANGED_NS_MAX)
+
+enum nvmf_ns_change nvmf_ns_change_classify(const struct nvmf_ns *old, const struct nvmf_ns *now)
+{
+	if (!old && !now)
+		return NVMF_NS_SAME;
+	if (!old)
+		return NVMF_NS_ADDED;
+	if (!now)
+		return NVMF_NS_REMOVED;
+	if (memcmp(old->nguid, now->nguid, sizeof(old->nguid)) ||
+	    memcmp(old->eui64, now->eui64, sizeof(old->eui64)))
+		return NVMF_NS_OTHER;
+	if (old->lba_size != now->lba_size || old->lba_shift != now->lba_shift)
+		return NVMF_NS_LBA_FORMAT;
+	if (now->nsze < old->nsze)
+		return NVMF_NS_SHRUNK;
+	if (now->nsze > old->nsze)
+		return NVMF_NS_GROWN;
+	return NVMF_NS_SAME;
+}
+
+const char *nvmf_ns_change_name(enum nvmf_ns_change ch)
+{
+	switch (ch) {
+	case NVMF_NS_SAME: return "unchanged";
+	case NVMF_NS_GROWN: return "grown";
+	case NVMF_NS_SHRUNK: return "shrunk";
+	case NVMF_NS_LBA_FORMAT: return "LBA format changed";
+	case NVMF_NS_OTHER: return "another namespace (NGUID/EUI-64 changed)";
+	case NVMF_NS_REMOVED: return "removed";
+	case NVMF_NS_ADDED: return "added";
+	}
+	return "?";
+}
+
+/* The index of nsid in c's ascending table, or where it would go. */
+static unsigned ns_slot(const struct nvmf_ctrl *c, uint32_t nsid)
+{
+	unsigned lo = 0, hi = c->nr_ns;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (c->ns[mid].nsid < nsid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+bool nvmf_ctrl_ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns)
+{
+	unsigned i = ns_slot(c, nsid);
+	bool found = i < c->nr_ns && c->ns[i].nsid == nsid;
+
+	if (!ns) {
+		if (found) {
+			memmove(&c->ns[i], &c->ns[i + 1], (c->nr_ns - i - 1) * sizeof(*c->ns));
+			c->nr_ns--;
+		}
+		return true;
+	}
+	if (found) {
+		/* Identify does not tell the ANA state: the log page does, and
+		 * a resize leaves it as it was. */
+		uint8_t state = c->ns[i].ana_state;
+		c->ns[i] = *ns;
+		c->ns[i].ana_state = state;
+		return true;
+	}
+	if (c->nr_ns >= NVME_CHANGED_NS_MAX)
+		return false;
+	memmove(&c->ns[i + 1], &c->ns[i], (c->nr_ns - i) * sizeof(*c->ns));
+	c->ns[i] = *ns;
+	c->nr_ns++;
+	return true;
+}
+
+uint32_t ctrl_aen_config(const struct nvmf_ctrl *c)
+{
+	uint32_t cfg = 0;
+
+	if (c->opts.discovery)
+		return 0;
+	if (c->ana && (c->id->oaes & NVME_CTRL_OAES_ANA_CHANGE))
+		cfg |= NVME_AEN_CFG_ANA_CHANGE;
+	if (c->id->oaes & NVME_CTRL_OAES_NS_ATTR)
+		cfg |= NVME_AEN_CFG_NS_ATTR;
+	return cfg;
+}
+
+void ctrl_ns_change_free(struct nvmf_ctrl *c)
+{
+	free(c->nsc_log);
+	free(c->nsc_work);
+	free(c->nsc_id);
+	c->nsc_log = c->nsc_work = NULL;
+	c->nsc_id = NULL;
+}
+
+static void nsc_next(struct nvmf_ctrl *c);
+
+/* The event is handled (or given up: the next event, or the next
+ * bring-up, re-identifies anyway). */
+static void nsc_end(struct nvmf_ctrl *c, bool done)
+{
+	c->nsc_busy = false;
+	if (done) {
+		c->ns_events++;
+		if (c->ns_cb)
+			c->ns_cb(c);
+		/* A namespace new to the table has no ANA state yet. */
+		if (c->ana)
+			nvmf_ctrl_ana_refresh(c);
+	}
+	if (c->nsc_again && c->state == NVMF_CTRL_LIVE) {
+		c->nsc_again = false;
+		ctrl_ns_event(c);
+	}
+}
+
+/* 0, or the request's failure (logged); put in any case. */
+static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	char sbuf[96];
+
+	nvmf_req_put(req);
+	if (err || c->state != NVMF_CTRL_LIVE)
+		return err ? err : -ENOTCONN; /* bring-up re-identifies */
+	if (st) {
+		ctrl_log(WARN, c, "namespace change: %s failed: %s", what,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		return nvme_status_to_errno(st) ?: -EIO;
+	}
+	return 0;
+}
+
+static void nsc_id_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	uint32_t nsid = c->nsc_work[c->nsc_idx];
+	struct nvmf_ns ns;
+
+	nvmf_req_put(req);
+	if (err || c->state != NVMF_CTRL_LIVE) {
+		nsc_end(c, false);
+		return;
+	}
+	/* An error status (Invalid Namespace) or zeroed data (nvmet's
+	 * answer for an inactive NSID) both mean: not there any more. */
+	if (!st && nvmf_ns_from_id(c->opts.name, nsid, c->nsc_id, &ns) > 0) {
+		if (!nvmf_ctrl_ns_update(c, nsid, &ns))
+			ctrl_log(WARN, c, "nsid %u: more than %u namespaces; not used", nsid,
+				 NVME_CHANGED_NS_MAX);
+	} else {
+		if (nvmf_ctrl_find_ns(c, nsid))
+			ctrl_log(NOTICE, c, "nsid %u is no longer active", nsid);
+		nvmf_ctrl_ns_update(c, nsid, NULL);
+	}
+	c->nsc_idx++;
+	nsc_next(c);
+}
+
+static void nsc_next(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->nsc_idx >= c->nsc_len) {
+		nsc_end(c, true);
+		return;
+	}
+	if (!(req = nvmf_admin_req(c))) {
+		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
+			 "event or reconnect");
+		nsc_end(c, false);
+		return;
+	}
+	req->done = nsc_id_done;
+	ctrl_prep_identify(req, NVME_ID_CNS_NS, c->nsc_work[c->nsc_idx], c->nsc_id);
+	nvmf_req_submit(req);
+}
+
+/* After an overflowed log: every active NSID and every one the table has
+ * (those not active any more are found removed by their Identify). */
+static void nsc_list_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	unsigned n, i = 0, j = 0, k = 0;
+
+	if (nsc_req_result(req, err, "reading the active namespace list") < 0) {
+		nsc_end(c, false);
+		return;
+	}
+	n = nvmf_ns_list_count(c->opts.name, c->nsc_log, NVME_CHANGED_NS_MAX);
+	while ((i < n || j < c->nr_ns) && k < NSC_WORK_MAX) {
+		uint32_t a = i < n ? c->nsc_log[i] : UINT32_MAX;
+		uint32_t b = j < c->nr_ns ? c->ns[j].nsid : UINT32_MAX;
+		c->nsc_work[k++] = a < b ? a : b;
+		i += a <= b;
+		j += b <= a;
+	}
+	c->nsc_len = k;
+	c->nsc_idx = 0;
+	nsc_next(c);
+}
+
+static void nsc_log_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	unsigned n;
+
+	if (nsc_req_result(req, err, "reading the Changed Namespace List log") < 0) {
+		nsc_end(c, false);
+		return;
+	}
+	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW) {
+		ctrl_log(NOTICE, c, "more than %u namespaces changed; re-identifying every one",
+			 NVME_CHANGED_NS_MAX);
+		if (!(req = nvmf_admin_req(c))) {
+			nsc_end(c, false);
+			return;
+		}
+		req->done = nsc_list_done;
+		ctrl_prep_identify(req, NVME_ID_CNS_NS_ACTIVE_LIST, 0, c->nsc_log);
+		nvmf_req_submit(req);
+		return;
+	}
+	for (n = 0; n < NVME_CHANGED_NS_MAX && c->nsc_log[n]; n++)
+		c->nsc_work[n] = c->nsc_log[n];
+	ctrl_log(INFO, c, "namespace attributes changed: %u namespace%s to re-identify", n,
+		 n == 1 ? "" : "s");
+	c->nsc_len = n;
+	c->nsc_idx = 0;
+	nsc_next(c);
+}
+
+void ctrl_ns_event(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req;
+
+	if (c->state != NVMF_CTRL_LIVE)
+		return;
+	if (c->nsc_busy) {
+		c->nsc_again = true;
+		return;
+	}
+	if (!c->nsc_log) {
+		/* Control path, once per controller. */
+		c->nsc_log = aligned_alloc(4096, 4096);
+		c->nsc_id = aligned_alloc(4096, 4096);
+		c->nsc_work = calloc(NSC_WORK_MAX, sizeof(*c->nsc_work));
+		if (!c->nsc_log || !c->nsc_id || !c->nsc_work) {
+			ctrl_log(ERR, c, "namespace change: out of memory; not re-identified");
+			ctrl_ns_change_free(c);
+			return;
+		}
+	}
+	if (!(req = nvmf_admin_req(c))) {
+		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
+			 "event or reconnect");
+		return;
+	}
+	c->nsc_busy = true;
+	memset(c->nsc_log, 0, 4096);
+	req->done = nsc_log_done;
+	/* Reading the log also tells the target the event was seen: it sends
+	 * the next one only after that. */
+	ctrl_prep_get_log(req, NVME_LOG_CHANGED_NS, c->nsc_log, 4096, 0);
+	nvmf_req_submit(req);
+}
