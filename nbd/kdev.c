@@ -545,7 +545,10 @@ static int kdev_do_attach(struct nbd_kdev *d)
 	struct nl_sock *sk;
 	int family, r;
 
-	sk = kdev_nl_open(d->family_name, &family, d->want_iface == NBD_IFACE_AUTO);
+	/* Forced ioctl: no netlink at all (a kernel may lack generic netlink). */
+	sk = d->want_iface == NBD_IFACE_IOCTL
+		     ? NULL
+		     : kdev_nl_open(d->family_name, &family, d->want_iface == NBD_IFACE_AUTO);
 	r = nbd_kdev_choose(d->want_iface, sk != NULL);
 	if (r < 0) {
 		kdev_close_kfds(d);
