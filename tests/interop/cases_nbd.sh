@@ -17,3 +17,4 @@ case_ nbd-lvm nbd_case nbd_lvm.sh $nqnnbd
 case_ nbd-vs-kernel-host nbd_case nbd_nvme_cmp.sh $nqnnbd
 case_ nbd-gateway-restart nbd_case nbd_restart.sh $nqnnbd
 case_ nbd-detach-and-busy nbd_case nbd_detach.sh $nqnnbd $nqn512
+case_ nbd-ioctl nbd_case nbd_ioctl.sh $nqnnbd $nbd_size
