@@ -4,6 +4,7 @@
  * taking the ioctl path when the family is absent (seen by the ioctl the
  * fake device refuses) or refusing a busy device before any ioctl. */
 #include "gateway/config.h"
+#include "gateway/config_diff.h"
 #include "nbd/kdev.h"
 #include "gateway/volume/volume.h"
 
@@ -91,6 +92,38 @@ START_TEST(config_default_is_auto)
 	config_free(cfg);
 	free(errs);
 	unlink(path);
+}
+END_TEST
+
+/* A reload that changes the interface (directly or through the gateway
+ * default) re-attaches the export; an explicit value equal to the default
+ * does not. */
+START_TEST(config_reload_sees_interface_change)
+{
+	static const char a[] = CFG_HEAD
+		"exports = ( { name = \"e1\"; target = \"t1\"; nbd = { device = \"/dev/nbd0\"; }; } );\n";
+	static const char b[] = CFG_HEAD "gateway = { nbd_interface = \"ioctl\"; };\n"
+		"exports = ( { name = \"e1\"; target = \"t1\"; nbd = { device = \"/dev/nbd0\"; }; } );\n";
+	static const char c[] = CFG_HEAD
+		"exports = ( { name = \"e1\"; target = \"t1\";\n"
+		"  nbd = { device = \"/dev/nbd0\"; interface = \"auto\"; }; } );\n";
+	struct gw_config *ca, *cb, *cc;
+	char pa[64], pb[64], pc[64], *ea, *eb, *ec;
+
+	ck_assert_int_eq(load(a, pa, &ca, &ea), 0);
+	ck_assert_int_eq(load(b, pb, &cb, &eb), 0);
+	ck_assert_int_eq(load(c, pc, &cc, &ec), 0);
+	ck_assert(!config_export_equal(&ca->exports[0], &cb->exports[0]));
+	ck_assert(config_export_equal(&ca->exports[0], &cc->exports[0]));
+	config_free(ca);
+	config_free(cb);
+	config_free(cc);
+	free(ea);
+	free(eb);
+	free(ec);
+	unlink(pa);
+	unlink(pb);
+	unlink(pc);
 }
 END_TEST
 
@@ -257,6 +290,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, config_inherits_and_overrides);
 	tcase_add_test(tc, config_default_is_auto);
 	tcase_add_test(tc, config_errors_name_file_and_line);
+	tcase_add_test(tc, config_reload_sees_interface_change);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("attach");
 	tcase_add_checked_fixture(tc, tree_setup, tree_teardown);
