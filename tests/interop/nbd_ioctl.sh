@@ -2,7 +2,8 @@
 # nbd_ioctl.sh GW NQN SIZE (in the guest): /dev/nbdN through the ioctl
 # interface of kernels before 4.12, forced on this one (--interface ioctl,
 # nbd_interface = "ioctl").  The attach says what the interface cannot do;
-# ext4 and fio verify work through it; SIGTERM flushes the page cache of
+# ext4 works through it (in the first 64 MiB, mounted again by the daemon);
+# SIGTERM flushes the page cache of
 # the device before NBD_DISCONNECT (read back by the next gateway) and frees
 # the device; an export removed by reload while mounted ends as on the
 # netlink path (seen there with the same checks): writes fail, the gateway
@@ -30,7 +31,9 @@ grep -q 'nbd2: the ioctl interface cannot reattach after a gateway restart' "$NB
 [ -e /sys/block/nbd2/pid ] # NBD_DO_IT runs
 [ ! -e /sys/block/nbd2/backend ] # a netlink attach would have one
 [ "$(blockdev --getsize64 /dev/nbd2)" = "$size" ]
-mkfs.ext4 -q -F /dev/nbd2
+step() { echo "$SECONDS s: $*"; }
+step attached
+mkfs.ext4 -q -F /dev/nbd2 64M
 mount /dev/nbd2 /tmp/nbd-mnt
 nbd_files /tmp/nbd-mnt
 umount /tmp/nbd-mnt
@@ -39,15 +42,12 @@ fsck.ext4 -fn /dev/nbd2
 mount /dev/nbd2 /tmp/nbd-mnt
 nbd_verify /tmp/nbd-mnt
 umount /tmp/nbd-mnt
-fio --name=ioctl-verify --filename=/dev/nbd2 --direct=1 --ioengine=libaio \
-	--rw=randwrite --bs=4k --iodepth=16 --verify=crc32c --verify_fatal=1 \
-	--verify_state_save=0 --offset=128M --size=8M --output="$NBD_LOGS/fio-ioctl.txt"
-grep -q 'err= 0' "$NBD_LOGS/fio-ioctl.txt"
-! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$NBD_LOGS/fio-ioctl.txt"
+step ext4 verified
 # Buffered writes left in the device's page cache: the stop must flush them.
 head -c 4M /dev/urandom > /tmp/nbd-ioctl-a
 dd if=/tmp/nbd-ioctl-a of=/dev/nbd2 bs=1M seek=200 status=none
 nbd_stop
+step stopped
 grep -q 'nbd2: NBD_DO_IT returned [0-9]* ms after NBD_DISCONNECT' "$NBD_LOG"
 nbd_detached /dev/nbd2
 GW_PID=
@@ -74,8 +74,10 @@ for iface in ioctl; do
 	"$GW" status -s $ctl | grep -q "/dev/nbd5 ($iface)"
 	# What the stop above flushed reached the namespace.
 	dd if=/dev/nbd5 iflag=direct bs=1M skip=200 count=4 status=none | cmp - /tmp/nbd-ioctl-a
-	mkfs.ext4 -q -F /dev/nbd5
+	step daemon attached
+	# The filesystem written through the first gateway, whole.
 	mount /dev/nbd5 /tmp/nbd-mnt
+	nbd_verify /tmp/nbd-mnt
 	echo hello > /tmp/nbd-mnt/x
 	sync
 	write_conf $iface ''
@@ -86,6 +88,7 @@ for iface in ioctl; do
 	rc=0
 	dd if=/dev/zero of=/tmp/nbd-mnt/y bs=1M count=4 conv=fsync status=none 2> /dev/null || rc=$?
 	echo "$iface: write after removal: exit $rc"
+	step removed
 	[ $rc != 0 ]
 	kill -0 "$RUN_PID" # the gateway lives on
 	[ "$(st '.exports | length')" = 0 ]
