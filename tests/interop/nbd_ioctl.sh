@@ -21,7 +21,7 @@ ioctl_cleanup() {
 	nbd_cleanup
 }
 trap ioctl_cleanup EXIT
-cd /tmp # fio writes its verify state file into the cwd
+cd /tmp
 mkdir -p /tmp/nbd-mnt
 
 NBD_START_ARGS="--interface ioctl" nbd_start "$nqn" /dev/nbd2 ioctl
