@@ -212,8 +212,15 @@ static void print_status(const struct json_val *root)
 		const struct json_val *e = &ex->kids[i];
 		char size[32], where[256] = "";
 		const char *l = json_get_str(e, "nbd_listen"), *d = json_get_str(e, "nbd_device");
+		const char *ni = json_get_str(e, "nbd_interface");
 		const struct json_val *f = json_get(e, "fuse_file");
+		char dev[64];
 		human_bytes(txt(e, "size"), size, sizeof(size));
+		/* "/dev/nbd0 (ioctl)": what the device can do depends on it. */
+		if (d && ni) {
+			snprintf(dev, sizeof(dev), "%s (%s)", d, ni);
+			d = dev;
+		}
 		snprintf(where, sizeof(where), "%s%s%s%s%s", d ? d : "", d && l ? " " : "",
 			 l ? l : "", (d || l) && f && f->b ? " " : "", f && f->b ? "fuse" : "");
 		printf("%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %s\n", txt(e, "name"),

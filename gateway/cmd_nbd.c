@@ -32,6 +32,7 @@ struct nbd_cli {
 	unsigned nr_started;
 	struct vol_qos_limits qos;
 	struct reclaim_opts reclaim;
+	enum nbd_kdev_iface iface;
 };
 
 struct stop_msg {
@@ -162,6 +163,7 @@ static int attach_kernel_device(struct session *s, struct nbd_cli *n)
 		.connections = 1,
 		.dead_conn_timeout_s = NBD_CLI_DEAD_CONN_TIMEOUT_S,
 		.backend_id = cli_kdev.backend,
+		.iface = n->iface,
 	};
 	int r;
 
@@ -235,6 +237,8 @@ static void usage(void)
 	       "      --name EXPORT            export name (default \"\"; \"\" always reaches it)\n"
 	       "      --read-only              refuse writes\n"
 	       "      --reactors N             threads serving connections (default 1)\n"
+	       "      --interface I            /dev/nbdN through auto (default), netlink or\n"
+	       "                               ioctl (kernels before 4.12: no reattach)\n"
 	       "      --no-reclaim             a kernel device without mlockall,\n"
 	       "                               PR_SET_IO_FLUSHER or oom_score_adj\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
@@ -249,6 +253,7 @@ int cmd_nbd(int argc, char **argv)
 		{ "mem", required_argument, 0, 3002 },
 		{ "reactors", required_argument, 0, 3003 },
 		{ "no-reclaim", no_argument, 0, 3004 },
+		{ "interface", required_argument, 0, 3005 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -275,6 +280,18 @@ int cmd_nbd(int argc, char **argv)
 		case 3004:
 			n.reclaim = RECLAIM_OPTS_OFF;
 			break;
+		case 3005: {
+			int i = 0;
+			while (strcmp(nbd_kdev_iface_name(i), "?") && strcmp(nbd_kdev_iface_name(i), optarg))
+				i++;
+			if (!strcmp(nbd_kdev_iface_name(i), "?")) {
+				fprintf(stderr, "nvmf-gateway nbd: --interface '%s': auto, netlink or ioctl\n",
+					optarg);
+				return 1;
+			}
+			n.iface = (enum nbd_kdev_iface)i;
+			break;
+		}
 		case 3001:
 			s.read_only = true;
 			n.export.read_only = true;

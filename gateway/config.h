@@ -66,6 +66,9 @@ struct gw_nbd {
 	int connections;
 	struct gw_access access;	/* as parsed; see gw_listen.access */
 	int max_connections;	/* clients at once; 0 = gateway.max_connections */
+	/* enum nbd_kdev_iface of the device: the export's nbd.interface, else
+	 * gateway.nbd_interface (resolved by config_load; -1 while parsing). */
+	int iface;
 };
 
 struct gw_export {
@@ -94,6 +97,7 @@ struct gw_config {
 	char *path;		/* the file it was loaded from */
 	int reactors;
 	int reactor_backend;	/* enum reactor_backend_mode: auto (0) */
+	int nbd_interface;	/* enum nbd_kdev_iface: auto (0) */
 	char *control;
 	char *state_dir;
 	enum log_level log_level;

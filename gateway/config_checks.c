@@ -160,6 +160,8 @@ static void check_export(struct ctx *c, struct gw_config *cfg,
 		return;
 	if (!e->nbd.connections)
 		e->nbd.connections = cfg->reactors;
+	if (e->nbd.iface < 0)
+		e->nbd.iface = cfg->nbd_interface;
 	e->has_nbd = nbd && config_setting_is_group(nbd);
 	if (e->has_nbd && !config_setting_get_member(nbd, "device") &&
 	    !config_setting_get_member(nbd, "listen"))

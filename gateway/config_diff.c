@@ -48,7 +48,7 @@ bool config_export_equal(const struct gw_export *a, const struct gw_export *b)
 	return str_eq(a->name, b->name) && str_eq(a->target_name, b->target_name) &&
 	       a->nsid == b->nsid && a->has_nbd == b->has_nbd &&
 	       a->nbd.device == b->nbd.device && listen_eq(&a->nbd.listen, &b->nbd.listen) &&
-	       a->nbd.connections == b->nbd.connections &&
+	       a->nbd.connections == b->nbd.connections && a->nbd.iface == b->nbd.iface &&
 	       a->nbd.max_connections == b->nbd.max_connections && a->fuse == b->fuse &&
 	       a->read_only == b->read_only && a->qos_iops == b->qos_iops &&
 	       a->qos_bandwidth == b->qos_bandwidth && a->qos_read_iops == b->qos_read_iops &&

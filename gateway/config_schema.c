@@ -22,6 +22,7 @@
 #include "gateway/base/parse.h"
 #include "gateway/config_priv.h"
 #include "gateway/secret.h"
+#include "nbd/kdev.h"
 #include "transports/auth/auth.h"
 
 /* ---- string checks: NULL, or why the value is wrong ---- */
@@ -443,6 +444,7 @@ static const struct field nbd_fields[] = {
 	F_INT(E, "connections", nbd.connections, 1, 64),
 	F_FN(E, "access", nbd.access, struct gw_access, parse_access, NULL),
 	F_INT(E, "max_connections", nbd.max_connections, 1, 65536),
+	F_ENUM(E, "interface", nbd.iface, nbd_kdev_iface_name, false),
 	F_END,
 };
 
@@ -479,6 +481,7 @@ static void export_init(struct ctx *c, void *elem)
 	/* nbd.connections stays 0 until check_exports knows the reactors. */
 	e->nsid = 1;
 	e->nbd.device = GW_NBD_NONE;
+	e->nbd.iface = -1; /* gateway.nbd_interface unless set */
 }
 
 static const struct schema export_schema = {
@@ -490,6 +493,7 @@ static const struct schema export_schema = {
 static const struct field gateway_fields[] = {
 	F_INT(C, "reactors", reactors, 1, MAX_REACTORS),
 	F_ENUM(C, "reactor_backend", reactor_backend, reactor_backend_mode_name, false),
+	F_ENUM(C, "nbd_interface", nbd_interface, nbd_kdev_iface_name, false),
 	F_STR(C, "control", control, chk_sockpath, false),
 	F_STR(C, "state_dir", state_dir, chk_abspath, false),
 	F_FN(C, "log_level", log_level, enum log_level, parse_log_level, NULL),

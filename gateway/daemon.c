@@ -767,6 +767,7 @@ static void start_kdev(struct gw_batch *b, struct gw_exp *e)
 		/* The kernel holds I/O this long for a restarted gateway. */
 		.dead_conn_timeout_s = 120,
 		.backend_id = e->backend_id,
+		.iface = (enum nbd_kdev_iface)c->nbd.iface,
 	};
 	e->batch = b;
 	b->pending++;

@@ -162,6 +162,8 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 				char dev[32];
 				snprintf(dev, sizeof(dev), "/dev/nbd%d", nbd_kdev_index(e->kdev));
 				json_kv_str(j, "nbd_device", dev);
+				json_kv_str(j, "nbd_interface",
+					    nbd_kdev_iface_name(nbd_kdev_interface(e->kdev)));
 			}
 			json_kv_bool(j, "fuse_file", e->in_fuse);
 		}

@@ -1,5 +1,6 @@
 /* /dev/nbdN through the kernel's nbd generic netlink family; see kdev.h. */
 #include "nbd/kdev.h"
+#include "nbd/kdev_ioctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,9 @@
 
 #define KDEV_MAX_DEVICES 4096
 #define KDEV_SYSBLOCK "/sys/block"
+/* How long detach waits for NBD_DO_IT after NBD_DISCONNECT, and again
+ * after NBD_CLEAR_SOCK. */
+#define KDEV_DOIT_STOP_MS 10000
 
 enum kdev_state {
 	KDEV_ATTACHING,
@@ -80,6 +84,10 @@ struct nbd_kdev {
 	uint64_t server_flags;
 	char backend[256];
 	const char *family_name;
+	const char *dev_dir, *sysblock;
+	enum nbd_kdev_iface want_iface, iface; /* iface: set by the attach job */
+	struct kdev_doit doit; /* the ioctl interface */
+	bool doit_seen; /* its thread's exit message arrived */
 	int lock_fd;
 	/* The helper thread's job; it touches only these and the kfds until
 	 * it posts msg, and nothing after. */
@@ -130,6 +138,23 @@ static bool kdev_set_state(struct nbd_kdev *d, enum kdev_state to)
 		  kdev_state_name(to));
 	d->state = to;
 	return true;
+}
+
+const char *nbd_kdev_iface_name(int iface)
+{
+	static const char *const names[] = { "auto", "netlink", "ioctl" };
+
+	return iface >= 0 && iface < 3 ? names[iface] : "?";
+}
+
+int nbd_kdev_choose(enum nbd_kdev_iface want, bool family_present)
+{
+	switch (want) {
+	case NBD_IFACE_AUTO: return family_present ? NBD_IFACE_NETLINK : NBD_IFACE_IOCTL;
+	case NBD_IFACE_NETLINK: return family_present ? NBD_IFACE_NETLINK : -ENODEV;
+	case NBD_IFACE_IOCTL: return NBD_IFACE_IOCTL;
+	}
+	return -EINVAL;
 }
 
 /* ---- Messages ---------------------------------------------------------- */
@@ -382,7 +407,8 @@ static int kdev_exchange(struct nl_sock *sk, struct nl_msg *msg,
 	return x.err ? x.err : x.parse_err;
 }
 
-static struct nl_sock *kdev_nl_open(const char *name, int *family)
+/* quiet: a missing family is not an error (auto falls back to ioctl). */
+static struct nl_sock *kdev_nl_open(const char *name, int *family, bool quiet)
 {
 	struct nl_sock *sk = nl_socket_alloc();
 	int r;
@@ -398,6 +424,10 @@ static struct nl_sock *kdev_nl_open(const char *name, int *family)
 		return NULL;
 	}
 	r = genl_ctrl_resolve(sk, name);
+	if (r < 0 && quiet) {
+		nl_socket_free(sk);
+		return NULL;
+	}
 	if (r < 0) {
 		log_err("nbd: the kernel has no '%s' netlink family: is the nbd module loaded? "
 			"(modprobe nbd)", name);
@@ -469,19 +499,87 @@ static int kdev_lock(int index)
 	return fd;
 }
 
+static void kdev_close_kfds(struct nbd_kdev *d)
+{
+	/* The kernel holds its own references to the sockets it took. */
+	for (unsigned i = 0; i < d->nr_conns; i++) {
+		if (d->conns[i].kfd >= 0)
+			close(d->conns[i].kfd);
+		d->conns[i].kfd = -1;
+	}
+}
+
+static int kdev_do_attach_ioctl(struct nbd_kdev *d)
+{
+	struct volume *v = d->e->vol;
+	int r, index, fds[d->nr_conns];
+	unsigned taken;
+
+	index = d->want_index >= 0 ? d->want_index : kdev_ioctl_find_free(d->sysblock);
+	if (index < 0) {
+		r = index;
+		goto out;
+	}
+	d->lock_fd = kdev_lock(index);
+	if (d->lock_fd < 0) {
+		r = d->lock_fd;
+		goto out;
+	}
+	for (unsigned i = 0; i < d->nr_conns; i++)
+		fds[i] = d->conns[i].kfd;
+	d->doit.index = index;
+	r = kdev_ioctl_setup(&d->doit, d->sysblock, d->dev_dir, v->size, v->block_size,
+			     d->server_flags, fds, d->nr_conns, &taken);
+	if (!r)
+		r = kdev_doit_start(&d->doit);
+	if (r < 0 && !d->doit.started)
+		kdev_ioctl_release(&d->doit);
+	else if (r < 0)
+		kdev_doit_stop(&d->doit, KDEV_DOIT_STOP_MS);
+	if (!r)
+		d->index = index;
+out:
+	kdev_close_kfds(d);
+	return r;
+}
+
+static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int family);
+
 static int kdev_do_attach(struct nbd_kdev *d)
+{
+	struct nl_sock *sk;
+	int family, r;
+
+	/* Forced ioctl: no netlink at all (a kernel may lack generic netlink). */
+	sk = d->want_iface == NBD_IFACE_IOCTL
+		     ? NULL
+		     : kdev_nl_open(d->family_name, &family, d->want_iface == NBD_IFACE_AUTO);
+	r = nbd_kdev_choose(d->want_iface, sk != NULL);
+	if (r < 0) {
+		kdev_close_kfds(d);
+		return r;
+	}
+	d->iface = (enum nbd_kdev_iface)r;
+	if (d->iface == NBD_IFACE_NETLINK)
+		return kdev_do_attach_netlink(d, sk, family);
+	if (sk)
+		nl_socket_free(sk);
+	if (d->want_iface == NBD_IFACE_AUTO)
+		log_notice("nbd: the kernel has no '%s' generic netlink family (Linux before "
+			   "4.12, or the nbd module missing): using the ioctl interface",
+			   d->family_name);
+	return kdev_do_attach_ioctl(d);
+}
+
+static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int family)
 {
 	struct kdev_status_buf st = { 0 };
 	struct nbd_kdev_req req = { .cmd = NBD_CMD_STATUS, .index = -1 };
 	struct volume *v = d->e->vol;
 	struct nl_msg *msg;
-	struct nl_sock *sk;
 	bool reconf;
-	int family, r, index, fds[d->nr_conns];
+	int r, index, fds[d->nr_conns];
 
-	sk = kdev_nl_open(d->family_name, &family);
-	if (!sk)
-		return -ENODEV;
 	st.devs = calloc(KDEV_MAX_DEVICES, sizeof(*st.devs));
 	if (!st.devs) {
 		r = -ENOMEM;
@@ -494,7 +592,7 @@ static int kdev_do_attach(struct nbd_kdev *d)
 		log_err("nbd: device status query failed: %s", strerror(-r));
 		goto out;
 	}
-	index = nbd_kdev_plan(KDEV_SYSBLOCK, st.devs, st.n, d->want_index, d->backend, &reconf);
+	index = nbd_kdev_plan(d->sysblock, st.devs, st.n, d->want_index, d->backend, &reconf);
 	if (index < -1) {
 		r = index;
 		goto out;
@@ -550,11 +648,7 @@ static int kdev_do_attach(struct nbd_kdev *d)
 	d->index = index;
 	d->reattached = reconf;
 out:
-	/* The kernel holds its own references to the sockets it took. */
-	for (unsigned i = 0; i < d->nr_conns; i++) {
-		close(d->conns[i].kfd);
-		d->conns[i].kfd = -1;
-	}
+	kdev_close_kfds(d);
 	free(st.devs);
 	nl_socket_free(sk);
 	return r;
@@ -570,7 +664,7 @@ static int kdev_do_detach(struct nbd_kdev *d)
 
 	/* Write back what the page cache of the device itself holds while
 	 * the connections still serve; DISCONNECT fails whatever is queued. */
-	snprintf(path, sizeof(path), "/dev/nbd%d", d->index);
+	snprintf(path, sizeof(path), "%s/nbd%d", d->dev_dir, d->index);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		if (fsync(fd) < 0)
@@ -581,7 +675,9 @@ static int kdev_do_detach(struct nbd_kdev *d)
 		log_debug("nbd%d: %s: %s (no flush before disconnect)", d->index, path,
 			  strerror(errno));
 	}
-	sk = kdev_nl_open(d->family_name, &family);
+	if (d->iface == NBD_IFACE_IOCTL)
+		return kdev_doit_stop(&d->doit, KDEV_DOIT_STOP_MS);
+	sk = kdev_nl_open(d->family_name, &family, false);
 	if (!sk)
 		return -ENODEV;
 	r = nbd_kdev_msg_build(family, &req, &msg);
@@ -638,6 +734,7 @@ static void kdev_free(struct nbd_kdev *d)
 			close(d->conns[i].kfd);
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
+	kdev_doit_fini(&d->doit);
 	free(d);
 }
 
@@ -649,7 +746,8 @@ static void kdev_maybe_finish(struct nbd_kdev *d)
 	void *arg;
 	int err;
 
-	if (d->live || d->job_running || d->closing_all)
+	/* doit.started is ours to read once the job's message has come. */
+	if (d->live || d->job_running || d->closing_all || (d->doit.started && !d->doit_seen))
 		return;
 	switch (d->state) {
 	case KDEV_FAILED:
@@ -718,6 +816,19 @@ static void kdev_conn_closed(void *arg, int err)
 
 static void kdev_run_job(struct nbd_kdev *d, enum kdev_job job);
 
+/* The NBD_DO_IT thread has ended. */
+static void kdev_doit_done(struct reactor_msg *m)
+{
+	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, doit.msg));
+
+	d->doit_seen = true;
+	if (d->state == KDEV_ATTACHED)
+		log_err("nbd%d: NBD_DO_IT returned (%s) while attached: the kernel dropped the "
+			"device; it stays down until the export is re-added or the gateway "
+			"restarts", d->index, d->doit.err ? strerror(-d->doit.err) : "disconnected");
+	kdev_maybe_finish(d);
+}
+
 static void kdev_job_done(struct reactor_msg *m)
 {
 	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, msg));
@@ -763,6 +874,18 @@ static void kdev_job_done(struct reactor_msg *m)
 	}
 	kdev_set_state(d, KDEV_ATTACHED);
 	d->kernel_size = d->job_size;
+	if (d->iface == NBD_IFACE_IOCTL) {
+		log_notice("/dev/nbd%d attached: export '%s', %llu bytes, block %u, "
+			   "%u connection%s, flags 0x%llx, interface ioctl",
+			   d->index, d->e->name, (unsigned long long)size,
+			   d->e->vol->block_size, d->live, d->live == 1 ? "" : "s",
+			   (unsigned long long)d->server_flags);
+		log_notice("nbd%d: the ioctl interface cannot reattach after a gateway restart "
+			   "(the device ends with this process) nor resize the device while "
+			   "attached; both need netlink NBD (Linux 4.12+)", d->index);
+		d->attached(d->attached_arg, d, d->index);
+		return;
+	}
 	log_notice("/dev/nbd%d %s: export '%s', %llu bytes, block %u, %u connection%s, "
 		   "flags 0x%llx, dead_conn_timeout %u s, backend '%s'",
 		   d->index, d->reattached ? "reattached (fresh sockets)" : "attached",
@@ -833,6 +956,10 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 		log_err("nbd: connections must be 1..64, not %u", n);
 		return -EINVAL;
 	}
+	if (o->iface > NBD_IFACE_IOCTL) {
+		log_err("nbd: bad interface %d", (int)o->iface);
+		return -EINVAL;
+	}
 	if (o->index < -1) {
 		log_err("nbd: bad device index %d", o->index);
 		return -EINVAL;
@@ -853,6 +980,11 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 	d->server_flags = flags;
 	d->lock_fd = -1;
 	d->family_name = o->genl_family ? o->genl_family : NBD_GENL_FAMILY_NAME;
+	d->dev_dir = o->dev_dir ? o->dev_dir : "/dev";
+	d->sysblock = o->sysblock ? o->sysblock : KDEV_SYSBLOCK;
+	d->want_iface = o->iface;
+	d->iface = o->iface;
+	kdev_doit_init(&d->doit, r, kdev_doit_done);
 	d->attached = cb;
 	d->attached_arg = arg;
 	d->nr_conns = n;
@@ -925,12 +1057,26 @@ void nbd_kdev_resize(struct nbd_kdev *d)
 	}
 	if (vol_size(d->e->vol) == d->kernel_size)
 		return;
+	if (d->iface == NBD_IFACE_IOCTL) {
+		/* Growth only reaches here: the smaller device loses nothing. */
+		log_warn("/dev/nbd%d: the namespace is now %llu bytes, but the ioctl interface "
+			 "cannot resize the device live: it keeps %llu bytes until the export "
+			 "is re-added", d->index, (unsigned long long)vol_size(d->e->vol),
+			 (unsigned long long)d->kernel_size);
+		d->kernel_size = vol_size(d->e->vol); /* said once per change */
+		return;
+	}
 	kdev_run_job(d, KDEV_JOB_RESIZE);
 }
 
 int nbd_kdev_index(const struct nbd_kdev *d)
 {
 	return d->index;
+}
+
+enum nbd_kdev_iface nbd_kdev_interface(const struct nbd_kdev *d)
+{
+	return d->iface;
 }
 
 bool nbd_kdev_reattached(const struct nbd_kdev *d)

@@ -25,12 +25,27 @@
 
 struct nbd_kdev;
 
+/* How the device is attached: netlink (Linux 4.12+: reattach after a
+ * restart), the ioctl interface of older kernels (nbd/kdev_ioctl.h), or
+ * auto: netlink when the kernel has the family, ioctl otherwise.  The
+ * values are those of the configuration keys. */
+enum nbd_kdev_iface { NBD_IFACE_AUTO, NBD_IFACE_NETLINK, NBD_IFACE_IOCTL };
+
+/* "auto", "netlink", "ioctl"; "?" past the last (config enum tables). */
+const char *nbd_kdev_iface_name(int iface);
+
+/* The interface attach uses for want, given whether the kernel has the
+ * netlink family; -ENODEV when netlink is asked for and absent. */
+int nbd_kdev_choose(enum nbd_kdev_iface want, bool family_present);
+
 struct nbd_kdev_opts {
 	int index; /* N of /dev/nbdN, or -1: reuse this export's device or let the kernel pick */
 	unsigned connections; /* sockets, >= 1 (clamped to 1 without multi-conn) */
 	unsigned dead_conn_timeout_s; /* how long the kernel holds I/O for a restart */
 	const char *backend_id; /* NULL: "nvmf-gateway:<export name>" */
 	const char *genl_family; /* NULL: "nbd"; tests name a missing one */
+	enum nbd_kdev_iface iface;
+	const char *dev_dir, *sysblock; /* NULL: /dev, /sys/block; for tests */
 };
 
 /* Runs on r once: d and the device index, or d NULL and -errno (already
@@ -55,6 +70,8 @@ void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg);
  * with its result; nothing to do when the kernel has the size already. */
 void nbd_kdev_resize(struct nbd_kdev *d);
 int nbd_kdev_index(const struct nbd_kdev *d);
+/* The interface in use (netlink or ioctl) once attached. */
+enum nbd_kdev_iface nbd_kdev_interface(const struct nbd_kdev *d);
 /* True when attach found this export's device and reconfigured it. */
 bool nbd_kdev_reattached(const struct nbd_kdev *d);
 

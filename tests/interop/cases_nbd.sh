@@ -20,3 +20,4 @@ case_ nbd-detach-and-busy nbd_case nbd_detach.sh $nqnnbd $nqn512
 # Issue 19: the namespace grown under a mounted ext4 and fio (nvmet's
 # revalidate_size): /dev/nbdN resized live, then reattached at the new size.
 case_ nbd-resize-live nbd_case nbd_resize.sh
+case_ nbd-ioctl nbd_case nbd_ioctl.sh $nqnnbd $nbd_size

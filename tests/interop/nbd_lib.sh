@@ -3,7 +3,8 @@
 # environment and tests/interop/nvmet.sh sourced for nvme_host_dev.
 #   nbd_start NQN TARGET NAME   runs "$GW nbd ... TARGET" (/dev/nbdN or auto)
 #       in the background, output in $NBD_LOGS/NAME.log; waits (bounded) for
-#       its attach line; sets GW_PID, NBD_DEV (/dev/nbdN) and NBD_LOG
+#       its attach line; sets GW_PID, NBD_DEV (/dev/nbdN) and NBD_LOG;
+#       NBD_START_ARGS adds options (e.g. --interface ioctl)
 #   nbd_stop                    SIGTERM, wait; fails unless the exit code is 0
 #       and the log shows the detach and the controller shutdown
 #   nbd_detached DEV            DEV is no longer connected (size 0, no pid
@@ -22,7 +23,8 @@ nbd_start() {
 	local nqn=${1:?usage: nbd_start NQN TARGET NAME} target=${2:?} name=${3:?} _
 	NBD_LOG=$NBD_LOGS/$name.log
 	: > "$NBD_LOG"
-	"$GW" nbd -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" "$target" >> "$NBD_LOG" 2>&1 &
+	# shellcheck disable=SC2086 # NBD_START_ARGS: extra options, split
+	"$GW" nbd ${NBD_START_ARGS:-} -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" "$target" >> "$NBD_LOG" 2>&1 &
 	GW_PID=$!
 	# Bounded wait (120 s) for the NVMe connect and the netlink attach.
 	for _ in $(seq 600); do

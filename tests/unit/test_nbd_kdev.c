@@ -378,7 +378,7 @@ START_TEST(attach_fails_cleanly_without_the_family)
 {
 	struct nbd_kdev_opts o = { .index = -1, .connections = 2, .dead_conn_timeout_s = 5,
 				   .backend_id = "nvmf-gateway:unit",
-				   .genl_family = "nvmf-gw-unit-none" };
+				   .genl_family = "nvmf-gw-unit-none", .iface = NBD_IFACE_NETLINK };
 	struct nbd_export e = { .name = "unit" };
 	struct attach_result res = { 0 };
 	struct reactor r;
