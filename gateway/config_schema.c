@@ -408,7 +408,8 @@ static void target_init(struct ctx *c, void *elem)
 static const struct field target_fields[] = {
 	F_STR(T, "name", name, chk_name, true),
 	F_STR(T, "subnqn", subnqn, chk_nqn, true),
-	F_LIST(T, "paths", paths, nr_paths, &path_schema, true),
+	/* Optional only with discovery: cfg_check_discovery says so. */
+	F_LIST(T, "paths", paths, nr_paths, &path_schema, false),
 	F_INT(T, "nr_io_queues", nr_io_queues, 1, 128),
 	F_INT(T, "queue_size", queue_size, 2, 1024),
 	F_BOOL(T, "hdr_digest", hdr_digest),

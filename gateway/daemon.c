@@ -887,6 +887,10 @@ void gw_batch_run(struct gw_batch *b)
 
 		if (t->batch != b)
 			continue;
+		if (gw_discovery_tgt_wait(t)) {
+			t->batch = NULL;
+			continue;
+		}
 		tgt_opts(gw, t, &o);
 		if (mp_target_create(&o, gw->rp, gw->nr_reactors, &t->mp) < 0) {
 			log_err("target %s: cannot start connecting", t->cfg->name);

@@ -41,7 +41,7 @@ struct disc_ctrl {
 	struct gw_discs *all;
 	struct disc_root *root;	/* referrals: the configured controller's set */
 	unsigned depth;		/* 0: configured */
-	char name[64];
+	char name[96];
 	struct nvmf_ctrl_opts opts;
 	struct nvmf_ctrl ctrl;
 	bool started;		/* ctrl holds a connection's resources */
@@ -69,12 +69,16 @@ struct disc_root {
 struct disc_path {
 	struct list_node link;
 	struct dlog_entry e;
-	char from[64];		/* the discovery controller that listed it */
+	char from[96];		/* the discovery controller that listed it */
 	bool listed;		/* still in that controller's log */
 };
 
 struct gw_discs {
 	struct gw *gw;
+	/* Targets configured without paths wait for discovery to list their
+	 * subsystem; checked after each log and every second (a change being
+	 * applied, or a reload that brought such a target back). */
+	struct reactor_timer fill_timer;
 	struct list_node ctrls;	/* disc_ctrl */
 	struct list_node paths;	/* disc_path */
 	unsigned closing;
@@ -170,6 +174,7 @@ static bool configured_path(const struct gw_target *t, const struct dlog_entry *
 }
 
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
+static void fill_scan(struct gw_discs *all);
 
 /* The one step from a log change to the gateway: a policy (auto_export)
  * hooks in here later. */
@@ -203,7 +208,8 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		else
 			dc_log(notice, d, "subsystem %s: path %s %s:%s", e->subnqn, tr, e->traddr,
 			       e->trsvcid);
-		if (t && !configured_path(t, e))
+		/* A target configured without paths takes them all (fill_scan). */
+		if (t && t->nr_paths && !configured_path(t, e))
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
@@ -257,6 +263,128 @@ static void log_read(struct disc_ctrl *d)
 	dlog_free(&d->log);
 	d->log = l;
 	d->have_log = true;
+	fill_scan(d->all);
+}
+
+
+/* ---- targets configured without paths: discovery gives them ---- */
+
+static void fill_done(struct gw_batch *b)
+{
+	struct gw *gw = b->gw;
+
+	for (size_t i = 0; i < b->nr_exps; i++) {
+		struct gw_exp *e = b->exps[i];
+		if (gw_exp_running(e))
+			log_notice("export %s: serving (its target was discovered)", e->name);
+		else if (!e->failed && !e->waiting)
+			log_err("export %s: its target was discovered but none of its exporters "
+				"is running", e->name);
+	}
+	free(b->exps);
+	free(b);
+	gw->busy = false;
+	gw_op_finished(gw);
+}
+
+/* The listed paths of subnqn into t's configuration, then t connects and
+ * its waiting exports start, as one batch. */
+static void fill_target(struct gw_discs *all, struct gw_tgt *t)
+{
+	struct gw *gw = all->gw;
+	struct list_node *pos, *tmp;
+	struct gw_target *c = t->cfg;
+	size_t n = 0, ne = 0;
+
+	list_for_each_safe(pos, tmp, &all->paths) {
+		struct disc_path *p = container_of(pos, struct disc_path, link);
+		n += p->listed && !strcmp(p->e.subnqn, c->subnqn);
+	}
+	if (!n)
+		return;
+	if (n > MP_MAX_PATHS)
+		n = MP_MAX_PATHS;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		ne += e->tgt == t && e->waiting && !e->removing;
+	}
+	struct gw_path *paths = calloc(n, sizeof(*paths));
+	struct gw_batch *b = calloc(1, sizeof(*b));
+	if (!paths || !b || !(b->exps = calloc(ne + 1, sizeof(*b->exps)))) {
+		free(paths);
+		free(b);
+		log_err("target %s: out of memory for its discovered paths", c->name);
+		return;
+	}
+	size_t k = 0;
+	list_for_each_safe(pos, tmp, &all->paths) {
+		struct disc_path *p = container_of(pos, struct disc_path, link);
+		if (k == n || !p->listed || strcmp(p->e.subnqn, c->subnqn))
+			continue;
+		struct gw_path *gp = &paths[k];
+		gp->transport = p->e.trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+		gp->traddr = strdup(p->e.traddr);
+		gp->trsvcid = strdup(p->e.trsvcid);
+		gp->tos = -1;
+		if (!gp->traddr || !gp->trsvcid)
+			abort(); /* a few bytes at start-up rate: as the batch code does */
+		log_notice("target %s: path %zu from discovery: %s %s:%s", c->name, k,
+			   dlog_trtype_name(p->e.trtype), p->e.traddr, p->e.trsvcid);
+		k++;
+	}
+	/* Owned by the loaded file from now on: config_free releases them. */
+	c->paths = paths;
+	c->nr_paths = k;
+	b->gw = gw;
+	b->done = fill_done;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (e->tgt != t || !e->waiting || e->removing)
+			continue;
+		e->waiting = false;
+		b->exps[b->nr_exps++] = e;
+	}
+	t->waiting = false;
+	t->batch = b;
+	gw->busy = true;
+	gw_batch_run(b);
+}
+
+static void fill_scan(struct gw_discs *all)
+{
+	struct gw *gw = all->gw;
+	struct list_node *pos, *tmp;
+
+	if (all->stopping || gw->state != GW_RUNNING || gw->busy)
+		return;
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		if (t->cfg->nr_paths || t->mp || t->connecting)
+			continue;
+		fill_target(all, t);
+		if (gw->busy)
+			return; /* one batch at a time; the next scan takes the rest */
+	}
+}
+
+static void fill_timer_fired(struct reactor_timer *tm)
+{
+	struct gw_discs *all = container_of(tm, struct gw_discs, fill_timer);
+
+	fill_scan(all);
+	if (!all->stopping)
+		reactor_timer_arm(&all->gw->reactors[0], &all->fill_timer, NSEC_PER_SEC);
+}
+
+bool gw_discovery_tgt_wait(struct gw_tgt *t)
+{
+	if (t->cfg->nr_paths)
+		return false;
+	t->waiting = true;
+	t->wait_since_ns = reactor_now_ns();
+	log_notice("target %s: no paths configured; waiting for discovery to list %s",
+		   t->cfg->name, t->cfg->subnqn);
+	return true;
 }
 
 /* ---- the controller ---- */
@@ -478,13 +606,10 @@ static void connect_now(struct disc_ctrl *d)
 		backoff(d, ret);
 }
 
-static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discovery *c,
-				  struct disc_root *root, unsigned depth, const char *traddr,
-				  const char *trsvcid, enum nvmf_trtype tr)
+static struct disc_ctrl *ctrl_alloc(struct gw_discs *all, struct disc_root *root,
+				    unsigned depth)
 {
-	struct gw *gw = all->gw;
 	struct disc_ctrl *d = calloc(1, sizeof(*d));
-	const char *why;
 
 	if (!d || disc_walk_init(&d->walk) < 0) {
 		free(d);
@@ -495,22 +620,43 @@ static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discover
 	d->root = root;
 	root->users++;
 	d->depth = depth;
+	d->state = DC_BACKOFF; /* connect_now moves it on */
+	reactor_timer_init(&d->timer, timer_fired);
+	list_add_tail(&all->ctrls, &d->link);
+	return d;
+}
+
+static void ctrl_name(struct disc_ctrl *d)
+{
+	const struct nvmf_path_opts *p = &d->opts.path;
+
+	snprintf(d->name, sizeof(d->name), "%s:%.40s:%s", nvmf_trtype_name(p->trtype), p->traddr,
+		 p->trsvcid);
+	snprintf(d->opts.name, sizeof(d->opts.name), "disc %.58s", d->name);
+}
+
+static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discovery *c,
+				  struct disc_root *root)
+{
+	struct gw *gw = all->gw;
+	struct disc_ctrl *d = ctrl_alloc(all, root, 0);
+	const char *why;
+
+	if (!d)
+		return NULL;
 	d->persistent = c->persistent;
 	d->base_delay_s = d->delay_s = (unsigned)c->reconnect_delay;
-	d->state = DC_BACKOFF; /* connect_now moves it on */
-	snprintf(d->name, sizeof(d->name), "%s:%s:%s", nvmf_trtype_name(tr), traddr, trsvcid);
 	struct nvmf_ctrl_opts *o = &d->opts;
-	snprintf(o->name, sizeof(o->name), "disc %.58s", d->name);
 	snprintf(o->subnqn, sizeof(o->subnqn), "%s", NVME_DISC_SUBSYS_NQN);
 	if (c->hostnqn)
 		snprintf(o->hostnqn, sizeof(o->hostnqn), "%s", c->hostnqn);
 	else
 		memcpy(o->hostnqn, gw->hostnqn, sizeof(o->hostnqn));
 	memcpy(o->hostid, gw->hostid, sizeof(o->hostid));
-	o->path.trtype = tr;
+	o->path.trtype = c->transport;
 	o->path.tos = -1;
-	snprintf(o->path.traddr, sizeof(o->path.traddr), "%s", traddr);
-	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", trsvcid);
+	snprintf(o->path.traddr, sizeof(o->path.traddr), "%s", c->traddr);
+	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", c->trsvcid);
 	if (c->host_traddr)
 		snprintf(o->path.host_traddr, sizeof(o->path.host_traddr), "%s", c->host_traddr);
 	if (c->host_iface)
@@ -525,20 +671,15 @@ static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discover
 		nvmf_dhchap_key_parse(c->dhchap_secret, &o->dhchap_key, &why);
 	if (c->dhchap_ctrl_secret)
 		nvmf_dhchap_key_parse(c->dhchap_ctrl_secret, &o->dhchap_ctrl_key, &why);
-	reactor_timer_init(&d->timer, timer_fired);
-	list_add_tail(&all->ctrls, &d->link);
+	ctrl_name(d);
 	return d;
 }
 
-/* The entry a controller was made from, kept for its referrals. */
-struct disc_entry_root {
-	struct disc_root root;
-	const struct gw_discovery *cfg;
-};
-
+/* A referral's controller: the referring one's host settings, another
+ * address (a reload may free the configuration entry: nothing points
+ * into it). */
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 {
-	struct disc_entry_root *er = container_of(parent->root, struct disc_entry_root, root);
 	enum dlog_ref_verdict v = dlog_refs_add(&parent->root->refs, parent->depth, e);
 	const char *tr = dlog_trtype_name(e->trtype);
 
@@ -551,11 +692,17 @@ static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 		return;
 	dc_log(notice, parent, "following referral to %s %s:%s (depth %u)", tr, e->traddr,
 	       e->trsvcid, parent->depth + 1);
-	struct disc_ctrl *d = ctrl_new(parent->all, er->cfg, parent->root, parent->depth + 1,
-				       e->traddr, e->trsvcid,
-				       e->trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP);
-	if (d)
-		connect_now(d);
+	struct disc_ctrl *d = ctrl_alloc(parent->all, parent->root, parent->depth + 1);
+	if (!d)
+		return;
+	d->persistent = parent->persistent;
+	d->base_delay_s = d->delay_s = parent->base_delay_s;
+	d->opts = parent->opts;
+	d->opts.path.trtype = e->trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+	snprintf(d->opts.path.traddr, sizeof(d->opts.path.traddr), "%s", e->traddr);
+	snprintf(d->opts.path.trsvcid, sizeof(d->opts.path.trsvcid), "%s", e->trsvcid);
+	ctrl_name(d);
+	connect_now(d);
 }
 
 void gw_discovery_start(struct gw *gw)
@@ -573,23 +720,23 @@ void gw_discovery_start(struct gw *gw)
 	list_init(&all->ctrls);
 	list_init(&all->paths);
 	gw->discs = all;
+	reactor_timer_init(&all->fill_timer, fill_timer_fired);
+	reactor_timer_arm(&gw->reactors[0], &all->fill_timer, NSEC_PER_SEC);
 	for (size_t i = 0; i < s->nr; i++) {
 		const struct gw_discovery *c = &s->ctrls[i];
-		struct disc_entry_root *er = calloc(1, sizeof(*er));
+		struct disc_root *root = calloc(1, sizeof(*root));
 		uint8_t trtype = c->transport == NVMF_TR_RDMA ? NVMF_TRTYPE_RDMA : NVMF_TRTYPE_TCP;
-		if (!er) {
+		if (!root) {
 			log_err("discovery: out of memory");
 			continue;
 		}
-		er->cfg = c;
-		if (dlog_refs_init(&er->root.refs, trtype, c->traddr, c->trsvcid) < 0)
+		if (dlog_refs_init(&root->refs, trtype, c->traddr, c->trsvcid) < 0)
 			/* A host name: referrals back to it are caught one
 			 * level later, by the address they give. */
-			memset(&er->root.refs, 0, sizeof(er->root.refs));
-		struct disc_ctrl *d =
-			ctrl_new(all, c, &er->root, 0, c->traddr, c->trsvcid, c->transport);
+			memset(&root->refs, 0, sizeof(root->refs));
+		struct disc_ctrl *d = ctrl_new(all, c, root);
 		if (!d) {
-			free(er);
+			free(root);
 			continue;
 		}
 		connect_now(d);
@@ -607,7 +754,7 @@ static void ctrl_free(struct disc_ctrl *d)
 	dlog_free(&d->log);
 	list_del(&d->link);
 	if (--root->users == 0)
-		free(container_of(root, struct disc_entry_root, root));
+		free(root);
 	free(d);
 }
 
@@ -649,6 +796,7 @@ bool gw_discovery_stop(struct gw *gw, void (*done)(void *arg), void *arg)
 	if (!all || all->stopping)
 		return false;
 	all->stopping = true;
+	reactor_timer_cancel(&all->fill_timer);
 	all->done = done;
 	all->done_arg = arg;
 	all->closing = 1;

@@ -25,6 +25,11 @@ void gw_discovery_start(struct gw *gw);
 /* Shuts them down; true if done(arg) will be called once all are closed,
  * false if there was nothing to close. */
 bool gw_discovery_stop(struct gw *gw, void (*done)(void *arg), void *arg);
+/* A target configured without paths: waits (true) until discovery lists
+ * its subsystem, then connects and starts its exports; false if it has
+ * paths.  Called by gw_batch_run for each target of a batch. */
+struct gw_tgt;
+bool gw_discovery_tgt_wait(struct gw_tgt *t);
 /* "discovery": [ controllers ], "discovered": [ subsystems ] into status. */
 void gw_discovery_status(struct gw *gw, struct json_buf *j);
 

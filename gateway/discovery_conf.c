@@ -324,6 +324,17 @@ void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_sett
 
 	if (s->conf)
 		read_conf(c, cfg, s->conf, config_setting_get_member(root, "discovery_conf"));
+	/* A target without paths takes them from discovery (its subsystem
+	 * NQN found in a log); without discovery it has none to take. */
+	const config_setting_t *tl = config_setting_get_member(root, "targets");
+	for (size_t i = 0; tl && i < cfg->nr_targets; i++) {
+		const config_setting_t *el = config_setting_get_elem(tl, (unsigned)i);
+		if (cfg->targets[i].nr_paths || s->nr || !el || !config_setting_is_group(el) ||
+		    config_setting_get_member(el, "paths"))
+			continue;
+		cfg_err_line(c, cfg_setting_file(c, el), config_setting_source_line(el),
+			     "targets[%zu]: missing required key 'paths'", i);
+	}
 	for (size_t i = 0; i < s->nr; i++) {
 		struct gw_discovery *d = &s->ctrls[i];
 		if (!d->traddr) /* its error is already reported */

@@ -3,7 +3,10 @@
 # discovery subsystem, on the reactor backend NVMF_GATEWAY_REACTOR_BACKEND
 # names (the suite's default, or epoll):
 # - a subsystem the target adds to its log at run time (disc-show, with the
-#   change event) is in `status` within seconds, by the gateway's clock;
+#   change event) is in `status` within seconds, by the gateway's clock,
+#   and the hand-written export b of target tb, configured by subsystem
+#   NQN without paths, comes up on the paths discovery found (both ports:
+#   one multipath target) and serves;
 # - a subsystem removed from the log keeps its live path: export a still
 #   serves through it, and status says it is no longer listed;
 # - a referral to the discovery controller itself, and a referral to a
@@ -17,16 +20,20 @@ set -u
 
 A=nqn.2026-01.io.nvmf-gateway:disc-a
 B=nqn.2026-01.io.nvmf-gateway:disc-b
+C=nqn.2026-01.io.nvmf-gateway:disc-c
 p1=$(free_port) p2=$(free_port)
 [ "$p1" != "$p2" ] || p2=$(free_port)
-tgt_start t "" -s "$p1" -s "$p2" --subsys "$A:16M" --subsys "$B:16M"
+tgt_start t "" -s "$p1" -s "$p2" --subsys "$A:16M" --subsys "$B:16M" --subsys "$C:16M"
 ctl t disc-hide "$B" > /dev/null
+ctl t disc-hide "$C" > /dev/null
 
 cat > "$tmp/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control"; };
 targets = ( { name = "ta"; subnqn = "$A"; reconnect_delay = 1;
-    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$p1"; } ); } );
-exports = ( { name = "a"; target = "ta"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; }; } );
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$p1"; } ); },
+  { name = "tb"; subnqn = "$B"; reconnect_delay = 1; } );
+exports = ( { name = "a"; target = "ta"; nsid = 1; nbd = { listen = "unix:$tmp/a.sock"; }; },
+  { name = "b"; target = "tb"; nsid = 1; nbd = { listen = "unix:$tmp/b.sock"; }; } );
 discovery = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$p1"; reconnect_delay = 1; } );
 CONF
 
@@ -41,15 +48,30 @@ wait_for 10 '[ "$(st | jq -r ".discovery[0].state")" = watching ]' ||
 [ "$(st | jq -r '.discovery[0].change_events')" = true ] || fail "change events not enabled"
 [ "$(listed "$A")" = true ] || fail "$A not discovered: $(st | jq -c .discovered)"
 [ "$(listed "$B")" = none ] || fail "$B discovered while hidden"
+[ "$(st | jq -r '.targets[1].state')" = "waiting for target" ] || fail "tb is not waiting: $(st | jq -c .targets)"
+[ "$(st | jq -r '.exports[1].state')" = "waiting for target" ] || fail "b is not waiting"
+[ -e "$tmp/b.sock" ] && fail "b listens before its target is discovered"
+gw_wait "target tb: no paths configured; waiting for discovery to list $B" 1 5 > /dev/null ||
+	fail "no waiting line for tb"
 
 # A subsystem added at run time: seen through the change event.
 t0=$(gw_at 'discovery tcp:127.0.0.1:'"$p1"': connected')
 ctl t disc-show "$B" > /dev/null
-at=$(gw_wait "discovery tcp:127.0.0.1:$p1: new subsystem $B at tcp 127.0.0.1:$p1; no target configured for it" 1 15) ||
+at=$(gw_wait "discovery tcp:127.0.0.1:$p1: subsystem $B: path tcp 127.0.0.1:$p1\$" 1 15) ||
 	fail "the new subsystem was not seen"
 echo "$B seen $(echo "$at - $t0" | bc -l) s after the controller connected"
 [ "$(listed "$B")" = true ] || fail "$B not in status: $(st | jq -c .discovered)"
 [ "$(st | jq -r '.discovery[0].events')" -ge 1 ] || fail "no event counted"
+wait_for 15 '[ -S "$tmp/b.sock" ]' || fail "export b did not come up: $(st | jq -c '.targets[1]')"
+gw_wait "export b: serving (its target was discovered)" 1 5 > /dev/null || fail "no serving line for b"
+[ "$(st | jq '.targets[1].paths | length')" = 2 ] || fail "tb paths: $(st | jq -c '.targets[1].paths')"
+"$NBDPY" "$IO" verify "$tmp/b.sock" 1 > /dev/null || fail "export b does not serve"
+# A subsystem nothing is configured for: reported, one new target.
+ctl t disc-show "$C" > /dev/null
+gw_wait "new subsystem $C at tcp 127.0.0.1:$p1; no target configured for it" 1 15 > /dev/null ||
+	fail "the unconfigured subsystem was not reported"
+gw_wait "subsystem $C: path tcp 127.0.0.1:$p2\$" 1 5 > /dev/null || fail "its second port"
+[ "$(grep -c "new subsystem $C" "$tmp/gw.log")" = 1 ] || fail "$C announced twice"
 
 # An entry removed: the live path stays, export a serves.
 ctl t disc-hide "$A" > /dev/null

@@ -191,6 +191,31 @@ START_TEST(config_errors_name_file_and_line)
 }
 END_TEST
 
+/* A target without paths: allowed with discovery (it takes the paths a
+ * log lists), refused without. */
+START_TEST(pathless_target_needs_discovery)
+{
+	struct gw_config *cfg;
+	char dpath[64];
+	int rc;
+	char *errs = load_errs("targets = ( { name = \"t\"; subnqn = \"nqn.x\"; } );\n"
+			       "discovery_conf = \"%s\";\n",
+			       "-t tcp -a 127.0.0.1\n", &cfg, &rc, dpath);
+	ck_assert_msg(rc == 0, "%s", errs);
+	ck_assert_uint_eq(cfg->targets[0].nr_paths, 0);
+	config_free(cfg);
+	free(errs);
+	unlink(dpath);
+
+	errs = load_errs("targets = ( { name = \"t\"; subnqn = \"nqn.x\"; } );\n# %s\n", "",
+			 &cfg, &rc, dpath);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_msg(strstr(errs, ":1: targets[0]: missing required key 'paths'"), "%s", errs);
+	free(errs);
+	unlink(dpath);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("discovery_conf");
@@ -203,6 +228,7 @@ int main(void)
 	tcase_add_test(tc, errors_say_what);
 	tcase_add_test(tc, config_list_and_file);
 	tcase_add_test(tc, config_errors_name_file_and_line);
+	tcase_add_test(tc, pathless_target_needs_discovery);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
