@@ -62,6 +62,8 @@ at=$(gw_wait "discovery tcp:127.0.0.1:$p1: subsystem $B: path tcp 127.0.0.1:$p1\
 echo "$B seen $(echo "$at - $t0" | bc -l) s after the controller connected"
 [ "$(listed "$B")" = true ] || fail "$B not in status: $(st | jq -c .discovered)"
 [ "$(st | jq -r '.discovery[0].events')" -ge 1 ] || fail "no event counted"
+"$GW" status -s "$tmp/gw.control" > "$tmp/status.txt"
+grep -q "^$B  *tcp  *127.0.0.1:$p1  *yes" "$tmp/status.txt" || fail "human status: $(cat "$tmp/status.txt")"
 wait_for 15 '[ -S "$tmp/b.sock" ]' || fail "export b did not come up: $(st | jq -c '.targets[1]')"
 gw_wait "export b: serving (its target was discovered)" 1 5 > /dev/null || fail "no serving line for b"
 [ "$(st | jq '.targets[1].paths | length')" = 2 ] || fail "tb paths: $(st | jq -c '.targets[1].paths')"
