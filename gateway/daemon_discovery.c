@@ -54,6 +54,8 @@ struct disc_ctrl {
 	bool aen;		/* the change notice is enabled */
 	bool aer_armed;
 	bool reread;		/* an event came while the log was read */
+	bool shut;		/* not persistent: its one connection is closed */
+	bool stop_wait;		/* the daemon stops while that close runs */
 	struct reactor_timer timer;
 	uint64_t next_ns;
 	int last_err;
@@ -110,7 +112,7 @@ static void aer_submit(struct disc_ctrl *d);
 
 static void backoff(struct disc_ctrl *d, int err)
 {
-	if (!set_state(d, DC_BACKOFF))
+	if (d->state == DC_BACKOFF || !set_state(d, DC_BACKOFF))
 		return;
 	d->last_err = err;
 	d->aer_armed = false;
@@ -389,6 +391,19 @@ bool gw_discovery_tgt_wait(struct gw_tgt *t)
 
 /* ---- the controller ---- */
 
+static void ctrl_closed(struct nvmf_ctrl *c, int err);
+
+static void idle_closed(struct nvmf_ctrl *c, int err)
+{
+	struct disc_ctrl *d = c->owner;
+
+	d->shut = true;
+	if (d->stop_wait) {
+		d->stop_wait = false;
+		ctrl_closed(c, err);
+	}
+}
+
 static void chunk_done(struct nvmf_req *req, int err)
 {
 	struct disc_ctrl *d = req->ctx2;
@@ -421,7 +436,7 @@ static void chunk_done(struct nvmf_req *req, int err)
 	d->delay_s = d->base_delay_s; /* a good read: the backoff starts over */
 	if (!d->persistent) {
 		set_state(d, DC_IDLE);
-		nvmf_ctrl_shutdown(&d->ctrl, NULL);
+		nvmf_ctrl_shutdown(&d->ctrl, idle_closed);
 		return;
 	}
 	set_state(d, DC_WATCHING);
@@ -803,9 +818,16 @@ bool gw_discovery_stop(struct gw *gw, void (*done)(void *arg), void *arg)
 	list_for_each_safe(pos, tmp, &all->ctrls) {
 		struct disc_ctrl *d = container_of(pos, struct disc_ctrl, link);
 		reactor_timer_cancel(&d->timer);
+		bool idle = d->state == DC_IDLE;
 		set_state(d, DC_STOPPING);
-		if (!d->started)
+		if (!d->started || (idle && d->shut))
 			continue;
+		if (idle) {
+			/* Its close is running: counted when it ends. */
+			all->closing++;
+			d->stop_wait = true;
+			continue;
+		}
 		all->closing++;
 		nvmf_ctrl_shutdown(&d->ctrl, ctrl_closed);
 	}
