@@ -670,9 +670,9 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 		e->portid = (uint16_t)(100 + r);
 		e->cntlid = 0xffff;
 		e->asqsz = TGT_ADMIN_QSIZE;
-		snprintf(e->trsvcid, sizeof(e->trsvcid), "%s", T.disc_refs[r].svc);
+		snprintf(e->trsvcid, sizeof(e->trsvcid), "%.15s", T.disc_refs[r].svc);
 		snprintf(e->subnqn, sizeof(e->subnqn), "%s", NVME_DISC_SUBSYS_NQN);
-		snprintf(e->traddr, sizeof(e->traddr), "%s", T.disc_refs[r].addr);
+		snprintf(e->traddr, sizeof(e->traddr), "%.63s", T.disc_refs[r].addr);
 	}
 	return size;
 }
