@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gateway/base/parse.h"
 #include "gateway/config_priv.h"
@@ -258,6 +259,10 @@ int discovery_conf_line(const char *line, struct gw_discovery *d, char *err, siz
 	return 1;
 }
 
+/* A file of one line per controller: anything larger is not one (and a
+ * device such as /dev/zero would never end). */
+#define DISCOVERY_CONF_MAX (1 << 20)
+
 /* Appends the discovery_conf file's lines to cfg->discovery.  A missing
  * file is an error: it was named, so something is wrong. */
 static void read_conf(struct ctx *c, struct gw_config *cfg, const char *file,
@@ -268,10 +273,23 @@ static void read_conf(struct ctx *c, struct gw_config *cfg, const char *file,
 	size_t cap = 0, have = cfg->discovery.nr;
 	int lineno = 0;
 
-	if (!f) {
+	struct stat st;
+	const char *why = NULL;
+
+	if (!f)
+		why = strerror(errno);
+	else if (fstat(fileno(f), &st) < 0)
+		why = strerror(errno);
+	else if (!S_ISREG(st.st_mode))
+		why = "not a regular file";
+	else if (st.st_size > DISCOVERY_CONF_MAX)
+		why = "larger than 1 MiB";
+	if (why) {
 		cfg_err_line(c, named ? cfg_setting_file(c, named) : c->path,
 			     named ? config_setting_source_line(named) : 0,
-			     "discovery_conf: cannot open %s: %s", file, strerror(errno));
+			     "discovery_conf: cannot open %s: %s", file, why);
+		if (f)
+			fclose(f);
 		return;
 	}
 	while (getline(&line, &cap, f) >= 0) {

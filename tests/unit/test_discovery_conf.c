@@ -182,6 +182,14 @@ START_TEST(config_errors_name_file_and_line)
 	free(errs);
 	unlink(dpath);
 
+	/* Not a regular file (a device would never end). */
+	errs = load_errs("discovery_conf = \"/dev/zero\"; # %s\n", "", &cfg, &rc, dpath);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_msg(strstr(errs, ":1: discovery_conf: cannot open /dev/zero: not a regular file"),
+		      "%s", errs);
+	free(errs);
+	unlink(dpath);
+
 	/* A named file that is not there. */
 	errs = load_errs("discovery_conf = \"%s.gone\";\n", "", &cfg, &rc, dpath);
 	ck_assert_int_eq(rc, -EINVAL);
