@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "gateway/discovery_status.h"
 #include "gateway/config.h"
 #include "gateway/base/json.h"
 #include "gateway/tools.h"
@@ -31,7 +32,8 @@ static void usage(FILE *f, const char *cmd)
 		"       nvmf-gateway export-add NAME [-s SOCKET | -c FILE] [-o table|json]\n"
 		"       nvmf-gateway export-remove NAME [-s SOCKET | -c FILE] [-o table|json]\n\n"
 		"Asks the running gateway over its control socket (%s: %s).\n\n"
-		"  status         targets, paths (controller and ANA state, reconnects), exports\n"
+		"  status         targets, paths (controller and ANA state, reconnects), exports,\n"
+		"                 discovery controllers and what they found\n"
 		"  stats          per export and path counters, read/write latency percentiles\n"
 		"  reset TARGET   reset every path's controller of TARGET (reconnect given-up paths)\n"
 		"  reload         apply the configuration file again (as SIGHUP does)\n"
@@ -205,6 +207,7 @@ static void print_status(const struct json_val *root)
 	       txt(root, "config"));
 	print_targets(root, false);
 	print_waiting(root);
+	discovery_print_status(root);
 	printf("\n%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %s\n", "EXPORT", "KIND",
 	       "TARGET", "NSID", "STATE", "SIZE", "READS", "WRITES", "ERRORS", "IN-FLIGHT",
 	       "WHERE");

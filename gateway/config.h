@@ -86,6 +86,31 @@ struct gw_export {
 	uint64_t qos_read_bandwidth, qos_write_bandwidth;	/* bytes/s */
 };
 
+/* A discovery controller to ask for targets (issue 19): from the
+ * "discovery" list, or one line of the discovery_conf file (file and line
+ * then say which, for messages). */
+struct gw_discovery {
+	enum nvmf_trtype transport;
+	char *traddr;
+	char *trsvcid;		/* decimal port; 8009 (tcp) or 4420 (rdma) by default */
+	char *host_traddr;	/* optional (NULL) */
+	char *host_iface;	/* optional (NULL) */
+	char *hostnqn;		/* optional (NULL): gateway.hostnqn */
+	bool persistent;	/* stay connected and follow log changes (default) */
+	int keep_alive_tmo;	/* seconds */
+	int reconnect_delay;	/* seconds, the first retry; backoff doubles to 60 s */
+	char *dhchap_secret;	/* optional (NULL), as for targets */
+	char *dhchap_ctrl_secret;
+	const char *src_file;	/* discovery_conf entries: discovery.conf, else NULL */
+	int src_line;
+};
+
+struct gw_discovery_set {
+	struct gw_discovery *ctrls;
+	size_t nr;
+	char *conf;		/* discovery_conf: nvme-cli's file, optional (NULL) */
+};
+
 struct gw_fuse {
 	char *mountpoint;
 	bool allow_other;
@@ -113,6 +138,7 @@ struct gw_config {
 	struct gw_export *exports;
 	size_t nr_exports;
 	struct gw_fuse fuse;
+	struct gw_discovery_set discovery;	/* issue 19 */
 	/* Memory and connections (README "Limits and security"). */
 	uint64_t buffer_budget;	/* bytes of NBD and FUSE data buffers */
 	int max_connections;	/* per NBD listener, unless the export says */

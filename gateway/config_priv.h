@@ -74,6 +74,11 @@ void cfg_check_access(struct ctx *c, struct gw_config *cfg, const config_setting
 void cfg_check_targets(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
 void cfg_check_exports(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
 
+/* discovery_conf.c: the discovery list's defaults (one element), and
+ * the checks after it is parsed, which also read discovery_conf. */
+void cfg_discovery_init(struct ctx *c, void *elem);
+void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_setting_t *root);
+
 /* config_intscan.c: records in c->wide_lines the lines of TEXT holding an
  * integer literal that libconfig 1.5 wrapped, and reports them. */
 void cfg_scan_wide_ints(struct ctx *c, const char *text);

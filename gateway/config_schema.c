@@ -409,7 +409,8 @@ static void target_init(struct ctx *c, void *elem)
 static const struct field target_fields[] = {
 	F_STR(T, "name", name, chk_name, true),
 	F_STR(T, "subnqn", subnqn, chk_nqn, true),
-	F_LIST(T, "paths", paths, nr_paths, &path_schema, true),
+	/* Optional only with discovery: cfg_check_discovery says so. */
+	F_LIST(T, "paths", paths, nr_paths, &path_schema, false),
 	F_INT(T, "nr_io_queues", nr_io_queues, 1, 128),
 	F_INT(T, "queue_size", queue_size, 2, 1024),
 	F_BOOL(T, "hdr_digest", hdr_digest),
@@ -525,11 +526,38 @@ static const struct field fuse_fields[] = {
 static const struct schema gateway_schema = { .fields = gateway_fields };
 static const struct schema fuse_schema = { .fields = fuse_fields };
 
+/* ---- discovery controllers (issue 19); discovery_conf lines are read
+ * by config_discovery.c with the same defaults ---- */
+
+#define D struct gw_discovery
+static const struct field discovery_fields[] = {
+	F_ENUM(D, "transport", transport, transports, true),
+	F_STR(D, "traddr", traddr, chk_word, true),
+	F_FN(D, "trsvcid", trsvcid, char *, parse_trsvcid, release_str),
+	F_STR(D, "host_traddr", host_traddr, chk_word, false),
+	F_STR(D, "host_iface", host_iface, chk_ifname, false),
+	F_STR(D, "hostnqn", hostnqn, chk_nqn, false),
+	F_BOOL(D, "persistent", persistent),
+	F_INT(D, "keep_alive_tmo", keep_alive_tmo, 1, 3600),
+	F_INT(D, "reconnect_delay", reconnect_delay, 1, 3600),
+	F_FN(D, "dhchap_secret", dhchap_secret, char *, parse_secret, release_str),
+	F_FN(D, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
+	F_END,
+};
+#undef D
+
+static const struct schema discovery_schema = {
+	.fields = discovery_fields, .elem_size = sizeof(struct gw_discovery),
+	.init = cfg_discovery_init,
+};
+
 static const struct field root_fields[] = {
 	F_GROUP("gateway", &gateway_schema),
 	F_LIST(C, "targets", targets, nr_targets, &target_schema, false),
 	F_LIST(C, "exports", exports, nr_exports, &export_schema, false),
 	F_GROUP("fuse", &fuse_schema),
+	F_LIST(C, "discovery", discovery.ctrls, discovery.nr, &discovery_schema, false),
+	F_STR(C, "discovery_conf", discovery.conf, chk_abspath, false),
 	F_END,
 };
 #undef C

@@ -19,6 +19,7 @@
 #include "gateway/daemon.h"
 #include "gateway/daemon_metrics.h"
 #include "gateway/daemon_priv.h"
+#include "gateway/daemon_discovery.h"
 #include "gateway/linkwatch.h"
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
@@ -356,6 +357,7 @@ static void gw_stop(struct gw *gw)
 		fusefs_stop(gw->fs, exporter_closed, gw);
 		gw->fs = NULL;
 	}
+	gw->pending += gw_discovery_stop(gw, exporter_closed, gw);
 	list_for_each_safe(pos, tmp, &gw->exps) {
 		struct gw_exp *e = container_of(pos, struct gw_exp, link);
 		if (e->srv) {
@@ -887,6 +889,10 @@ void gw_batch_run(struct gw_batch *b)
 
 		if (t->batch != b)
 			continue;
+		if (gw_discovery_tgt_wait(t)) {
+			t->batch = NULL;
+			continue;
+		}
 		tgt_opts(gw, t, &o);
 		if (mp_target_create(&o, gw->rp, gw->nr_reactors, &t->mp) < 0) {
 			log_err("target %s: cannot start connecting", t->cfg->name);
@@ -928,6 +934,7 @@ static void finish_start(struct gw_batch *b)
 	}
 	gw_set_state(gw, GW_RUNNING);
 	start_metrics(gw);
+	gw_discovery_start(gw);
 	/* Ready with exports still waiting for their target: boot goes on,
 	 * and they come up by themselves (each logged why it waits). */
 	if (waiting) {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gateway/daemon_priv.h"
+#include "gateway/daemon_discovery.h"
 #include "gateway/base/json.h"
 #include "gateway/base/log.h"
 #include "gateway/volume/qos.h"
@@ -209,6 +210,8 @@ static void cmd_status(struct gw *gw, struct control_call *call, bool stats)
 		json_kv_u64(&j, "exports_total", total);
 	}
 	put_targets(&j, gw, stats);
+	if (!stats)
+		gw_discovery_status(gw, &j);
 	if (put_exports(&j, gw, stats) < 0) {
 		json_buf_free(&j);
 		control_reply_error(call, "out of memory");

@@ -124,6 +124,7 @@ struct gw {
 	struct control_srv *control;
 	uint64_t start_ns;
 	unsigned reloads;
+	struct gw_discs *discs; /* daemon_discovery.c (issue 19) */
 };
 
 /* daemon.c */

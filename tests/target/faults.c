@@ -239,6 +239,26 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.nr_injected++;
 		return 0;
 	}
+	if ((!strcmp(w[0], "disc-hide") || !strcmp(w[0], "disc-show")) && nw == 2) {
+		char err[128];
+		if (nvme_disc_show(w[1], w[0][5] == 's', err, sizeof(err)) < 0) {
+			snprintf(reply, len, "err %s", err);
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(w[0], "disc-referral") && nw == 3) {
+		char err[128];
+		if (nvme_disc_referral(w[1], w[2], err, sizeof(err)) < 0) {
+			snprintf(reply, len, "err %s", err);
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(w[0], "disc-referral-clear") && nw == 1) {
+		nvme_disc_referrals_clear();
+		return 0;
+	}
 	if (!strcmp(w[0], "ana-group") && (nw == 4 || (nw == 5 && !strcmp(w[4], "noaen")))) {
 		unsigned long long nsid, grp;
 		char err[128];
@@ -328,6 +348,7 @@ bad:
 		 "ana-group NQN NSID GRP [noaen] | "
 		 "ns-resize NQN NSID SIZE | ns-remove|ns-add|ns-identity NQN NSID | "
 		 "ns-format NQN NSID BLOCK (each [noaen]) | "
+		 "disc-hide|disc-show NQN | disc-referral ADDR SVC | disc-referral-clear | "
 		 "lose-cache | clear | stats | port N down|up");
 	return -1;
 }

@@ -403,6 +403,8 @@ static void usage(FILE *out)
 		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
 		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT] [noaen],\n"
 		"  ana-group NQN NSID GRP [noaen], lose-cache, clear, stats,\n"
+		"  disc-hide|disc-show NQN (left out of / back in the discovery log, with\n"
+		"  the change event), disc-referral ADDR SVC, disc-referral-clear,\n"
 		"  port PORT down|up (stop listening there and drop its connections; listen again),\n"
 		"  status-ns NSID (the status knob for that namespace only; 0: all),\n"
 		"  status SCT SC [dnr] [crd1|crd2|crd3] [FRACTION], crdt T1 T2 T3 (Identify\n"

@@ -544,8 +544,10 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 	id->iorcsz = 1;
 	id->msdbd = 1;
 	snprintf(id->subnqn, sizeof(id->subnqn), "%s", ss->nqn);
-	if (ss->discovery)
+	if (ss->discovery) {
+		put32(b + IDC_OAES, 1u << 31); /* discovery log page change notices */
 		return;
+	}
 	b[IDC_CMIC] = (1u << 1) | NVME_CTRL_CMIC_ANA;
 	/* ANA change and namespace attribute notices */
 	put32(b + IDC_OAES, (1u << 11) | (1u << 8));
@@ -638,10 +640,10 @@ static uint8_t *log_space(size_t n)
 
 static size_t build_disc_log(struct tgt_ctrl *ctrl)
 {
-	unsigned nvm = 0;
+	unsigned listed = 0;
 	for (unsigned i = 0; i < T.nr_subsys; i++)
-		nvm += !T.subsys[i].discovery;
-	size_t nrec = (size_t)(nvm + 1) * T.nr_ports;
+		listed += !T.subsys[i].disc_hidden;
+	size_t nrec = (size_t)listed * T.nr_ports + T.nr_disc_refs;
 	size_t size = sizeof(struct nvmf_disc_log_hdr) + nrec * sizeof(struct nvmf_disc_log_entry);
 	uint8_t *b = log_space(size);
 	if (!b)
@@ -654,6 +656,8 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 	for (unsigned p = 0; p < T.nr_ports; p++) {
 		for (unsigned i = 0; i < T.nr_subsys; i++) {
 			struct tgt_subsys *ss = &T.subsys[i];
+			if (ss->disc_hidden)
+				continue;
 			e->trtype = NVMF_TRTYPE_TCP;
 			e->adrfam = T.ports[p].v6 ? NVMF_ADRFAM_IPV6 : NVMF_ADRFAM_IPV4;
 			e->subtype = ss->discovery ? NVMF_SUBTYPE_DISCOVERY_CUR : NVMF_SUBTYPE_NVME;
@@ -669,7 +673,73 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 			e++;
 		}
 	}
+	for (unsigned r = 0; r < T.nr_disc_refs; r++, e++) {
+		e->trtype = NVMF_TRTYPE_TCP;
+		e->adrfam = strchr(T.disc_refs[r].addr, ':') ? NVMF_ADRFAM_IPV6 : NVMF_ADRFAM_IPV4;
+		e->subtype = NVMF_SUBTYPE_DISCOVERY_REF;
+		e->portid = (uint16_t)(100 + r);
+		e->cntlid = 0xffff;
+		e->asqsz = TGT_ADMIN_QSIZE;
+		snprintf(e->trsvcid, sizeof(e->trsvcid), "%.15s", T.disc_refs[r].svc);
+		snprintf(e->subnqn, sizeof(e->subnqn), "%s", NVME_DISC_SUBSYS_NQN);
+		snprintf(e->traddr, sizeof(e->traddr), "%.63s", T.disc_refs[r].addr);
+	}
 	return size;
+}
+
+/* The discovery log changed: a new generation, and the Discovery Log Page
+ * Change notice (AEC bit 31) to the discovery controllers that want it. */
+static void aen_deliver(struct tgt_ctrl *ctrl);
+
+static void disc_changed(void)
+{
+	T.genctr++;
+	for (struct list_node *n = T.ctrls.next; n != &T.ctrls; n = n->next) {
+		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
+		if (!ctrl->ss->discovery || !(ctrl->aec & (1u << 31)))
+			continue;
+		ctrl->aen_pending = 0x2 | (0xf0u << 8) | ((uint32_t)NVME_LOG_DISCOVERY << 16);
+		aen_deliver(ctrl);
+	}
+	log_notice("discovery log generation %llu", (unsigned long long)T.genctr);
+}
+
+int nvme_disc_show(const char *nqn, bool show, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < T.nr_subsys; i++) {
+		struct tgt_subsys *ss = &T.subsys[i];
+		if (ss->discovery || strcmp(ss->nqn, nqn))
+			continue;
+		if (ss->disc_hidden == !show)
+			return 0;
+		ss->disc_hidden = !show;
+		log_notice("discovery log: %s %s", nqn, show ? "listed" : "left out");
+		disc_changed();
+		return 0;
+	}
+	snprintf(err, errlen, "no subsystem %s", nqn);
+	return -1;
+}
+
+int nvme_disc_referral(const char *addr, const char *svc, char *err, size_t errlen)
+{
+	if (T.nr_disc_refs >= sizeof(T.disc_refs) / sizeof(T.disc_refs[0]) ||
+	    strlen(addr) >= sizeof(T.disc_refs[0].addr) || strlen(svc) >= sizeof(T.disc_refs[0].svc)) {
+		snprintf(err, errlen, "too many referrals or too long");
+		return -1;
+	}
+	snprintf(T.disc_refs[T.nr_disc_refs].addr, sizeof(T.disc_refs[0].addr), "%s", addr);
+	snprintf(T.disc_refs[T.nr_disc_refs].svc, sizeof(T.disc_refs[0].svc), "%s", svc);
+	T.nr_disc_refs++;
+	log_notice("discovery log: referral to %s:%s", addr, svc);
+	disc_changed();
+	return 0;
+}
+
+void nvme_disc_referrals_clear(void)
+{
+	T.nr_disc_refs = 0;
+	disc_changed();
 }
 
 static size_t build_ana_log(struct tgt_ctrl *ctrl, bool groups_only)

@@ -110,6 +110,7 @@ struct tgt_subsys {
 	struct tgt_ns ns[TGT_MAX_NS];
 	char serial[21];
 	const char *allow_host; /* NULL: any host */
+	bool disc_hidden; /* `disc-hide`: left out of the discovery log */
 };
 
 struct tgt_conn;
@@ -289,6 +290,13 @@ struct tgt {
 	uint16_t crdt[3]; /* Identify CRDT1..3 (the crdt knob), 100 ms units */
 	uint16_t cqt; /* Identify CQT (the cqt knob), ms */
 	uint64_t genctr;
+	/* `disc-referral ADDR SVC`: other discovery controllers the log
+	 * names (subtype 1); the test's own address makes a loop. */
+	struct {
+		char addr[64];
+		char svc[16];
+	} disc_refs[4];
+	unsigned nr_disc_refs;
 	uint64_t nr_conns_total, nr_cmds_total;
 };
 
@@ -334,6 +342,12 @@ void nvme_kato_check(uint64_t now);
 int nvme_set_ana(const char *nqn, uint32_t nsid, unsigned port, uint8_t state, bool aen, char *err,
 		 size_t errlen);
 void nvme_lose_cache(void);
+/* The discovery log changes at run time (issue 19): a subsystem hidden or
+ * shown again, referrals added or cleared; the generation counter moves
+ * and discovery controllers that enabled the notice get the event. */
+int nvme_disc_show(const char *nqn, bool show, char *err, size_t errlen);
+int nvme_disc_referral(const char *addr, const char *svc, char *err, size_t errlen);
+void nvme_disc_referrals_clear(void);
 int subsys_add(const char *spec);
 const char *ana_state_name(uint8_t s);
 int ana_state_parse(const char *s);
