@@ -715,7 +715,7 @@ static int kdev_do_resize(struct nbd_kdev *d)
 	struct nl_sock *sk;
 	int family, r;
 
-	sk = kdev_nl_open(d->family_name, &family);
+	sk = kdev_nl_open(d->family_name, &family, false);
 	if (!sk)
 		return -ENODEV;
 	r = nbd_kdev_msg_build(family, &req, &msg);

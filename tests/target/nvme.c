@@ -689,7 +689,6 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 
 /* The discovery log changed: a new generation, and the Discovery Log Page
  * Change notice (AEC bit 31) to the discovery controllers that want it. */
-static void aen_deliver(struct tgt_ctrl *ctrl);
 
 static void disc_changed(void)
 {
@@ -698,8 +697,7 @@ static void disc_changed(void)
 		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
 		if (!ctrl->ss->discovery || !(ctrl->aec & (1u << 31)))
 			continue;
-		ctrl->aen_pending = 0x2 | (0xf0u << 8) | ((uint32_t)NVME_LOG_DISCOVERY << 16);
-		aen_deliver(ctrl);
+		nvme_aen_queue(ctrl, 0x2 | (0xf0u << 8) | ((uint32_t)NVME_LOG_DISCOVERY << 16));
 	}
 	log_notice("discovery log generation %llu", (unsigned long long)T.genctr);
 }
