@@ -48,6 +48,7 @@ struct bench {
 	uint64_t start_ns;
 	struct nvmf_ns *ns;
 	struct slot *slots;
+	unsigned nslots; /* not qd x nr_ioq: a lost connection zeroes nr_ioq */
 	unsigned active;
 	uint32_t *gens; /* per unit, 0 = never written */
 	uint8_t *busy; /* per unit: an I/O in flight */
@@ -349,6 +350,7 @@ static void bench_job(struct session *s)
 	}
 	unsigned nslots = b->qd * c->nr_ioq;
 	b->slots = calloc(nslots, sizeof(*b->slots));
+	b->nslots = b->slots ? nslots : 0;
 	b->busy = calloc(b->units, 1);
 	if (b->verify)
 		b->gens = calloc(b->units, sizeof(*b->gens));
@@ -473,9 +475,8 @@ int cmd_bench(int argc, char **argv)
 	s.priv = &b;
 	s.on_signal = bench_signal;
 	rc = session_run(&s, bench_job);
-	if (b.slots)
-		for (unsigned i = 0; i < b.qd * s.ctrl.nr_ioq; i++)
-			free(b.slots[i].iov.iov_base);
+	for (unsigned i = 0; i < b.nslots; i++)
+		free(b.slots[i].iov.iov_base);
 	free(b.slots);
 	free(b.busy);
 	free(b.gens);

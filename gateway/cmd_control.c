@@ -201,10 +201,14 @@ static void print_status(const struct json_val *root)
 {
 	const struct json_val *ex = json_get(root, "exports");
 
-	printf("nvmf-gateway %s: %s, up %s s, %s of %s exports running, %s reloads (%s)\n\n",
+	printf("nvmf-gateway %s: %s, up %s s, %s of %s exports running, %s reloads (%s)\n",
 	       txt(root, "version"), txt(root, "state"), txt(root, "uptime_s"),
 	       txt(root, "exports_running"), txt(root, "exports_total"), txt(root, "reloads"),
 	       txt(root, "config"));
+	/* Why matters as much as which: epoll on a host that has io_uring
+	 * means a sysctl, a seccomp profile or a forced setting. */
+	printf("reactor backend: %s (%s)\n\n", txt(root, "reactor_backend"),
+	       txt(root, "reactor_backend_why"));
 	print_targets(root, false);
 	print_waiting(root);
 	discovery_print_status(root);

@@ -499,7 +499,10 @@ static void uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 	io_uring_for_each_cqe(&r->ring, head, cqe) {
 		struct reactor_op *op = io_uring_cqe_get_data(cqe);
 		count++;
-		if (op)
+		/* Before 5.11 (no IORING_FEAT_EXT_ARG) liburing bounds the
+		 * wait with a timeout request of its own; one that outlived its
+		 * wait completes here, among ours, and is no reactor_op. */
+		if (op && cqe->user_data != LIBURING_UDATA_TIMEOUT)
 			op->fn(op, cqe->res, cqe->flags);
 	}
 	io_uring_cq_advance(&r->ring, count);

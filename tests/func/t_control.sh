@@ -55,6 +55,15 @@ grep -q '^EXPORT ' "$tmp/status.txt" || fail "table: no export header"
 grep -Eq '^ta +live +0 +tcp +127\.0\.0\.1:'"$port"' +live +optimized' "$tmp/status.txt" ||
 	fail "table: target ta's path line"
 grep -Eq '^b +nbd\+fuse +tb +1 +attached +32\.0MiB' "$tmp/status.txt" || fail "table: export b"
+# The backend and why, in the table as in JSON; a suite that forces one
+# (run.sh BUILD SUITE epoll) must see it named with its reason.
+be=$(jq -r .reactor_backend "$tmp/status.json"); why=$(jq -r .reactor_backend_why "$tmp/status.json")
+grep -Fqx "reactor backend: $be ($why)" "$tmp/status.txt" || fail "table: no 'reactor backend: $be ($why)'"
+case ${NVMF_GATEWAY_REACTOR_BACKEND:-auto} in
+epoll) [ "$be/$why" = "epoll/NVMF_GATEWAY_REACTOR_BACKEND=epoll" ] ||
+	fail "forced epoll, status says $be ($why)" ;;
+io_uring) [ "$be" = io_uring ] || fail "forced io_uring, status says $be ($why)" ;;
+esac
 # -c FILE finds the socket in the configuration
 "$GW" status -c "$tmp/gw.conf" | grep -q '^a ' || fail "status -c FILE"
 

@@ -45,9 +45,10 @@ fio --name=verify --ioengine=nbd --uri="nbd+unix:///a?socket=$tmp/a.sock" --rw=r
 	--verify_backlog=256 --verify_fatal=1 --verify_state_save=0 \
 	--output-format=json --output="$tmp/fio.json" > "$tmp/fio.out" 2>&1 &
 fpid=$!
-sleep 2
+# fio writing, by the gateway's count (not a fixed sleep: on a loaded host
+# fio took over 2 s to start)
+wait_for 60 '[ "$(st .exports[0].writes)" -gt 0 ]' || fail "fio is not writing"
 w0=$(st '.exports[0].writes')
-[ "$w0" -gt 0 ] || fail "fio is not writing"
 
 # reload 1: b and tb go; a2 (on ta) and c (on a new tc) come
 conf "$EA, $EA2, $EC" "$TA, $TC"
