@@ -72,7 +72,7 @@ st() { "$GW" status -s "$ctl" -o json | jq -r "$1"; }
 dev=$(grep -o 'attached as /dev/nbd[0-9]*' "$log" | grep -o '/dev/nbd[0-9]*')
 size=$(blockdev --getsize64 "$dev")
 [ "$(stat -c %s "$mnt/d")" = "$size" ]
-echo "$dev and $mnt/d: $size bytes"
+echo "$dev and $mnt/d: $size bytes (${SECONDS}s)"
 
 # ext4 on the first 64 MiB of /dev/nbdN (nbd_lib's files and checksums).
 mkfs.ext4 -q -F -E nodiscard "$dev" 64M
@@ -85,7 +85,7 @@ fsck.ext4 -fn "$dev"
 mount "$dev" /tmp/nbd-mnt
 nbd_verify /tmp/nbd-mnt
 umount /tmp/nbd-mnt
-echo "ext4 on $dev OK"
+echo "ext4 on $dev OK (${SECONDS}s)"
 
 # FUSE writes 8 MiB at 128 MiB; FUSE, the NBD socket, /dev/nbdN and the
 # kernel host read it back.
@@ -101,7 +101,7 @@ nvme connect -t "$tr" -a 10.0.2.15 -s 4420 -n "$nqn" > /dev/null
 NBD_HOST_NQN=$nqn
 kdev=$(nvme_host_dev "$nqn")
 dd if="$kdev" iflag=direct bs=1M skip=128 count=8 status=none | cmp - /tmp/lg-a
-echo "FUSE write read back through FUSE, the NBD socket, $dev and $kdev"
+echo "FUSE write read back through FUSE, the NBD socket, $dev and $kdev (${SECONDS}s)"
 
 # The kernel host writes 4 MiB at 160 MiB; FUSE, the socket and
 # /dev/nbdN read it.
@@ -114,7 +114,7 @@ dd if="$mnt/d" bs=1M skip=160 count=4 status=none | cmp - /tmp/lg-b
 nbdsh -u "$uri" -c "import sys; sys.stdout.buffer.write(h.pread($((4 * mib)), $((160 * mib))))" |
 	cmp - /tmp/lg-b
 dd if="$dev" iflag=direct bs=1M skip=160 count=4 status=none | cmp - /tmp/lg-b
-echo "kernel host write read back through FUSE, the NBD socket and $dev"
+echo "kernel host write read back through FUSE, the NBD socket and $dev (${SECONDS}s)"
 [ "$(st '.exports[0].errors')" = 0 ]
 
 kill -TERM "$pid"
@@ -125,4 +125,4 @@ tail -n 5 "$log"
 grep -q 'gateway: stopped' "$log"
 ! grep -q " $mnt " /proc/mounts
 [ "$(blockdev --getsize64 "$dev" 2> /dev/null || echo 0)" = 0 ]
-echo "stopped cleanly on $want"
+echo "stopped cleanly on $want (${SECONDS}s)"
