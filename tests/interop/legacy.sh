@@ -26,7 +26,7 @@ legacy_uring_disabled() {
 }
 
 legacy_pass() {
-	local k=$1 want why n any= t0=$SECONDS
+	local k=$1 want why n any="" t0=$SECONDS
 	case "$k" in
 	# Every opcode the reactor asks for is 5.6 or older.
 	5.10) want=io_uring why='io_uring has every operation' ;;

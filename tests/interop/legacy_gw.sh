@@ -119,10 +119,16 @@ echo "kernel host write read back through FUSE, the NBD socket and $dev (${SECON
 
 kill -TERM "$pid"
 for _ in $(seq 200); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
-! kill -0 "$pid" 2> /dev/null
+if kill -0 "$pid" 2> /dev/null; then
+	echo "the gateway still runs 20 s after SIGTERM"
+	exit 1
+fi
 pid=
 tail -n 5 "$log"
 grep -q 'gateway: stopped' "$log"
-! grep -q " $mnt " /proc/mounts
+if grep -q " $mnt " /proc/mounts; then
+	echo "$mnt is still mounted"
+	exit 1
+fi
 [ "$(blockdev --getsize64 "$dev" 2> /dev/null || echo 0)" = 0 ]
 echo "stopped cleanly on $want (${SECONDS}s)"
