@@ -5,7 +5,12 @@
 # kernel (nvmet TCP/RDMA, auth, ANA, rxe) taken from the apt archive.
 # Idempotent: a complete cache is left alone; the initramfs alone is rebuilt
 # when guest-init.sh or busybox changed, everything when MODULES changed.
-# Env: VM_KERNEL_PKG forces a kernel package (e.g. to pin a version).
+# Env: VM_KERNEL_PKG forces a kernel package (e.g. to pin a version);
+#   VM_KERNEL selects the series: 6.12 (default, Debian 12) or 5.10 (Debian
+#   11's, the oldest Debian kernel deb.debian.org still serves; buster's 4.19
+#   is gone from it and archive.debian.org is not reachable from here).  Give
+#   each series its own CACHE_DIR (run.sh: INTEROP_KERNEL=5.10 uses
+#   $VM_CACHE/k5.10).
 set -u
 cache=${1:?usage: kernel.sh CACHE_DIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,8 +20,25 @@ here=$(cd "$(dirname "$0")" && pwd)
 MODULES=(fuse dm_mod ext4 virtio_net virtio_pci configfs nvmet nvmet-tcp
 	nvmet-rdma nvme-tcp nvme-rdma nvme-fabrics loop nbd null_blk rdma_rxe
 	rdma_ucm ib_uverbs 9pnet_virtio 9p sch_netem crc32_generic crc32c_generic)
-# The one checked by hand (INTEROP.md): the last one tried.
-KNOWN_GOOD=linux-image-6.12.107+deb12-amd64-unsigned
+# Per series: the Debian suite, the package names, and the one checked by
+# hand (the last one tried).
+series=${VM_KERNEL:-6.12}
+case "$series" in
+6.12)
+	SUITE=bookworm
+	PKG_RE='^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$'
+	KNOWN_GOOD=linux-image-6.12.107+deb12-amd64-unsigned
+	;;
+5.10)
+	SUITE=bullseye
+	PKG_RE='^linux-image-5\.10\.0-[0-9]+-amd64-unsigned$'
+	KNOWN_GOOD=linux-image-5.10.0-46-amd64-unsigned
+	;;
+*)
+	echo "kernel.sh: VM_KERNEL=$series: only 6.12 and 5.10 are known" >&2
+	exit 1
+	;;
+esac
 
 die() { echo "kernel.sh: $*" >&2; exit 1; }
 
@@ -25,7 +47,9 @@ cache=$(cd "$cache" && pwd)
 # Two test runs may share the cache: build it under a lock.
 exec 9> "$cache/.lock" && flock 9 || die "cannot lock $cache/.lock"
 
-modules_sum=$(printf '%s\n' "${MODULES[@]}" | sha256sum | cut -d' ' -f1)
+# 6.12's sum is the one caches made before VM_KERNEL existed had: they stay.
+modules_sum=$( { [ "$series" = 6.12 ] || echo "$series"; printf '%s\n' "${MODULES[@]}"; } |
+	sha256sum | cut -d' ' -f1)
 initramfs_sum() {
 	cat "$here/guest-init.sh" /bin/busybox "$cache/modules/order" "$cache/version" |
 		sha256sum | cut -d' ' -f1
@@ -35,37 +59,41 @@ initramfs_sum() {
 # private source list and package lists under the cache (private_apt).
 APT_OPTS=()
 listed() {
-	apt-cache "${APT_OPTS[@]}" search --names-only \
-		'^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' | cut -d' ' -f1 | sort -rV | head -n 2
+	apt-cache "${APT_OPTS[@]}" search --names-only "$PKG_RE" | cut -d' ' -f1 | sort -rV | head -n 2
 }
 
 # Debian 12's 6.12 kernels are in bookworm-updates and bookworm-security.  A
 # minimal root (debootstrap, a container image) may list only "bookworm
 # main": then the same mirror's three suites are read into a private list
-# under the cache, leaving the system's apt configuration untouched.
+# under the cache, leaving the system's apt configuration untouched.  5.10
+# (bullseye, its newest build in bullseye-security) always comes this way.
 private_apt() {
 	local d="$cache/apt" mirror
 	mirror=$(sed -n 's/^URIs: *//p; s/^deb  *\(http[^ ]*\)  *bookworm .*/\1/p' \
 		/etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2> /dev/null |
 		grep -v -- '-security' | head -n 1)
+	mirror=${mirror%/}
 	[ -n "$mirror" ] || return 1
 	mkdir -p "$d/lists/partial" || return 1
-	printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
-		"$mirror" "$mirror" "$mirror" > "$d/sources.list"
+	printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s-security %s-security main\n' \
+		"$mirror" $SUITE "$mirror" $SUITE "$mirror" $SUITE > "$d/sources.list"
 	APT_OPTS=(-o Dir::Etc::SourceList="$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
 		-o Dir::State::Lists="$d/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
-	echo "kernel.sh: no 6.12 kernel in this system's apt sources; reading $mirror" \
-		"bookworm, bookworm-updates and bookworm-security into $d" >&2
+	echo "kernel.sh: no $series kernel in this system's apt sources; reading $mirror" \
+		"$SUITE, $SUITE-updates and $SUITE-security into $d" >&2
 	apt-get "${APT_OPTS[@]}" update -qq >&2
 }
 
-# Kernel packages to try, best first: a forced one, the two newest 6.12 the
-# archive lists, the known good one.  Sets APT_OPTS: not in a subshell.
+# Kernel packages to try, best first: a forced one, the two newest of the
+# series the archive lists, the known good one.  Sets APT_OPTS: not in a
+# subshell.
 kernel_candidates() {
-	local found
-	found=$(listed)
-	# A fresh machine may never have fetched the package lists.
-	[ -n "$found" ] || { apt-get update -qq >&2; found=$(listed); }
+	local found=
+	if [ "$SUITE" = bookworm ]; then
+		found=$(listed)
+		# A fresh machine may never have fetched the package lists.
+		[ -n "$found" ] || { apt-get update -qq >&2; found=$(listed); }
+	fi
 	[ -n "$found" ] || { private_apt && found=$(listed); }
 	CANDIDATES=$(printf '%s\n' "${VM_KERNEL_PKG:-}" "$found" "$KNOWN_GOOD" | awk 'NF && !seen[$0]++')
 }

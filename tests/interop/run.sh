@@ -4,6 +4,9 @@
 # built gateway inside the guest, next to the kernel's own host.  The
 # transport cases run once per transport of INTEROP_TRANSPORTS (default
 # "tcp rdma"; rdma is soft-RoCE on the guest's eth0, case names end -rdma).
+# At the end, a short pass on each older kernel of INTEROP_LEGACY_KERNELS
+# (default "5.10", Debian 11's; empty: none) in a guest of its own
+# (legacy.sh); INTEROP_KERNEL=5.10 runs that pass alone.
 set -u
 build="${1:-build}"
 top="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -103,8 +106,8 @@ guest_up() {
 		report FAIL "$1" "guest did not start"
 		return 1
 	}
-	# Only the first boot counts as a case; a reboot is told by case_.
-	[ "$1" = boot ] && report PASS boot
+	# Only a first boot counts as a case; a reboot is told by case_.
+	[[ $1 == boot* ]] && report PASS "$1"
 	vm_exec ". tests/interop/nvmet.sh &&
 	nvmet_subsys $nqn512 256M 512 && nvmet_subsys $nqn4k 256M 4096 &&
 	nvmet_subsys $nqnacl 64M 512 $hostok &&
@@ -119,6 +122,13 @@ guest_up() {
 		return 1
 	}
 }
+# The automatic reactor backend on older kernels and with io_uring refused.
+. "$top/tests/interop/legacy.sh"
+if [ -n "${INTEROP_KERNEL:-}" ]; then
+	legacy_pass "$INTEROP_KERNEL"
+	exit $rc
+fi
+
 guest_up boot || exit 1
 
 for tr in $transports; do
@@ -244,7 +254,14 @@ fi
 # /dev/nbdN attached by the gateway: filesystems, LVM, restart.
 . "$top/tests/interop/cases_nbd.sh"
 
+# 6.12 with kernel.io_uring_disabled=2: the gateway falls back to epoll.
+legacy_uring_disabled
+
 # Last: swap on /dev/nbd0 in a small guest of its own (it stops this one).
 . "$top/tests/interop/mempressure.sh"
+
+for k in ${INTEROP_LEGACY_KERNELS-5.10}; do
+	legacy_pass "$k"
+done
 
 exit $rc
