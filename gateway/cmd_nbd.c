@@ -30,6 +30,7 @@ struct nbd_cli {
 	struct reactor *reactors[NBD_CLI_MAX_REACTORS];
 	struct reactor extra[NBD_CLI_MAX_REACTORS - 1];
 	unsigned nr_started;
+	bool joined; /* the extra reactors have stopped and been joined */
 	struct vol_qos_limits qos;
 	struct reclaim_opts reclaim;
 	enum nbd_kdev_iface iface;
@@ -53,6 +54,9 @@ static void extras_join(struct nbd_cli *n)
 {
 	static struct stop_msg msgs[NBD_CLI_MAX_REACTORS];
 
+	if (n->joined)
+		return;
+	n->joined = true;
 	for (unsigned i = 0; i < n->nr_started; i++) {
 		/* Each reactor stops itself, on its own thread. */
 		msgs[i].r = &n->extra[i];
@@ -358,6 +362,10 @@ int cmd_nbd(int argc, char **argv)
 		s.on_stopped = session_stopped;
 	}
 	rc = session_run(&s, nbd_job);
+	/* Not every way out of session_run calls on_stopped (a RAM volume,
+	 * an option error before the reactor runs): join here too, before
+	 * reactor_fini, never a reactor still running on its thread. */
+	extras_join(&n);
 	extras_fini(&n);
 	gw_listen_free(&n.listen);
 	return rc;

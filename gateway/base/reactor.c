@@ -1,4 +1,5 @@
 #include "gateway/base/reactor.h"
+#include "gateway/base/invariant.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -245,6 +246,8 @@ int reactor_init(struct reactor *r, unsigned id, unsigned entries)
 
 void reactor_fini(struct reactor *r)
 {
+	/* Its thread may be waiting in the ring or epoll set fini frees. */
+	INVARIANT(!r->thread_running, "reactor_fini on a reactor whose thread was not joined");
 	/* Reap what is still in flight so that no completion is left pointing
 	 * at memory the owners are about to free. */
 	/* Stopped, or the cancelled read's completion would arm another. */
@@ -592,12 +595,17 @@ int reactor_start_thread(struct reactor *r)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (!ret)
 		ret = pthread_create(&r->thread, &attr, reactor_thread, r);
+	r->thread_running = ret == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return -ret;
 }
 
-void reactor_join(struct reactor *r) { pthread_join(r->thread, NULL); }
+void reactor_join(struct reactor *r)
+{
+	pthread_join(r->thread, NULL);
+	r->thread_running = false;
+}
 
 void reactor_send_msg(struct reactor *dst, struct reactor_msg *m)
 {

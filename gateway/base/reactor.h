@@ -74,6 +74,7 @@ struct reactor {
 	struct list_node deferred; /* reactor_msg run after this batch */
 	bool stop;
 	pthread_t thread;
+	bool thread_running; /* started by reactor_start_thread, not joined yet */
 	/* Cross-thread mailbox: control-path messages only. */
 	pthread_mutex_t mbox_lock;
 	struct list_node mbox;
