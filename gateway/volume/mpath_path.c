@@ -258,7 +258,15 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		}
 		if (LOAD(n->failed))
 			continue; /* said once */
-		if (vol_has_other_path(n, p)) {
+		/* Reported by the subsystem's own event, a new identity, block
+		 * size or a smaller size is a fact about the namespace, not the
+		 * path: NSIDs are the subsystem's, so the other paths reach the
+		 * same changed namespace, and serving on through them until
+		 * their own events come would read and write another volume's
+		 * blocks.  A removal may be a detach from this controller only
+		 * (Namespace Attachment): the others may still serve it. */
+		bool subsystem_wide = reidentified && ch != NVMF_NS_REMOVED;
+		if (!subsystem_wide && vol_has_other_path(n, p)) {
 			/* Another path still shows the namespace as exported:
 			 * refuse this one for it (a path whose event has not
 			 * come yet, or a wrong one); the others serve it. */

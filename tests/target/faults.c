@@ -304,6 +304,21 @@ int faults_command(char *line, char *reply, size_t len)
 					      (unsigned long long)T.ports[i].nr_io_cmds);
 		return 0;
 	}
+	/* Events for one port's controllers held back, as a controller
+	 * whose event is late: the others' events go out meanwhile. */
+	if (!strcmp(w[0], "aen-hold") && nw == 3 && !parse_num(w[1], TGT_MAX_PORTS, &v) && v &&
+	    v <= T.nr_ports && (!strcmp(w[2], "on") || !strcmp(w[2], "off"))) {
+		T.ports[v - 1].aen_hold = !strcmp(w[2], "on");
+		log_notice("fault: events for port %llu %s", v,
+			   T.ports[v - 1].aen_hold ? "held" : "released");
+		if (!T.ports[v - 1].aen_hold)
+			for (struct list_node *n = T.ctrls.next; n != &T.ctrls; n = n->next) {
+				struct tgt_ctrl *c = container_of(n, struct tgt_ctrl, link);
+				if (c->port == v - 1)
+					nvme_aen_kick(c);
+			}
+		return 0;
+	}
 	if (!strcmp(w[0], "port") && nw == 3 && !parse_num(w[1], TGT_MAX_PORTS, &v) && v &&
 	    v <= T.nr_ports && (!strcmp(w[2], "down") || !strcmp(w[2], "up"))) {
 		struct tgt_port *p = &T.ports[v - 1];
@@ -349,7 +364,7 @@ bad:
 		 "ns-resize NQN NSID SIZE | ns-remove|ns-add|ns-identity NQN NSID | "
 		 "ns-format NQN NSID BLOCK (each [noaen]) | "
 		 "disc-hide|disc-show NQN | disc-referral ADDR SVC | disc-referral-clear | "
-		 "lose-cache | clear | stats | port N down|up");
+		 "lose-cache | clear | stats | port N down|up | aen-hold N on|off");
 	return -1;
 }
 

@@ -848,7 +848,7 @@ static uint16_t get_log_page(struct tgt_cmd *cmd)
 
 static void aen_deliver(struct tgt_ctrl *ctrl)
 {
-	if (!ctrl->nr_aen_q || !ctrl->nr_aer)
+	if (!ctrl->nr_aen_q || !ctrl->nr_aer || T.ports[ctrl->port].aen_hold)
 		return;
 	struct tgt_cmd *cmd = ctrl->aer[--ctrl->nr_aer];
 	uint32_t ev = ctrl->aen_q[0];
@@ -975,6 +975,11 @@ static void ana_notify(struct tgt_subsys *ss, int port)
 		ctrl->ana_aen_masked = true;
 		nvme_aen_queue(ctrl, 0x2 | (0x03u << 8) | ((uint32_t)NVME_LOG_ANA << 16));
 	}
+}
+
+void nvme_aen_kick(struct tgt_ctrl *ctrl)
+{
+	aen_deliver(ctrl);
 }
 
 void nvme_aen_queue(struct tgt_ctrl *ctrl, uint32_t ev)

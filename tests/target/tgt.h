@@ -239,6 +239,7 @@ struct tgt_port {
 	char svc[16];
 	bool v6;
 	bool down; /* `port N down`: not listening, until `port N up` */
+	bool aen_hold; /* `aen-hold N on`: events for its controllers wait */
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 
@@ -357,6 +358,8 @@ int nvme_set_ana_group(const char *nqn, uint32_t nsid, uint32_t grp, bool aen, c
 /* An event for ctrl (the result dword of an AER completion), delivered
  * at once if an AER is outstanding. */
 void nvme_aen_queue(struct tgt_ctrl *ctrl, uint32_t ev);
+/* Delivers what waits for ctrl (after `aen-hold N off`). */
+void nvme_aen_kick(struct tgt_ctrl *ctrl);
 struct tgt_subsys *tgt_find_subsys(const char *nqn);
 
 /* ns_change.c: the ns-* knobs.  The changed-namespace log and event. */
