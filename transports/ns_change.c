@@ -165,8 +165,20 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 		nsc_end(c, false);
 		return;
 	}
-	/* An error status (Invalid Namespace) or zeroed data (nvmet's
-	 * answer for an inactive NSID) both mean: not there any more. */
+	/* Invalid Namespace, or zeroed data (nvmet's answer for an inactive
+	 * NSID), mean: not there any more.  Any other status says nothing of
+	 * the namespace (Command Interrupted, Namespace Not Ready, an internal
+	 * error): it is left as it was, never taken for removed, which would
+	 * take its exports down; the next event or reconnect asks again. */
+	if (st && !(NVME_STATUS_SCT(st) == NVME_SCT_GENERIC && NVME_STATUS_SC(st) == 0x0b)) {
+		char sbuf[96];
+		ctrl_log(WARN, c, "namespace change: Identify of nsid %u failed: %s; left as it "
+			 "was until the next event or reconnect", nsid,
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		c->nsc_idx++;
+		nsc_next(c);
+		return;
+	}
 	if (!st && nvmf_ns_from_id(c->opts.name, nsid, c->nsc_id, &ns) > 0) {
 		if (!nvmf_ctrl_ns_update(c, nsid, &ns))
 			ctrl_log(WARN, c, "nsid %u: more than %u namespaces; not used", nsid,

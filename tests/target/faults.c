@@ -139,6 +139,17 @@ int faults_command(char *line, char *reply, size_t len)
 		log_notice("fault: I/O commands executed %llu ms after they arrive", v);
 		return 0;
 	}
+	/* A transient Identify failure (Command Interrupted 0x21, say): the
+	 * namespace is still there. */
+	if (!strcmp(w[0], "id-ns-fail") && nw == 3 && !parse_num(w[1], 1000, &v)) {
+		unsigned long long sc;
+		if (parse_num(w[2], 0xff, &sc))
+			goto bad;
+		T.f.id_ns_fail = (unsigned)v;
+		T.f.id_ns_status = (uint16_t)sc;
+		log_notice("fault: the next %llu Identify Namespace fail with status 0x%02llx", v, sc);
+		return 0;
+	}
 	if (!strcmp(w[0], "cqt") && nw == 2 && !parse_num(w[1], 0xffff, &v)) {
 		T.cqt = (uint16_t)v;
 		log_notice("fault: Identify CQT = %llu ms from the next Identify", v);
@@ -364,7 +375,7 @@ bad:
 		 "ns-resize NQN NSID SIZE | ns-remove|ns-add|ns-identity NQN NSID | "
 		 "ns-format NQN NSID BLOCK (each [noaen]) | "
 		 "disc-hide|disc-show NQN | disc-referral ADDR SVC | disc-referral-clear | "
-		 "lose-cache | clear | stats | port N down|up | aen-hold N on|off");
+		 "lose-cache | clear | stats | port N down|up | aen-hold N on|off | id-ns-fail N SC");
 	return -1;
 }
 

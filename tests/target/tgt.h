@@ -249,6 +249,8 @@ struct tgt_faults {
 	uint32_t delay_ms;
 	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
 	uint32_t late_ms; /* each I/O command executes late_ms after it arrived */
+	unsigned id_ns_fail; /* the next this many Identify Namespace fail... */
+	uint16_t id_ns_status; /* ...with this generic status (no DNR) */
 	uint16_t status; /* status field to return, 0: off */
 	uint32_t status_nsid; /* only for this namespace's I/O, 0: every one */
 	/* ana-after-pieces: a state change (no event) right after the ANA log
