@@ -34,6 +34,7 @@ struct gw_target {
 	char *subnqn;
 	struct gw_path *paths;
 	size_t nr_paths;	/* >= 1 */
+	bool paths_discovered;	/* filled in by a discovery controller, not read from the file */
 	int nr_io_queues;
 	int queue_size;
 	bool hdr_digest;

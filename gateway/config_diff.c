@@ -25,8 +25,13 @@ static bool path_eq(const struct gw_path *a, const struct gw_path *b)
 
 bool config_target_equal(const struct gw_target *a, const struct gw_target *b)
 {
+	/* Paths a discovery controller gave a target the file leaves without
+	 * any are not a change of the file: the new configuration inherits
+	 * them (gw_tgt_repoint). */
+	bool discovered = a->paths_discovered && !b->nr_paths;
+
 	if (!str_eq(a->name, b->name) || !str_eq(a->subnqn, b->subnqn) ||
-	    a->nr_paths != b->nr_paths || a->nr_io_queues != b->nr_io_queues ||
+	    (!discovered && a->nr_paths != b->nr_paths) || a->nr_io_queues != b->nr_io_queues ||
 	    a->queue_size != b->queue_size || a->hdr_digest != b->hdr_digest ||
 	    a->data_digest != b->data_digest || a->keep_alive_tmo != b->keep_alive_tmo ||
 	    a->reconnect_delay != b->reconnect_delay || a->ctrl_loss_tmo != b->ctrl_loss_tmo ||
@@ -37,7 +42,7 @@ bool config_target_equal(const struct gw_target *a, const struct gw_target *b)
 	    !str_eq(a->dhchap_secret_file, b->dhchap_secret_file) ||
 	    !str_eq(a->dhchap_ctrl_secret_file, b->dhchap_ctrl_secret_file))
 		return false;
-	for (size_t i = 0; i < a->nr_paths; i++)
+	for (size_t i = 0; !discovered && i < a->nr_paths; i++)
 		if (!path_eq(&a->paths[i], &b->paths[i]))
 			return false;
 	return true;

@@ -157,6 +157,16 @@ void gw_tgt_repoint(struct gw *gw, struct gw_tgt *t, struct gw_cfgref *ref, stru
 {
 	struct gw_cfgref *old = t->ref;
 
+	/* Kept by a reload (config_target_equal): paths from discovery move
+	 * to the new configuration, which has none of its own. */
+	if (t->cfg && t->cfg != c && t->cfg->paths_discovered && !c->nr_paths) {
+		c->paths = t->cfg->paths;
+		c->nr_paths = t->cfg->nr_paths;
+		c->paths_discovered = true;
+		t->cfg->paths = NULL;
+		t->cfg->nr_paths = 0;
+		t->cfg->paths_discovered = false;
+	}
 	gw_cfgref_get(ref);
 	t->ref = ref;
 	t->cfg = c;

@@ -337,6 +337,7 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 	/* Owned by the loaded file from now on: config_free releases them. */
 	c->paths = paths;
 	c->nr_paths = k;
+	c->paths_discovered = true;
 	b->gw = gw;
 	b->done = fill_done;
 	list_for_each_safe(pos, tmp, &gw->exps) {

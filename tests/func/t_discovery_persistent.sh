@@ -68,6 +68,15 @@ wait_for 15 '[ -S "$tmp/b.sock" ]' || fail "export b did not come up: $(st | jq 
 gw_wait "export b: serving (its target was discovered)" 1 5 > /dev/null || fail "no serving line for b"
 [ "$(st | jq '.targets[1].paths | length')" = 2 ] || fail "tb paths: $(st | jq -c '.targets[1].paths')"
 "$NBDPY" "$IO" verify "$tmp/b.sock" 1 > /dev/null || fail "export b does not serve"
+# A reload of the unchanged file keeps tb and b as they are: the paths
+# discovery gave tb are not a change of the file (review: every reload
+# stopped such a target and its exports).
+"$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload: $(cat "$tmp/reload.out")"
+cat "$tmp/reload.out"
+grep -q " 0 changed," "$tmp/reload.out" || fail "a reload of the unchanged file changed something"
+grep -q "export b: removed\|target tb: removed" "$tmp/gw.log" && fail "a reload of the unchanged file took tb or b down"
+[ "$(st | jq '.targets[1].paths | length')" = 2 ] || fail "tb lost its paths on reload: $(st | jq -c '.targets[1]')"
+"$NBDPY" "$IO" verify "$tmp/b.sock" 1 > /dev/null || fail "export b does not serve after the reload"
 # A subsystem nothing is configured for: reported, one new target.
 ctl t disc-show "$C" > /dev/null
 gw_wait "new subsystem $C at tcp 127.0.0.1:$p1; no target configured for it" 1 15 > /dev/null ||
