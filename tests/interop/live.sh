@@ -13,20 +13,15 @@
 #                 optimized, reads succeed again within 10 s
 #   ns-disable    a subsystem of its own with two namespaces (port tcp 34 /
 #                 rdma 44, trsvcid 4434), exported as e1 and e2 (NBD
-#                 sockets, one reactor so both share one view of the path,
-#                 fast_io_fail_tmo 6).  Under verified I/O on both,
-#                 namespaces/2/enable = 0 for 2 s, then for 12 s.  nvmet
-#                 (6.10 and later) answers a disabled namespace with
-#                 Internal Path Error, no DNR: the gateway puts the path
-#                 aside and waits (the only path) up to fast_io_fail_tmo.
-#                 So: no e2 command hangs (60 s client deadline); the 2 s
-#                 window ends in success, the 12 s one in EIO after 6 s
-#                 (5.9 to 10 on the gateway's clock); e2 works again after
-#                 each enable; e1 zero errors throughout and keeps at least
-#                 a third of its rate while e2 waits (the path is put aside
-#                 for namespace 2 only); `status` answers while disabled;
-#                 SIGTERM ends the daemon within 10 s.  (An older nvmet's
-#                 Invalid Namespace with DNR: ENXIO at once, also accepted.)
+#                 sockets, one reactor).  Under verified I/O on both,
+#                 namespaces/2/enable = 0: nvmet sends the Namespace
+#                 Attribute Changed event and lists namespace 2 no more, so
+#                 the gateway takes e2 down as a removed namespace (issue
+#                 19): its socket goes, the removal is logged once, its
+#                 client gets errors and never hangs (60 s deadline); e1
+#                 has zero errors and keeps at least a third of its rate;
+#                 `status` lists e1 only.  Enabled again, a reload exports
+#                 e2 again.  SIGTERM ends the daemon within 10 s.
 set -u
 GW=${1:?usage: live.sh GW TR CASE} tr=${2:?} kase=${3:?}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -195,94 +190,52 @@ CONF
 	a0=$(ops e1) t0=$(mono)
 	sleep 3
 	a1=$(ops e1) t1=$(mono)
-	# Round 1: namespace 2 off for 2 s, nothing else in the window (a
-	# slow guest stretches it all the same: measured, d1 to en1).
-	d1=$(mono)
+	# Namespace 2 disabled: nvmet sends the Namespace Attribute Changed
+	# event and lists it no more, and the gateway takes e2 down as a
+	# removed namespace (issue 19): its I/O fails, its socket goes, logged
+	# once; e1, on the same path, serves on without an error.
+	d=$(mono)
 	printf 0 > "$ns2/enable" || fail "cannot disable namespace 2"
-	sleep 2
-	printf 1 > "$ns2/enable" || fail "cannot enable namespace 2"
-	en1=$(mono)
-	sleep 6
-	# Round 2: 12 s, past fast_io_fail_tmo; e1's rate and `status` in it.
-	d2=$(mono)
-	printf 0 > "$ns2/enable" || fail "cannot disable namespace 2"
-	sleep 1
+	for _ in $(seq 300); do grep -q 'export e2: removed' "$W/gw.log" && break; sleep 0.2; done
+	grep -q 'export e2: removed' "$W/gw.log" || fail "e2 not taken down within 60 s of the disable"
+	gone=$(grep -m1 'export e2: removed' "$W/gw.log" | stamp)
+	echo "e2 taken down $(echo "$gone - $d" | bc -l | cut -c1-6) s after the disable (gateway clock)"
+	[ "$(grep -c 'nsid 2 of target t1 was removed' "$W/gw.log")" = 1 ] ||
+		fail "the removal was not logged exactly once: $(grep 'nsid 2' "$W/gw.log")"
+	[ -S "$W/e2.sock" ] && fail "e2's socket still listens"
 	b=$(ops e1) bt=$(mono)
-	sleep 6
-	"$GW" status -s "$ctl" -o json > "$W/status.json" || fail "no status while disabled"
+	sleep 4
+	"$GW" status -s "$ctl" -o json > "$W/status.json" || fail "no status after the removal"
 	jq -e '.state == "running" and .targets[0].paths[0].state == "live" and
-		([.exports[] | select(.state == "running" or .state == "attached")] | length == 2)' \
-		"$W/status.json" > /dev/null || fail "status while disabled: $(cat "$W/status.json")"
+		([.exports[].name] == ["e1"])' "$W/status.json" > /dev/null ||
+		fail "status after the removal: $(cat "$W/status.json")"
 	a=$(ops e1) at=$(mono)
-	while within "$(mono) - $d2" 0 12; do sleep 0.2; done
+	rate() { echo "($1) / ($2)" | bc -l | cut -c1-6; }
+	echo "e1: $(rate "$a1 - $a0" "$t1 - $t0") operations/s before, $(rate "$a - $b" "$at - $bt") after namespace 2 went away"
+	[ "$a" -gt "$b" ] || fail "e1 stood still after namespace 2 went away"
+	within "($a - $b) / ($at - $bt)" "($a1 - $a0) / ($t1 - $t0) / 3" 1000000 ||
+		fail "e1 slowed down after namespace 2 went away"
+	# Enabled again, the namespace is exported again by a reload (a
+	# hand-written export that was taken down; auto_export is not there
+	# yet to do it by itself), with the data e2 wrote before.
 	printf 1 > "$ns2/enable" || fail "cannot enable namespace 2"
-	en2=$(mono)
-	sleep 8
+	sleep 2
+	"$GW" reload -s "$ctl" > "$W/reload.out" 2>&1 || fail "reload: $(cat "$W/reload.out")"
+	for _ in $(seq 300); do [ -S "$W/e2.sock" ] && break; sleep 0.2; done
+	[ -S "$W/e2.sock" ] || fail "e2 not back after the enable and a reload"
+	"$PY" -c 'import nbd, sys
+h = nbd.NBD(); h.connect_uri("nbd+unix:///?socket=" + sys.argv[1])
+print("e2 back: %d bytes" % h.get_size()); h.pread(4096, 0); h.shutdown()' "$W/e2.sock" ||
+		fail "e2 does not serve after the reload"
 	touch "$stop"
 	wait $P2
 	r=$?
 	cat "$W/e2.out"
 	[ $r = 0 ] || fail "e2 client: exit $r (a hang or wrong data)"
+	[ "$(grep -c '^ERR ' "$W/e2.out")" -gt 0 ] || fail "e2's client saw no error when its namespace went away"
 	wait $P1 || fail "e1: errors: $(cat "$W/e1.json" "$W/e1.err")"
 	cat "$W/e1.json"
-	rate() { echo "($1) / ($2)" | bc -l | cut -c1-6; }
-	echo "e1: $(rate "$a1 - $a0" "$t1 - $t0") operations/s before, $(rate "$a - $b" "$at - $bt") while namespace 2 was disabled"
-	[ "$a" -gt "$b" ] || fail "e1 stood still while namespace 2 was disabled"
-	# Namespace 2's Internal Path Error puts the path aside for namespace
-	# 2 only: e1 keeps at least a third of its rate (before the fix, the
-	# whole path was put aside for 1 s at a time: under 1 operation/s
-	# against 24 to 50).  Both rates by the gateway's counters over the
-	# guest's monotonic clock, in the same run.
-	within "($a - $b) / ($at - $bt)" "($a1 - $a0) / ($t1 - $t0) / 3" 1000000 ||
-		fail "e1 slowed down while namespace 2 was disabled: $(rate "$a - $b" "$at - $bt") operations/s against $(rate "$a1 - $a0" "$t1 - $t0") before"
-	# back DISABLED_AT ENABLED_AT: e2's first success after the enable,
-	# within 10 s of it (the stamp of the client's answer, CLOCK_MONOTONIC).
-	back() {
-		local ok
-		echo -n "round $3: "
-		ok=$(awk -v a="$2" '$1 == "OK" && $4 + 0 >= a' "$W/e2.out" | head -1)
-		[ -n "$ok" ] || fail "no e2 success after the enable at $2"
-		set -- "$1" "$2" $ok
-		within "$6 - $2" 0 10 || fail "e2 working again only $(rate "$6 - $2" 1) s after the enable"
-		echo "disabled $(rate "$2 - $1" 1) s; e2 $4 answered OK $(rate "$6 - $2" 1) s after the enable, after $5 s"
-	}
-	back "$d1" "$en1" 1
-	back "$d2" "$en2" 2
-
-	# What nvmet answered for the disabled namespace.
-	st=$(awk -v a="$d1" '{ s = $2; gsub(/[][]/, "", s) } s + 0 >= a && /opcode 0x0[12]: /' \
-		"$W/gw.log" | head -1 | grep -o 'opcode 0x0[12]: .*') ||
-		fail "no error status of a read or write logged after the disable"
-	echo "nvmet answered: $st"
-	grep -q 'failed with' "$W/gw.log" && grep 'failed with' "$W/gw.log" | head -5
 	! grep -q 'e1: .*failed' "$W/gw.log" || fail "an e1 I/O failed"
-	case $st in
-	*'Internal Path Error'*)
-		# Failover with no other path: waits, EIO at fast_io_fail_tmo.
-		want=EIO
-		eio=$(grep 'e2: .*failed with EIO after waiting' "$W/gw.log") ||
-			fail "the 12 s window gave no EIO"
-		while read -r line; do
-			ls=$(echo "$line" | stamp)
-			waited=$(echo "$line" | sed -n 's/.*after waiting \([0-9.]*\) s.*/\1/p')
-			within "$waited" $((lim - 1)).9 $((lim + 4)) || fail "EIO after $waited s: $line"
-			# Not in round 1: its I/O waited 2 s and went on, unless
-			# this guest stretched the window near the limit.
-			if within "$ls" "$d1" "$en1 + 1.5"; then
-				within "$en1 - $d1" 0 $((lim - 2)) && fail "EIO in the 2 s window: $line"
-			fi
-		done <<< "$eio"
-		grep -q 'e2: .*failed with EIO after waiting' <<< "$(awk -v a="$d2" -v b="$en2" \
-			'{ s = $2; gsub(/[][]/, "", s) } s + 0 >= a && s + 0 <= b + 1.5' "$W/gw.log")" ||
-			fail "no EIO during the 12 s window"
-		;;
-	*'Invalid Namespace'*dnr*)
-		want=ENXIO
-		;;
-	*) fail "unexpected status: $st" ;;
-	esac
-	[ "$(grep -c '^ERR ' "$W/e2.out")" -gt 0 ] || fail "e2 saw no error in 12 s disabled"
-	! grep '^ERR ' "$W/e2.out" | grep -v "^ERR $want " || fail "e2 errors other than $want"
 	kill -TERM "$GP"
 	k_at=$(mono)
 	for _ in $(seq 600); do kill -0 "$GP" 2> /dev/null || break; sleep 0.1; done
