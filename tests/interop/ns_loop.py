@@ -14,7 +14,8 @@ ns_loop.py SOCK DEADLINE STOPFILE
     <end>"), <end> being CLOCK_MONOTONIC when this client saw the answer
     (the clock of the gateway's log stamps, in the same guest); at the
     end one JSON line: ops, ok, errors (by errno name), verify_errors,
-    longest_s.  Exit 0 unless a command hung or a read returned wrong
+    longest_s.  A connection the server closed (its export taken down)
+    ends the loop.  Exit 0 unless a command hung or a read returned wrong
     data; errors are for the test to judge.
 """
 import errno
@@ -37,10 +38,14 @@ def pattern(seq, blk):
 
 def run(h, cmd, buf_or_none, off, deadline):
     """Returns None on success, the errno name, or "timeout"."""
-    if cmd == "write":
-        cookie = h.aio_pwrite(buf_or_none, off)
-    else:
-        cookie = h.aio_pread(buf_or_none, off)
+    try:
+        if cmd == "write":
+            cookie = h.aio_pwrite(buf_or_none, off)
+        else:
+            cookie = h.aio_pread(buf_or_none, off)
+    except nbd.Error as e:
+        # The server closed the connection (an export taken down).
+        return errno.errorcode.get(e.errnum or 0, "errnum-%s" % e.errnum)
     t_end = time.monotonic() + deadline
     while True:
         try:
@@ -91,6 +96,9 @@ def main():
             after_err = True
             if op == "write":
                 known.pop(blk, None)
+            if h.aio_is_dead():
+                print("connection closed by the server", flush=True)
+                break
             continue
         st["ok"] += 1
         if after_err or took > 0.5:
