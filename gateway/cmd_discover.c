@@ -53,14 +53,7 @@ static void read_chunk(struct session *s)
 	disc_walk_next(d, &off, &n, &dst);
 	req->ctx2 = s;
 	req->done = chunk_done;
-	req->sqe.opcode = NVME_ADMIN_GET_LOG_PAGE;
-	uint32_t numd = n / 4 - 1;
-	req->sqe.cdw10 = NVME_LOG_DISCOVERY | ((numd & 0xffff) << 16);
-	req->sqe.cdw11 = numd >> 16;
-	req->sqe.cdw12 = off;
-	req->sqe.cdw13 = 0;
-	struct iovec iov = { dst, n };
-	nvmf_req_set_data(req, &iov, 1, n, false);
+	nvmf_prep_get_log(req, NVME_LOG_DISCOVERY, 0, dst, n, off);
 	nvmf_req_submit(req);
 }
 

@@ -266,6 +266,10 @@ struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *ctrl, uint32_t nsid);
 /* An admin command with up to 4 KiB of data in ctrl->admin_buf or the
  * caller's buffer.  The request is the caller's until done runs. */
 struct nvmf_req *nvmf_admin_req(struct nvmf_ctrl *ctrl);
+/* Prepares req (from nvmf_admin_req) to read len bytes of log page lid for
+ * nsid from byte off into buf. */
+void nvmf_prep_get_log(struct nvmf_req *req, uint8_t lid, uint32_t nsid, void *buf,
+		       uint32_t len, uint64_t off);
 
 /* Send the Fabrics Connect for q (called when its transport is up). */
 void nvmf_fabric_connect(struct nvmf_queue *q);

@@ -211,16 +211,22 @@ void ctrl_prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void *
 }
 
 /* len bytes of log page lid from byte off: NUMDU/NUMDL and LPOU/LPOL. */
-void ctrl_prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len,
-			 uint64_t off)
+void nvmf_prep_get_log(struct nvmf_req *req, uint8_t lid, uint32_t nsid, void *buf,
+		       uint32_t len, uint64_t off)
 {
 	uint32_t numd = len / 4 - 1;
 
 	req->sqe.opcode = NVME_ADMIN_GET_LOG_PAGE;
-	req->sqe.nsid = 0xffffffff;
+	req->sqe.nsid = nsid;
 	req->sqe.cdw10 = lid | ((numd & 0xffff) << 16);
 	req->sqe.cdw11 = numd >> 16;
 	req->sqe.cdw12 = (uint32_t)off;
 	req->sqe.cdw13 = (uint32_t)(off >> 32);
 	admin_data(req, buf, len, false);
+}
+
+void ctrl_prep_get_log(struct nvmf_req *req, uint8_t lid, void *buf, uint32_t len,
+			 uint64_t off)
+{
+	nvmf_prep_get_log(req, lid, 0xffffffff, buf, len, off);
 }
