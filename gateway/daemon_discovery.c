@@ -296,7 +296,7 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 	struct gw *gw = all->gw;
 	struct list_node *pos, *tmp;
 	struct gw_target *c = t->cfg;
-	size_t n = 0, ne = 0;
+	size_t n = 0;
 
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
@@ -306,15 +306,10 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 		return;
 	if (n > MP_MAX_PATHS)
 		n = MP_MAX_PATHS;
-	list_for_each_safe(pos, tmp, &gw->exps) {
-		struct gw_exp *e = container_of(pos, struct gw_exp, link);
-		ne += e->tgt == t && e->waiting && !e->removing;
-	}
 	struct gw_path *paths = calloc(n, sizeof(*paths));
-	struct gw_batch *b = calloc(1, sizeof(*b));
-	if (!paths || !b || !(b->exps = calloc(ne + 1, sizeof(*b->exps)))) {
+	struct gw_batch *b = paths ? gw_waiting_batch(t, fill_done) : NULL;
+	if (!b) {
 		free(paths);
-		free(b);
 		log_err("target %s: out of memory for its discovered paths", c->name);
 		return;
 	}
@@ -338,15 +333,6 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 	c->paths = paths;
 	c->nr_paths = k;
 	c->paths_discovered = true;
-	b->gw = gw;
-	b->done = fill_done;
-	list_for_each_safe(pos, tmp, &gw->exps) {
-		struct gw_exp *e = container_of(pos, struct gw_exp, link);
-		if (e->tgt != t || !e->waiting || e->removing)
-			continue;
-		e->waiting = false;
-		b->exps[b->nr_exps++] = e;
-	}
 	t->waiting = false;
 	t->batch = b;
 	gw->busy = true;

@@ -159,6 +159,9 @@ bool gw_exp_running(const struct gw_exp *e);
  * up.  gw_wait_resume: after a change, start the exports of targets that
  * came up meanwhile. */
 bool gw_tgt_wait(struct gw_tgt *t);
+/* A batch of t's waiting exports, taken out of waiting (possibly none),
+ * ending with done; NULL when out of memory, nothing taken. */
+struct gw_batch *gw_waiting_batch(struct gw_tgt *t, void (*done)(struct gw_batch *b));
 void gw_wait_resume(struct gw *gw);
 /* The most recent error of a target's paths (0 if none). */
 int gw_tgt_last_err(struct gw_tgt *t, uint64_t *next_attempt_ns);

@@ -48,38 +48,52 @@ static void wait_batch_done(struct gw_batch *b)
 	gw_op_finished(gw);
 }
 
-/* The waiting exports of t, started as a batch of their own (no target
- * to connect: it is live).  busy keeps a reload or export command from
- * running into it; one arriving meanwhile waits for it. */
-static void start_waiting_exports(struct gw_tgt *t)
+struct gw_batch *gw_waiting_batch(struct gw_tgt *t, void (*done)(struct gw_batch *b))
 {
 	struct gw *gw = t->gw;
 	struct list_node *pos, *tmp;
 	struct gw_batch *b;
 	size_t n = 0;
 
-	t->up_pending = false;
 	list_for_each_safe(pos, tmp, &gw->exps) {
 		struct gw_exp *e = container_of(pos, struct gw_exp, link);
 		n += e->tgt == t && e->waiting && !e->removing;
 	}
-	if (!n)
-		return;
 	b = calloc(1, sizeof(*b));
-	if (!b || !(b->exps = calloc(n, sizeof(*b->exps)))) {
+	if (!b || !(b->exps = calloc(n + 1, sizeof(*b->exps)))) {
 		free(b);
-		log_err("target %s: out of memory; its exports start at the next reload",
-			t->cfg->name);
-		return;
+		return NULL;
 	}
 	b->gw = gw;
-	b->done = wait_batch_done;
+	b->done = done;
 	list_for_each_safe(pos, tmp, &gw->exps) {
 		struct gw_exp *e = container_of(pos, struct gw_exp, link);
 		if (e->tgt != t || !e->waiting || e->removing)
 			continue;
 		e->waiting = false;
 		b->exps[b->nr_exps++] = e;
+	}
+	return b;
+}
+
+/* The waiting exports of t, started as a batch of their own (no target
+ * to connect: it is live).  busy keeps a reload or export command from
+ * running into it; one arriving meanwhile waits for it. */
+static void start_waiting_exports(struct gw_tgt *t)
+{
+	struct gw *gw = t->gw;
+	struct gw_batch *b;
+
+	t->up_pending = false;
+	if (!(b = gw_waiting_batch(t, wait_batch_done))) {
+		log_err("target %s: out of memory; its exports start at the next reload",
+			t->cfg->name);
+		return;
+	}
+	if (!b->nr_exps) {
+		free(b->exps);
+		free(b);
+		return;
 	}
 	gw->busy = true;
 	gw_batch_run(b);
