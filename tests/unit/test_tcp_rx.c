@@ -233,6 +233,65 @@ START_TEST(response_before_send_reaped)
 }
 END_TEST
 
+/* Completions that waited for their batch's send are delivered after it is
+ * reaped; a completion's owner submitting at once starts the next batch
+ * from inside that loop.  Regression: the new batch overwrote the array
+ * the loop walked, and the requests after the first in the old batch never
+ * completed (a 1 MiB write split in 18 commands hung against nvmet until
+ * its timeout). */
+static uint8_t nest_data[8][512];
+static bool nest_submitted;
+
+static void submit_on_first_done(struct tcp_fixture *f, struct nvmf_req *req, int err)
+{
+	(void)req;
+	(void)err;
+	if (nest_submitted)
+		return;
+	nest_submitted = true;
+	ck_assert_ptr_nonnull(tcpfx_submit_nowait(f, true, nest_data[6], 512));
+}
+
+START_TEST(completions_after_batch_reaped_with_nested_submit)
+{
+	struct nvmf_req *x, *batch[3], *later[2];
+	unsigned tries;
+
+	fx.q.in_capsule_max = 4096;
+	nest_submitted = false;
+	x = tcpfx_submit_nowait(&fx, true, nest_data[0], 512);
+	ck_assert(fx.tq->send_pending);
+	/* Queued behind x's send: they go out together as the next batch. */
+	for (int i = 0; i < 3; i++)
+		batch[i] = tcpfx_submit_nowait(&fx, true, nest_data[1 + i], 512);
+	/* Reap x's send only: the batch of three is then in flight. */
+	for (tries = 0; tries < 500 && !tcp_req_of(batch[0])->cmd_item.in_batch; tries++)
+		reactor_poll(fx.r, 10 * NSEC_PER_MSEC);
+	ck_assert(tcp_req_of(batch[2])->cmd_item.in_batch);
+	ck_assert_uint_eq(fx.tq->batch_cnt, 3);
+	/* The target answers all three before their send is reaped. */
+	slen = 0;
+	for (int i = 0; i < 3; i++)
+		pdu_rsp(&fx, stream, &slen, batch[i]->cid, 0);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(fx.done_count[tcpfx_slot(batch[i])], 0);
+	/* Two more wait on the send list: with the nested submit, the kick
+	 * from inside the completion loop builds a batch of three. */
+	for (int i = 0; i < 2; i++)
+		later[i] = tcpfx_submit_nowait(&fx, true, nest_data[4 + i], 512);
+	fx.on_done = submit_on_first_done;
+	ck_assert(tcpfx_settle(&fx));
+	ck_assert(nest_submitted);
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(fx.done_count[tcpfx_slot(batch[i])], 1);
+	for (int i = 0; i < 2; i++)
+		ck_assert_uint_eq(fx.done_count[tcpfx_slot(later[i])], 0);
+	(void)x;
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+END_TEST
+
 /* ---- happy paths ---- */
 
 static void read_c2h_then_rsp(void)
@@ -832,6 +891,7 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(dig, r2t_after_error_response_send_unreaped_digests);
 	tcase_add_test(plain, c2h_after_error_response_send_unreaped);
 	tcase_add_test(plain, response_before_send_reaped);
+	tcase_add_test(plain, completions_after_batch_reaped_with_nested_submit);
 	suite_add_tcase(s, plain);
 	suite_add_tcase(s, dig);
 	return s;

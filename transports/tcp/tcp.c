@@ -321,18 +321,22 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	/* Whole batch in the socket: release its items, then completions that
-	 * waited for their send to be reaped. */
+	 * waited for their send to be reaped.  A completion's owner may submit
+	 * at once, and that submit starts the next batch in tq->batch: the
+	 * loop walks its own copy of the requests. */
+	struct nvmf_req *done[TCP_SEND_IOV];
 	unsigned cnt = tq->batch_cnt;
 	tq->batch_cnt = 0;
 	for (unsigned i = 0; i < cnt; i++) {
 		struct tcp_send_item *it = tq->batch[i];
 		struct tcp_req *tr = tcp_req_of(it->req);
 		it->in_batch = false;
+		done[i] = it->req;
 		if (it->kind == TCP_ITEM_H2C && tr->h2c_off < tr->r2t_end && !tr->resp_ready)
 			item_queue(tq, it);
 	}
 	for (unsigned i = 0; i < cnt; i++)
-		req_finish_if_ready(tq, tq->batch[i]->req);
+		req_finish_if_ready(tq, done[i]);
 	tcp_send_kick(tq);
 }
 
