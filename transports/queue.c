@@ -92,10 +92,14 @@ static void io_timer_fire(struct reactor_timer *t)
 	 * controller can do it); if it is still there a grace period later,
 	 * the connection is closed and the controller reset. */
 	uint64_t grace = tmo < 5 * NSEC_PER_SEC ? tmo : 5 * NSEC_PER_SEC;
+	char st[200] = "";
+	if (now - req->submit_ns >= tmo && q->ops->req_state)
+		q->ops->req_state(q, req, st, sizeof(st));
 	if (now - req->submit_ns >= tmo && q->qid && q->ctrl && !req->abort_sent) {
 		req->abort_sent = true;
-		log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms; aborting it", q->name,
-			 req->cid, req->sqe.opcode, q->io_timeout_ms);
+		log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s; aborting it",
+			 q->name, req->cid, req->sqe.opcode, q->io_timeout_ms, *st ? " (" : "", st,
+			 *st ? ")" : "");
 		nvmf_ctrl_abort(q->ctrl, q->qid, req->cid);
 		reactor_timer_arm(q->r, &q->io_timer, grace);
 		return;
@@ -104,8 +108,9 @@ static void io_timer_fire(struct reactor_timer *t)
 		tmo += grace;
 	if (now - req->submit_ns >= tmo) {
 		nvmf_queue_transport_error(q, -ETIMEDOUT,
-					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms",
-					   req->cid, req->sqe.opcode, q->io_timeout_ms);
+					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s",
+					   req->cid, req->sqe.opcode, q->io_timeout_ms,
+					   *st ? " (" : "", st, *st ? ")" : "");
 		return;
 	}
 	reactor_timer_arm(q->r, &q->io_timer, req->submit_ns + tmo - now);

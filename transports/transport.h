@@ -129,6 +129,10 @@ struct nvmf_transport_ops {
 	 * operation refers to any request any more. */
 	void (*queue_shutdown)(struct nvmf_queue *q);
 	void (*queue_free)(struct nvmf_queue *q);
+	/* Optional: where req stands on the wire (sent? data? response?), for
+	 * the log line of a command that timed out: it tells a target that
+	 * never answered from a host that lost the answer. */
+	void (*req_state)(struct nvmf_queue *q, struct nvmf_req *req, char *buf, size_t len);
 };
 
 extern const struct nvmf_transport_ops nvmf_tcp_ops;

@@ -469,6 +469,36 @@ START_TEST(write_r2t)
 }
 END_TEST
 
+/* A command that times out says where it stood on the wire: here the
+ * data the R2T asked for was all sent and the answer never came, so the
+ * target is the one to look at. */
+START_TEST(timeout_says_where_the_command_stood)
+{
+	static uint8_t data[8192];
+	struct nvmf_req *req;
+	unsigned s;
+	char *log;
+
+	fx.q.io_timeout_ms = 100;
+	req = tcpfx_submit(&fx, true, data, sizeof(data));
+	s = tcpfx_slot(req);
+	slen = 0;
+	pdu_r2t(&fx, stream, &slen, req->cid, 0, 4096);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, (uint32_t)slen), (int)slen);
+	ck_assert(tcpfx_settle(&fx));
+	log_begin();
+	for (int i = 0; i < 300 && fx.q.state == NVMF_Q_LIVE; i++)
+		reactor_poll(fx.r, 10 * NSEC_PER_MSEC);
+	ck_assert(tcpfx_settle(&fx));
+	log = log_end();
+	ck_assert_int_ne(fx.q.state, NVMF_Q_LIVE);
+	ck_assert_ptr_nonnull(strstr(log, "timed out after 100 ms (tcp: command sent, data 4096 "
+					  "of 8192 sent (R2T to 4096, H2CData sent), no response; "
+					  "queue: no send in flight, 1 PDUs received)"));
+	assert_done(req, s, -ETIMEDOUT, 0);
+}
+END_TEST
+
 /* ---- violations ---- */
 
 START_TEST(rsp_unknown_cid)
@@ -892,6 +922,7 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, c2h_after_error_response_send_unreaped);
 	tcase_add_test(plain, response_before_send_reaped);
 	tcase_add_test(plain, completions_after_batch_reaped_with_nested_submit);
+	tcase_add_test(plain, timeout_says_where_the_command_stood);
 	suite_add_tcase(s, plain);
 	suite_add_tcase(s, dig);
 	return s;

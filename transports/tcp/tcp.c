@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -677,6 +678,34 @@ static void tcp_queue_free(struct nvmf_queue *q)
 	q->tp = NULL;
 }
 
+static const char *item_state(const struct tcp_send_item *it)
+{
+	return it->queued ? "queued" : it->in_batch ? "in the socket send" : "sent";
+}
+
+static void tcp_req_state(struct nvmf_queue *q, struct nvmf_req *req, char *buf, size_t len)
+{
+	struct tcp_queue *tq = tq_of(q);
+	struct tcp_req *tr = tcp_req_of(req);
+	int n = snprintf(buf, len, "tcp: command %s", item_state(&tr->cmd_item));
+
+	if (n < 0 || (size_t)n >= len)
+		return;
+	if (req->host_to_ctrl && req->data_len && !tr->in_capsule)
+		n += snprintf(buf + n, len - (size_t)n, ", data %u of %u sent (R2T to %u, H2CData %s)",
+			      tr->h2c_off, req->data_len, tr->r2t_end, item_state(&tr->h2c_item));
+	else if (!req->host_to_ctrl && req->data_len)
+		n += snprintf(buf + n, len - (size_t)n, ", data %u of %u received", tr->c2h_off,
+			      req->data_len);
+	if (n < 0 || (size_t)n >= len)
+		return;
+	snprintf(buf + n, len - (size_t)n, ", %s; queue: %s, %llu PDUs received",
+		 tr->resp_ready ? "response received, waiting for its send to be reaped" :
+				  "no response",
+		 tq->send_pending ? "a send in flight" : "no send in flight",
+		 (unsigned long long)tq->nr_pdus_rx);
+}
+
 const struct nvmf_transport_ops nvmf_tcp_ops = {
 	.name = "tcp",
 	.req_priv_size = sizeof(struct tcp_req),
@@ -685,4 +714,5 @@ const struct nvmf_transport_ops nvmf_tcp_ops = {
 	.submit = tcp_submit,
 	.queue_shutdown = tcp_queue_shutdown,
 	.queue_free = tcp_queue_free,
+	.req_state = tcp_req_state,
 };
