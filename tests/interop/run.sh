@@ -54,6 +54,14 @@ case_() {
 			_vm_kill "$(_vm_pid)" >> "$logdir/$name.log" 2>&1
 		fi
 		gone=
+		# The guest kernel's side of a failure (nvmet's messages) is
+		# lost with the guest at the end: keep its tail with the case.
+		if [ "${VM_STATE:-}" = "$state" ] && _vm_alive "$(_vm_pid)"; then
+			{
+				echo "--- guest dmesg tail after $name:"
+				VM_EXEC_TIMEOUT=30 vm_exec "dmesg | tail -n 40" 2>&1
+			} >> "$logdir/$name.log"
+		fi
 		if [ "${VM_STATE:-}" = "$state" ] && ! _vm_alive "$(_vm_pid)"; then
 			gone=1
 			cp "$state/console.log" "$logdir/$name.console.log" 2> /dev/null
@@ -74,7 +82,7 @@ case_() {
 			continue
 		fi
 		rc=1
-		tail -25 "$logdir/$name.log"
+		sed '/^--- guest dmesg tail after/,$d' "$logdir/$name.log" | tail -25
 		report FAIL "$name" "log $logdir/$name.log"
 		[ -n "$gone" ] || return 0
 		if [ "$reboots" -ge "${INTEROP_REBOOTS:-3}" ]; then
