@@ -1028,6 +1028,18 @@ static void rdma_queue_free(struct nvmf_queue *q)
 	q->tp = NULL;
 }
 
+static void rdma_req_state(struct nvmf_queue *q, struct nvmf_req *req, char *buf, size_t len)
+{
+	struct rdma_queue *rq = rq_of(q);
+	struct rdma_req *rr = rdma_req_of(req);
+
+	snprintf(buf, len, "rdma: command %s, %s; queue: %u send WRs in flight, %s",
+		 rr->posted ? "posted" : "waiting for a free send WR",
+		 rr->resp_ready ? "response received, waiting for its send completion" :
+				  "no response",
+		 rdma_sendq_used(&rq->sq), list_empty(&rq->backlog) ? "no backlog" : "a backlog");
+}
+
 const struct nvmf_transport_ops nvmf_rdma_ops = {
 	.name = "rdma",
 	.req_priv_size = sizeof(struct rdma_req),
@@ -1036,4 +1048,5 @@ const struct nvmf_transport_ops nvmf_rdma_ops = {
 	.submit = rdma_submit,
 	.queue_shutdown = rdma_queue_shutdown,
 	.queue_free = rdma_queue_free,
+	.req_state = rdma_req_state,
 };
