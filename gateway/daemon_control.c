@@ -151,6 +151,8 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 			json_kv_str(j, "kind", exp_kind(e));
 			json_kv_str(j, "target", e->tgt->cfg->name);
 			json_kv_u64(j, "nsid", e->cfg->nsid);
+			char org[32];
+			json_kv_str(j, "origin", gw_exp_origin(e, org, sizeof(org)));
 		}
 		json_kv_str(j, "state", exp_state(e));
 		if (!stats) {

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Exports from a policy (issue 19, auto_export), against the test target's
+# discovery subsystem and ns-* knobs, on the reactor backend
+# NVMF_GATEWAY_REACTOR_BACKEND names (the suite's default, or epoll).  The
+# daemon starts with only a discovery entry and a policy:
+# - the subsystem the policy's glob matches becomes a target (paths from
+#   discovery), its active namespace an NBD socket export that serves, and
+#   status says it came from auto_export[0]; a subsystem the glob does not
+#   match is left alone;
+# - ns-add of a second namespace (Namespace Attribute Changed) makes a
+#   second export appear, ns-remove takes it away again;
+# - a reload of the unchanged file keeps the auto export; a reload without
+#   the policy removes it and the discovered target.
+set -u
+. "$TOP/tests/func/resil/lib.sh"
+
+A=nqn.2026-01.io.nvmf-gateway:auto-a
+X=nqn.2026-01.io.nvmf-gateway:other-x
+p1=$(free_port)
+tgt_start t "" -s "$p1" --subsys "$A:16M:512:2" --subsys "$X:16M"
+# nsid 2 is not there when the gateway comes: added later, with the event.
+ctl t ns-remove "$A" 2 noaen > /dev/null
+
+policy='auto_export = ( { subnqn = "nqn.2026-01.io.nvmf-gateway:auto-*"; name = "%n-%i";
+    nbd = { listen = "unix:'"$tmp"'/%n-%i.sock"; }; } );'
+conf() {
+	cat << CONF
+gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control"; };
+discovery = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$p1"; reconnect_delay = 1; } );
+$1
+CONF
+}
+conf "$policy" > "$tmp/gw.conf"
+
+st() { "$GW" status -s "$tmp/gw.control" -o json; }
+origin() { st | jq -r --arg n "$1" '[.exports[] | select(.name == $n) | .origin] | first // "none"'; }
+
+GW_CONTROL="$tmp/gw.control" gw_start run "$tmp/gw.conf"
+t0=$(gw_wait "discovery tcp:127.0.0.1:$p1: connected" 1 15) || fail "discovery did not connect"
+gw_wait "target auto-a: made for discovered subsystem $A" 1 15 > /dev/null ||
+	fail "no target made for $A"
+at=$(gw_wait "export auto-a-1: serving nsid 1 of target auto-a (auto_export\[0\])" 1 20) ||
+	fail "export auto-a-1 did not come up: $(st | jq -c '.targets, .exports')"
+echo "auto-a-1 served $(echo "$at - $t0" | bc -l) s after discovery connected"
+[ -S "$tmp/auto-a-1.sock" ] || fail "no socket for auto-a-1"
+"$NBDPY" "$IO" verify "$tmp/auto-a-1.sock" 1 > /dev/null || fail "export auto-a-1 does not serve"
+[ "$(origin auto-a-1)" = "auto_export[0]" ] || fail "origin: $(st | jq -c .exports)"
+"$GW" status -s "$tmp/gw.control" > "$tmp/status.txt"
+grep -Eq '^auto-a-1 +nbd +auto-a +1 +.* auto_export\[0\] ' "$tmp/status.txt" ||
+	fail "human status: $(cat "$tmp/status.txt")"
+[ "$(st | jq '[.exports[]] | length')" = 1 ] || fail "exports: $(st | jq -c .exports)"
+grep -q "made for discovered subsystem $X" "$tmp/gw.log" && fail "$X matched the policy"
+
+# A namespace added at run time, then removed.
+t1=$(mono)
+ctl t ns-add "$A" 2 > /dev/null
+at=$(gw_wait "export auto-a-2: serving nsid 2 of target auto-a (auto_export\[0\])" 1 30) ||
+	fail "export auto-a-2 did not come up: $(st | jq -c .exports)"
+ev=$(gw_at "auto_export\[0\]: nsid 2 of target auto-a")
+echo "auto-a-2 serving at $at (started at $ev; ns-add sent at $t1)"
+"$NBDPY" "$IO" verify "$tmp/auto-a-2.sock" 1 > /dev/null || fail "export auto-a-2 does not serve"
+[ "$(origin auto-a-2)" = "auto_export[0]" ] || fail "origin 2: $(st | jq -c .exports)"
+ctl t ns-remove "$A" 2 > /dev/null
+gw_wait "export auto-a-2: removed" 1 30 > /dev/null || fail "export auto-a-2 was not taken down"
+wait_for 5 test ! -S "$tmp/auto-a-2.sock" || fail "auto-a-2's socket is still there"
+sleep 2
+[ "$(origin auto-a-2)" = none ] || fail "auto-a-2 came back: $(st | jq -c .exports)"
+"$NBDPY" "$IO" verify "$tmp/auto-a-1.sock" 1 > /dev/null || fail "auto-a-1 suffered from the removal"
+
+# Reloads: unchanged keeps it; without the policy it goes with its target.
+"$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload: $(cat "$tmp/reload.out")"
+grep -q "export auto-a-1: removed" "$tmp/gw.log" && fail "a reload of the unchanged file took auto-a-1 down"
+[ "$(origin auto-a-1)" = "auto_export[0]" ] || fail "after reload: $(st | jq -c .exports)"
+conf "" > "$tmp/gw.conf"
+"$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload 2: $(cat "$tmp/reload.out")"
+gw_wait "export auto-a-1: removed" 1 20 > /dev/null || fail "the policy went but auto-a-1 stays"
+gw_wait "target auto-a: removed" 1 20 > /dev/null || fail "the discovered target stays"
+[ "$(st | jq '[.exports[]] | length')" = 0 ] || fail "exports left: $(st | jq -c .exports)"
+! grep -q 'ERROR: AddressSanitizer\|runtime error' "$tmp/gw.log" || fail "sanitizer report"
+gw_alive
+gw_stop
+echo "auto_export: ok (${NVMF_GATEWAY_REACTOR_BACKEND:-default} backend)"
