@@ -10,14 +10,20 @@
 # - ns-add of a second namespace (Namespace Attribute Changed) makes a
 #   second export appear, ns-remove takes it away again;
 # - a reload of the unchanged file keeps the auto export; a reload without
-#   the policy removes it and the discovered target.
+#   the policy removes it and the discovered target;
+# - then, restarted with a configured target too: hand-written exports
+#   take precedence (a namespace exported by hand is not auto-exported; an
+#   auto name that a hand-written export has is logged and skipped), the
+#   other namespaces of the configured target are auto-exported.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
 
 A=nqn.2026-01.io.nvmf-gateway:auto-a
 X=nqn.2026-01.io.nvmf-gateway:other-x
+C=nqn.2026-01.io.nvmf-gateway:auto-c
 p1=$(free_port)
-tgt_start t "" -s "$p1" --subsys "$A:16M:512:2" --subsys "$X:16M"
+tgt_start t "" -s "$p1" --subsys "$A:16M:512:2" --subsys "$X:16M" --subsys "$C:16M:512:4"
+ctl t disc-hide "$C" > /dev/null
 # nsid 2 is not there when the gateway comes: added later, with the event.
 ctl t ns-remove "$A" 2 noaen > /dev/null
 
@@ -77,6 +83,32 @@ gw_wait "export auto-a-1: removed" 1 20 > /dev/null || fail "the policy went but
 gw_wait "target auto-a: removed" 1 20 > /dev/null || fail "the discovered target stays"
 [ "$(st | jq '[.exports[]] | length')" = 0 ] || fail "exports left: $(st | jq -c .exports)"
 ! grep -q 'ERROR: AddressSanitizer\|runtime error' "$tmp/gw.log" || fail "sanitizer report"
+gw_alive
+gw_stop
+
+# Hand-written exports first.  nsid 1 of C: by hand as c1; nsid 2: by hand
+# under the name the policy would give nsid 3; nsid 3: skipped, logged;
+# nsid 4: auto-exported on the configured target.
+mv "$tmp/gw.log" "$tmp/gw1.log"
+conf "$policy
+targets = ( { name = \"tc\"; subnqn = \"$C\"; reconnect_delay = 1;
+    paths = ( { transport = \"tcp\"; traddr = \"127.0.0.1\"; trsvcid = \"$p1\"; } ); } );
+exports = ( { name = \"c1\"; target = \"tc\"; nsid = 1; nbd = { listen = \"unix:$tmp/c1.sock\"; }; },
+  { name = \"auto-c-3\"; target = \"tc\"; nsid = 2; nbd = { listen = \"unix:$tmp/c2.sock\"; }; } );" \
+	> "$tmp/gw.conf"
+ctl t ns-add "$A" 2 > /dev/null
+ctl t disc-hide "$A" > /dev/null
+GW_CONTROL="$tmp/gw.control" gw_start run "$tmp/gw.conf"
+gw_wait "auto_export\[0\]: nsid 3 of target tc would be export auto-c-3, a name another export has" \
+	1 15 > /dev/null || fail "the name clash was not logged: $(st | jq -c .exports)"
+gw_wait "export auto-c-4: serving nsid 4 of target tc (auto_export\[0\])" 1 15 > /dev/null ||
+	fail "nsid 4 of the configured target was not auto-exported: $(st | jq -c .exports)"
+"$NBDPY" "$IO" verify "$tmp/auto-c-4.sock" 1 > /dev/null || fail "export auto-c-4 does not serve"
+sleep 2
+[ "$(grep -c "would be export auto-c-3" "$tmp/gw.log")" = 1 ] || fail "the clash is not logged once"
+[ "$(st | jq -c '[.exports[] | [.name, .nsid, .origin]]')" = \
+	'[["c1",1,"config"],["auto-c-3",2,"config"],["auto-c-4",4,"auto_export[0]"]]' ] || fail "exports: $(st | jq -c .exports)"
+"$NBDPY" "$IO" verify "$tmp/c1.sock" 1 > /dev/null || fail "export c1 does not serve"
 gw_alive
 gw_stop
 echo "auto_export: ok (${NVMF_GATEWAY_REACTOR_BACKEND:-default} backend)"
