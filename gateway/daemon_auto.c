@@ -24,7 +24,8 @@
 #define AUTO_SKIPS_MAX 64
 
 /* A namespace or subsystem the policies cannot serve (name clash, bad
- * template result): logged once, not tried again until a reload. */
+ * template result) or must not (its export taken away by export-remove):
+ * logged once, not tried again until a reload.  nsid 0: a subsystem. */
 struct skip {
 	char what[NVMF_NQN_SIZE];
 	uint32_t nsid;
@@ -49,6 +50,23 @@ static bool skip_first(struct gw_autos *a, const char *what, uint32_t nsid)
 		a->skips[a->nr_skips++].nsid = nsid;
 	}
 	return true;
+}
+
+static bool skipped(const struct gw_autos *a, const char *what, uint32_t nsid)
+{
+	for (unsigned i = 0; i < a->nr_skips; i++)
+		if (a->skips[i].nsid == nsid && !strcmp(a->skips[i].what, what))
+			return true;
+	return false;
+}
+
+void gw_auto_removed_by_hand(struct gw_exp *e)
+{
+	struct gw_autos *a = e->gw->autos;
+
+	if (a && e->is_auto && skip_first(a, e->tgt->cfg->subnqn, e->cfg->nsid))
+		log_notice("export %s: made by auto_export[%u]; not made again until a reload",
+			   e->name, e->auto_idx);
 }
 
 const char *gw_exp_origin(const struct gw_exp *e, char *buf, size_t len)
@@ -169,7 +187,7 @@ static void scan(struct gw_autos *a)
 			continue;
 		unsigned n = mp_target_nsids(t->mp, a->nsids, AUTO_MAX_NS);
 		for (unsigned i = 0; i < n; i++) {
-			if (served(gw, t, a->nsids[i]) ||
+			if (served(gw, t, a->nsids[i]) || skipped(a, t->cfg->subnqn, a->nsids[i]) ||
 			    config_auto_find(gw->cur->cfg, t->cfg->subnqn, a->nsids[i]) < 0)
 				continue;
 			if (!b || b->nr_exps == cap) {

@@ -185,6 +185,9 @@ int gw_tgt_last_err(struct gw_tgt *t, uint64_t *next_attempt_ns);
 void gw_auto_start(struct gw *gw);
 void gw_auto_stop(struct gw *gw);
 void gw_auto_kick(struct gw *gw);
+/* export-remove took e away: a policy export is not made again until a
+ * reload, as a hand-written one is not started again. */
+void gw_auto_removed_by_hand(struct gw_exp *e);
 void gw_auto_discovered(struct gw *gw, const char *subnqn);
 void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **stop_tgts,
 		    size_t *nr_stop_tgts, struct gw_exp **stop_exps, size_t *nr_stop_exps);

@@ -502,5 +502,6 @@ void gw_export_remove(struct gw *gw, struct control_call *call, const char *name
 	gw->busy = true;
 	log_notice("export-remove: removing export %s (until the next reload or export-add)",
 		   name);
+	gw_auto_removed_by_hand(e);
 	gw_exp_remove(e, remove_done, c);
 }

@@ -109,6 +109,16 @@ sleep 2
 [ "$(st | jq -c '[.exports[] | [.name, .nsid, .origin]]')" = \
 	'[["c1",1,"config"],["auto-c-3",2,"config"],["auto-c-4",4,"auto_export[0]"]]' ] || fail "exports: $(st | jq -c .exports)"
 "$NBDPY" "$IO" verify "$tmp/c1.sock" 1 > /dev/null || fail "export c1 does not serve"
+# export-remove of a policy export: not made again until a reload.
+"$GW" export-remove auto-c-4 -s "$tmp/gw.control" | grep -qx ok || fail "export-remove auto-c-4"
+gw_wait "export auto-c-4: removed" 1 10 > /dev/null || fail "auto-c-4 not removed"
+sleep 2
+[ "$(origin auto-c-4)" = none ] || fail "auto-c-4 came back after export-remove"
+"$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload: $(cat "$tmp/reload.out")"
+gw_wait "export auto-c-4: serving nsid 4 of target tc" 2 10 > /dev/null ||
+	fail "auto-c-4 did not come back at the reload: $(st | jq -c .exports)"
 gw_alive
 gw_stop
+! grep -q 'ERROR: AddressSanitizer\|runtime error\|LeakSanitizer' "$tmp/gw.log" "$tmp/gw1.log" ||
+	fail "sanitizer report"
 echo "auto_export: ok (${NVMF_GATEWAY_REACTOR_BACKEND:-default} backend)"
