@@ -90,7 +90,16 @@ gw_stop
 # under the name the policy would give nsid 3; nsid 3: skipped, logged;
 # nsid 4: auto-exported on the configured target.
 mv "$tmp/gw.log" "$tmp/gw1.log"
-conf "$policy
+# With FUSE where the host has it: the policy's exports get a file too.
+fuse=false fuse_conf=
+if [ "$(id -u)" = 0 ] && [ -c /dev/fuse ] && command -v fusermount3 > /dev/null; then
+	fuse=true
+	mkdir -p "$tmp/fuse"
+	cleanup_fn unmount_lazy "$tmp/fuse"
+	fuse_conf="fuse = { mountpoint = \"$tmp/fuse\"; };"
+fi
+conf "${policy/nbd = /fuse = $fuse; nbd = }
+$fuse_conf
 targets = ( { name = \"tc\"; subnqn = \"$C\"; reconnect_delay = 1;
     paths = ( { transport = \"tcp\"; traddr = \"127.0.0.1\"; trsvcid = \"$p1\"; } ); } );
 exports = ( { name = \"c1\"; target = \"tc\"; nsid = 1; nbd = { listen = \"unix:$tmp/c1.sock\"; }; },
@@ -104,6 +113,12 @@ gw_wait "auto_export\[0\]: nsid 3 of target tc would be export auto-c-3, a name 
 gw_wait "export auto-c-4: serving nsid 4 of target tc (auto_export\[0\])" 1 15 > /dev/null ||
 	fail "nsid 4 of the configured target was not auto-exported: $(st | jq -c .exports)"
 "$NBDPY" "$IO" verify "$tmp/auto-c-4.sock" 1 > /dev/null || fail "export auto-c-4 does not serve"
+if $fuse; then
+	wait_for 10 test -e "$tmp/fuse/auto-c-4" || fail "no FUSE file for auto-c-4: $(ls "$tmp/fuse")"
+	[ "$(stat -c %s "$tmp/fuse/auto-c-4")" = $((16 * 1024 * 1024)) ] || fail "FUSE auto-c-4 size"
+	[ -e "$tmp/fuse/c1" ] && fail "hand-written c1 got a FUSE file"
+	echo "FUSE: $(ls "$tmp/fuse" | tr '\n' ' ')"
+fi
 sleep 2
 [ "$(grep -c "would be export auto-c-3" "$tmp/gw.log")" = 1 ] || fail "the clash is not logged once"
 [ "$(st | jq -c '[.exports[] | [.name, .nsid, .origin]]')" = \
@@ -114,6 +129,7 @@ sleep 2
 gw_wait "export auto-c-4: removed" 1 10 > /dev/null || fail "auto-c-4 not removed"
 sleep 2
 [ "$(origin auto-c-4)" = none ] || fail "auto-c-4 came back after export-remove"
+! $fuse || [ ! -e "$tmp/fuse/auto-c-4" ] || fail "auto-c-4's FUSE file stays"
 "$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload: $(cat "$tmp/reload.out")"
 gw_wait "export auto-c-4: serving nsid 4 of target tc" 2 10 > /dev/null ||
 	fail "auto-c-4 did not come back at the reload: $(st | jq -c .exports)"
