@@ -119,6 +119,8 @@ static void put_targets(struct json_buf *j, struct gw *gw, bool stats)
 		if (!stats) {
 			json_kv_str(j, "subnqn", t->cfg->subnqn);
 			json_kv_str(j, "multipath", mp_policy_name(t->cfg->multipath));
+			/* Made for a discovered subsystem by an auto_export policy. */
+			json_kv_str(j, "origin", t->auto_made ? "discovery" : "config");
 		}
 		json_kv_str(j, "state", t->connecting ? "connecting"
 					: t->waiting ? "waiting for target"

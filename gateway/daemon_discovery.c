@@ -865,6 +865,13 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
 		const struct gw_target *t = configured(gw, p->e.subnqn);
+		struct list_node *tp, *tt;
+		/* Else the target an auto_export policy made for it. */
+		list_for_each_safe(tp, tt, &gw->tgts) {
+			struct gw_tgt *g = container_of(tp, struct gw_tgt, link);
+			if (!t && g->auto_made && !strcmp(g->cfg->subnqn, p->e.subnqn))
+				t = g->cfg;
+		}
 		json_obj_begin(j);
 		json_kv_str(j, "subnqn", p->e.subnqn);
 		json_kv_str(j, "transport", dlog_trtype_name(p->e.trtype));

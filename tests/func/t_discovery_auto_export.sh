@@ -21,8 +21,9 @@ set -u
 A=nqn.2026-01.io.nvmf-gateway:auto-a
 X=nqn.2026-01.io.nvmf-gateway:other-x
 C=nqn.2026-01.io.nvmf-gateway:auto-c
-p1=$(free_port)
-tgt_start t "" -s "$p1" --subsys "$A:16M:512:2" --subsys "$X:16M" --subsys "$C:16M:512:4"
+p1=$(free_port) p2=$(free_port)
+[ "$p1" != "$p2" ] || p2=$(free_port)
+tgt_start t "" -s "$p1" -s "$p2" --subsys "$A:16M:512:2" --subsys "$X:16M" --subsys "$C:16M:512:4"
 ctl t disc-hide "$C" > /dev/null
 # nsid 2 is not there when the gateway comes: added later, with the event.
 ctl t ns-remove "$A" 2 noaen > /dev/null
@@ -55,6 +56,11 @@ echo "auto-a-1 served $(echo "$at - $t0" | bc -l) s after discovery connected"
 grep -Eq '^auto-a-1 +nbd +auto-a +1 +.* auto_export\[0\] ' "$tmp/status.txt" ||
 	fail "human status: $(cat "$tmp/status.txt")"
 [ "$(st | jq '[.exports[]] | length')" = 1 ] || fail "exports: $(st | jq -c .exports)"
+# Both ports discovery lists: one multipath target, as a configured one.
+[ "$(st | jq -c '[.targets[] | select(.name == "auto-a") | .origin, (.paths | length)]')" = \
+	'["discovery",2]' ] || fail "target auto-a: $(st | jq -c .targets)"
+[ "$(st | jq -r --arg n "$A" '[.discovered[] | select(.subnqn == $n) | .target] | unique | .[]')" = \
+	auto-a ] || fail "discovered: $(st | jq -c .discovered)"
 grep -q "made for discovered subsystem $X" "$tmp/gw.log" && fail "$X matched the policy"
 
 # A namespace added at run time, then removed.
@@ -77,6 +83,15 @@ sleep 2
 "$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload: $(cat "$tmp/reload.out")"
 grep -q "export auto-a-1: removed" "$tmp/gw.log" && fail "a reload of the unchanged file took auto-a-1 down"
 [ "$(origin auto-a-1)" = "auto_export[0]" ] || fail "after reload: $(st | jq -c .exports)"
+# A changed policy: its export is made again, the new way.
+conf "${policy/nbd = /read_only = true; nbd = }" > "$tmp/gw.conf"
+"$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload 1: $(cat "$tmp/reload.out")"
+gw_wait "reload: export auto-a-1 (auto_export): removed: its policy changed" 1 10 > /dev/null ||
+	fail "a changed policy kept its export as it was"
+gw_wait "export auto-a-1: serving nsid 1 of target auto-a" 2 10 > /dev/null ||
+	fail "auto-a-1 was not made again: $(st | jq -c .exports)"
+[ "$(st | jq -r '.exports[] | select(.name == "auto-a-1") | .read_only')" = true ] ||
+	fail "auto-a-1 is not read-only now: $(st | jq -c .exports)"
 conf "" > "$tmp/gw.conf"
 "$GW" reload -s "$tmp/gw.control" > "$tmp/reload.out" 2>&1 || fail "reload 2: $(cat "$tmp/reload.out")"
 gw_wait "export auto-a-1: removed" 1 20 > /dev/null || fail "the policy went but auto-a-1 stays"
