@@ -350,6 +350,9 @@ void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **st
 			continue;
 		if (stopping_tgt(e->tgt, stop_tgts, *nr_stop_tgts))
 			why = "its target goes";
+		else if (e->failed || !e->vol)
+			/* As a hand-written one: a reload starts it again. */
+			why = "it failed; made again if its namespace is there";
 		for (size_t i = 0; i < n->nr_exports && !why; i++) {
 			const struct gw_export *x = &n->exports[i];
 			if (!strcmp(x->name, e->name))
