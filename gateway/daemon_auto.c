@@ -21,7 +21,7 @@
 
 #define AUTO_SCAN_NS NSEC_PER_SEC
 #define AUTO_MAX_NS 1024
-#define AUTO_SKIPS_MAX 64
+#define AUTO_SKIPS_MAX 256
 
 /* A namespace or subsystem the policies cannot serve (name clash, bad
  * template result) or must not (its export taken away by export-remove):
@@ -36,6 +36,7 @@ struct gw_autos {
 	struct reactor_timer timer;
 	struct skip skips[AUTO_SKIPS_MAX];
 	unsigned nr_skips;
+	bool skips_full; /* said once; later ones are not logged */
 	uint32_t nsids[AUTO_MAX_NS];
 };
 
@@ -48,8 +49,14 @@ static bool skip_first(struct gw_autos *a, const char *what, uint32_t nsid)
 	if (a->nr_skips < AUTO_SKIPS_MAX) {
 		snprintf(a->skips[a->nr_skips].what, sizeof(a->skips[0].what), "%s", what);
 		a->skips[a->nr_skips++].nsid = nsid;
+		return true;
 	}
-	return true;
+	/* Full: not remembered, so not said again (it would be every second). */
+	if (!a->skips_full)
+		log_warn("auto_export: more than %u namespaces set aside; the others are not "
+			 "logged until a reload", AUTO_SKIPS_MAX);
+	a->skips_full = true;
+	return false;
 }
 
 static bool skipped(const struct gw_autos *a, const char *what, uint32_t nsid)
@@ -321,8 +328,10 @@ void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **st
 {
 	struct list_node *pos, *tmp;
 
-	if (gw->autos)
+	if (gw->autos) {
 		gw->autos->nr_skips = 0; /* the new file may settle them */
+		gw->autos->skips_full = false;
+	}
 	list_for_each_safe(pos, tmp, &gw->tgts) {
 		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
 		const char *why = NULL;
