@@ -212,9 +212,9 @@ static void print_status(const struct json_val *root)
 	print_targets(root, false);
 	print_waiting(root);
 	discovery_print_status(root);
-	printf("\n%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %s\n", "EXPORT", "KIND",
-	       "TARGET", "NSID", "STATE", "SIZE", "READS", "WRITES", "ERRORS", "IN-FLIGHT",
-	       "WHERE");
+	printf("\n%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %-14s %s\n", "EXPORT",
+	       "KIND", "TARGET", "NSID", "STATE", "SIZE", "READS", "WRITES", "ERRORS", "IN-FLIGHT",
+	       "ORIGIN", "WHERE");
 	for (size_t i = 0; ex && ex->type == JSON_ARR && i < ex->nr_kids; i++) {
 		const struct json_val *e = &ex->kids[i];
 		char size[32], where[256] = "";
@@ -230,10 +230,10 @@ static void print_status(const struct json_val *root)
 		}
 		snprintf(where, sizeof(where), "%s%s%s%s%s", d ? d : "", d && l ? " " : "",
 			 l ? l : "", (d || l) && f && f->b ? " " : "", f && f->b ? "fuse" : "");
-		printf("%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %s\n", txt(e, "name"),
-		       txt(e, "kind"), txt(e, "target"), txt(e, "nsid"), txt(e, "state"), size,
-		       txt(e, "reads"), txt(e, "writes"), txt(e, "errors"), txt(e, "in_flight"),
-		       where);
+		printf("%-20s %-8s %-16s %5s %-9s %10s %10s %10s %7s %9s  %-14s %s\n",
+		       txt(e, "name"), txt(e, "kind"), txt(e, "target"), txt(e, "nsid"),
+		       txt(e, "state"), size, txt(e, "reads"), txt(e, "writes"), txt(e, "errors"),
+		       txt(e, "in_flight"), txt(e, "origin"), where);
 	}
 }
 

@@ -283,6 +283,7 @@ static struct gw_config *load_tree(struct ctx *c, config_t *lc,
 	cfg_check_exports(c, cfg, config_setting_get_member(root, "exports"));
 	cfg_check_access(c, cfg, root);
 	cfg_check_discovery(c, cfg, root);
+	cfg_check_auto(c, cfg);
 	return cfg;
 }
 
@@ -328,8 +329,12 @@ void config_summary(const struct gw_config *cfg, FILE *f)
 		nbd += cfg->exports[i].has_nbd;
 		fuse += cfg->exports[i].fuse;
 	}
-	fprintf(f, "%s: OK: %zu target%s (%zu path%s), %zu export%s (%zu nbd, %zu fuse)\n",
+	fprintf(f, "%s: OK: %zu target%s (%zu path%s), %zu export%s (%zu nbd, %zu fuse)",
 		cfg->path, cfg->nr_targets, plural(cfg->nr_targets), paths,
 		plural(paths), cfg->nr_exports, plural(cfg->nr_exports), nbd,
 		fuse);
+	if (cfg->auto_export.nr)
+		fprintf(f, ", %zu auto_export polic%s", cfg->auto_export.nr,
+			cfg->auto_export.nr == 1 ? "y" : "ies");
+	fprintf(f, "\n");
 }

@@ -112,6 +112,32 @@ struct gw_discovery_set {
 	char *conf;		/* discovery_conf: nvme-cli's file, optional (NULL) */
 };
 
+/* An auto_export policy (issue 19, gateway/config_auto.c): an export
+ * without target and nsid, made for every namespace whose subsystem NQN
+ * matches the glob; name and nbd.listen are templates (%n the subsystem
+ * NQN's last component, sanitized; %i the nsid; %t the target's name; %%). */
+struct gw_auto_export {
+	char *subnqn;		/* fnmatch glob */
+	uint32_t nsid;		/* 0: any */
+	char *name;		/* template */
+	bool has_nbd;
+	int nbd_device;		/* GW_NBD_AUTO or GW_NBD_NONE */
+	char *nbd_listen;	/* template, "unix:PATH"; optional (NULL) */
+	int nbd_connections;	/* 0 until loaded: gateway.reactors */
+	int nbd_max_connections;
+	int nbd_iface;		/* -1 until loaded: gateway.nbd_interface */
+	bool fuse;
+	bool read_only;
+	uint64_t qos_iops, qos_bandwidth, qos_read_iops, qos_write_iops;
+	uint64_t qos_read_bandwidth, qos_write_bandwidth;
+	int line;		/* in the file, for messages */
+};
+
+struct gw_auto_set {
+	struct gw_auto_export *v;
+	size_t nr;
+};
+
 struct gw_fuse {
 	char *mountpoint;
 	bool allow_other;
@@ -140,6 +166,7 @@ struct gw_config {
 	size_t nr_exports;
 	struct gw_fuse fuse;
 	struct gw_discovery_set discovery;	/* issue 19 */
+	struct gw_auto_set auto_export;		/* issue 19: config_auto.c */
 	/* Memory and connections (README "Limits and security"). */
 	uint64_t buffer_budget;	/* bytes of NBD and FUSE data buffers */
 	int max_connections;	/* per NBD listener, unless the export says */
@@ -168,5 +195,26 @@ struct gw_target *config_find_target(const struct gw_config *cfg,
  * and listen.h).  0, or -EINVAL on bad syntax. */
 /* "/dev/nbdN" -> N, "auto" -> GW_NBD_AUTO. */
 int config_parse_nbd_device(const char *s, int *out);
+
+/* ---- auto_export (gateway/config_auto.c) ---- */
+/* Expands template TMPL for a namespace into OUT: 0, -EINVAL at an
+ * unknown %x (*bad then points at it), -ENAMETOOLONG. */
+int config_auto_expand(const char *tmpl, const char *subnqn, uint32_t nsid, const char *tname,
+		       char *out, size_t len, const char **bad);
+/* The last ':'-separated component of NQN with every character that a
+ * name may not hold made '_' (the whole NQN so when that is empty). */
+void config_auto_nqn_short(const char *nqn, char *out, size_t len);
+bool config_auto_match(const struct gw_auto_export *p, const char *subnqn, uint32_t nsid);
+/* The first policy of CFG for the namespace, -1 if none. */
+int config_auto_find(const struct gw_config *cfg, const char *subnqn, uint32_t nsid);
+/* A file of its own holding one export: policy IDX of CFG made for nsid
+ * of target TGT (which the export points to, not copied).  0, or -errno
+ * with WHY said. */
+int config_auto_build(const struct gw_config *cfg, size_t idx, struct gw_target *tgt,
+		      uint32_t nsid, struct gw_config **out, char *why, size_t whylen);
+/* A file of its own holding one target, NAME for SUBNQN without paths
+ * (discovery fills them), with the defaults of a configured one. */
+struct gw_config *config_auto_target(const struct gw_config *cfg, const char *name,
+				     const char *subnqn);
 
 #endif

@@ -79,6 +79,15 @@ void cfg_check_exports(struct ctx *c, struct gw_config *cfg, const config_settin
 void cfg_discovery_init(struct ctx *c, void *elem);
 void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_setting_t *root);
 
+/* config_schema.c: a target's defaults (discovered targets use them too). */
+void cfg_target_init(struct ctx *c, void *elem);
+
+/* config_auto.c: the auto_export list (its own keys), its release, and
+ * the checks once the gateway keys are known. */
+void cfg_parse_auto(struct ctx *c, const config_setting_t *s, const char *path, void *dst);
+void cfg_release_auto(void *dst);
+void cfg_check_auto(struct ctx *c, struct gw_config *cfg);
+
 /* config_intscan.c: records in c->wide_lines the lines of TEXT holding an
  * integer literal that libconfig 1.5 wrapped, and reports them. */
 void cfg_scan_wide_ints(struct ctx *c, const char *text);

@@ -388,7 +388,7 @@ static const struct schema path_schema = {
 	.init = path_init, .min_count = 1,
 };
 
-static void target_init(struct ctx *c, void *elem)
+void cfg_target_init(struct ctx *c, void *elem)
 {
 	struct gw_target *t = elem;
 
@@ -434,7 +434,7 @@ static const struct field target_fields[] = {
 
 static const struct schema target_schema = {
 	.fields = target_fields, .elem_size = sizeof(struct gw_target),
-	.init = target_init,
+	.init = cfg_target_init,
 };
 
 #define E struct gw_export
@@ -558,6 +558,7 @@ static const struct field root_fields[] = {
 	F_GROUP("fuse", &fuse_schema),
 	F_LIST(C, "discovery", discovery.ctrls, discovery.nr, &discovery_schema, false),
 	F_STR(C, "discovery_conf", discovery.conf, chk_abspath, false),
+	F_FN(C, "auto_export", auto_export, struct gw_auto_set, cfg_parse_auto, cfg_release_auto),
 	F_END,
 };
 #undef C

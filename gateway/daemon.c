@@ -170,6 +170,13 @@ void gw_tgt_repoint(struct gw *gw, struct gw_tgt *t, struct gw_cfgref *ref, stru
 	gw_cfgref_get(ref);
 	t->ref = ref;
 	t->cfg = c;
+	/* Exports made by a policy point at their target's entry. */
+	struct list_node *pos, *tmp;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (e->is_auto && e->tgt == t)
+			e->cfg->target = c;
+	}
 	gw_cfgref_put(gw, old);
 }
 
@@ -367,6 +374,7 @@ static void gw_stop(struct gw *gw)
 		fusefs_stop(gw->fs, exporter_closed, gw);
 		gw->fs = NULL;
 	}
+	gw_auto_stop(gw);
 	gw->pending += gw_discovery_stop(gw, exporter_closed, gw);
 	list_for_each_safe(pos, tmp, &gw->exps) {
 		struct gw_exp *e = container_of(pos, struct gw_exp, link);
@@ -945,6 +953,7 @@ static void finish_start(struct gw_batch *b)
 	gw_set_state(gw, GW_RUNNING);
 	start_metrics(gw);
 	gw_discovery_start(gw);
+	gw_auto_start(gw);
 	/* Ready with exports still waiting for their target: boot goes on,
 	 * and they come up by themselves (each logged why it waits). */
 	if (waiting) {

@@ -119,6 +119,8 @@ static void put_targets(struct json_buf *j, struct gw *gw, bool stats)
 		if (!stats) {
 			json_kv_str(j, "subnqn", t->cfg->subnqn);
 			json_kv_str(j, "multipath", mp_policy_name(t->cfg->multipath));
+			/* Made for a discovered subsystem by an auto_export policy. */
+			json_kv_str(j, "origin", t->auto_made ? "discovery" : "config");
 		}
 		json_kv_str(j, "state", t->connecting ? "connecting"
 					: t->waiting ? "waiting for target"
@@ -151,6 +153,8 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 			json_kv_str(j, "kind", exp_kind(e));
 			json_kv_str(j, "target", e->tgt->cfg->name);
 			json_kv_u64(j, "nsid", e->cfg->nsid);
+			char org[32];
+			json_kv_str(j, "origin", gw_exp_origin(e, org, sizeof(org)));
 		}
 		json_kv_str(j, "state", exp_state(e));
 		if (!stats) {

@@ -178,8 +178,8 @@ static bool configured_path(const struct gw_target *t, const struct dlog_entry *
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void fill_scan(struct gw_discs *all);
 
-/* The one step from a log change to the gateway: a policy (auto_export)
- * hooks in here later. */
+/* The one step from a log change to the gateway.  A policy (auto_export)
+ * takes a new subsystem in fill_scan, which runs after every log read. */
 static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 {
 	struct gw_discs *all = d->all;
@@ -346,6 +346,13 @@ static void fill_scan(struct gw_discs *all)
 
 	if (all->stopping || gw->state != GW_RUNNING || gw->busy)
 		return;
+	/* A subsystem no configured target names: a target of its own when
+	 * an auto_export policy matches it, filled below like the others. */
+	list_for_each_safe(pos, tmp, &all->paths) {
+		struct disc_path *p = container_of(pos, struct disc_path, link);
+		if (p->listed && !configured(gw, p->e.subnqn))
+			gw_auto_discovered(gw, p->e.subnqn);
+	}
 	list_for_each_safe(pos, tmp, &gw->tgts) {
 		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
 		if (t->cfg->nr_paths || t->mp || t->connecting)
@@ -858,6 +865,13 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
 		const struct gw_target *t = configured(gw, p->e.subnqn);
+		struct list_node *tp, *tt;
+		/* Else the target an auto_export policy made for it. */
+		list_for_each_safe(tp, tt, &gw->tgts) {
+			struct gw_tgt *g = container_of(tp, struct gw_tgt, link);
+			if (!t && g->auto_made && !strcmp(g->cfg->subnqn, p->e.subnqn))
+				t = g->cfg;
+		}
 		json_obj_begin(j);
 		json_kv_str(j, "subnqn", p->e.subnqn);
 		json_kv_str(j, "transport", dlog_trtype_name(p->e.trtype));

@@ -52,6 +52,9 @@ struct gw_tgt {
 	bool waiting;
 	bool up_pending; /* came up while a change was applied: start after it */
 	uint64_t wait_since_ns;
+	/* Made by an auto_export policy for a discovered subsystem (its cfg
+	 * is a file of its own, daemon_auto.c), not named by the file. */
+	bool auto_made;
 };
 
 struct gw_exp {
@@ -76,6 +79,10 @@ struct gw_exp {
 	void (*removed)(void *arg);
 	void *removed_arg;
 	struct gw_batch *batch; /* its kernel attach answers to this batch */
+	/* Made by policy auto_export[auto_idx] (its cfg is a file of its
+	 * own, daemon_auto.c), not hand-written. */
+	bool is_auto;
+	unsigned auto_idx;
 };
 
 /* Targets to connect, then exports to start (NBD server, FUSE file,
@@ -125,6 +132,7 @@ struct gw {
 	uint64_t start_ns;
 	unsigned reloads;
 	struct gw_discs *discs; /* daemon_discovery.c (issue 19) */
+	struct gw_autos *autos; /* daemon_auto.c (issue 19) */
 };
 
 /* daemon.c */
@@ -165,6 +173,26 @@ struct gw_batch *gw_waiting_batch(struct gw_tgt *t, void (*done)(struct gw_batch
 void gw_wait_resume(struct gw *gw);
 /* The most recent error of a target's paths (0 if none). */
 int gw_tgt_last_err(struct gw_tgt *t, uint64_t *next_attempt_ns);
+
+/* daemon_auto.c: auto_export policies at run time.  start/stop with the
+ * daemon; kick: look for namespaces to export soon (they are also looked
+ * for every second).  discovered: a subsystem no configured target names
+ * was listed by discovery; a target is made for it if a policy's glob
+ * matches (discovery then fills its paths).  reload: after the reload's
+ * plan, the auto-made targets and exports the new file N no longer wants
+ * are added to the stop lists, the others kept (with their policy's new
+ * index). */
+void gw_auto_start(struct gw *gw);
+void gw_auto_stop(struct gw *gw);
+void gw_auto_kick(struct gw *gw);
+/* export-remove took e away: a policy export is not made again until a
+ * reload, as a hand-written one is not started again. */
+void gw_auto_removed_by_hand(struct gw_exp *e);
+void gw_auto_discovered(struct gw *gw, const char *subnqn);
+void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **stop_tgts,
+		    size_t *nr_stop_tgts, struct gw_exp **stop_exps, size_t *nr_stop_exps);
+/* "config" or "auto_export[N]" into buf. */
+const char *gw_exp_origin(const struct gw_exp *e, char *buf, size_t len);
 
 /* daemon_control.c */
 void gw_control_handle(void *arg, struct control_call *call, const struct json_val *req);

@@ -126,6 +126,8 @@ static void reload_done(struct gw_batch *b)
 	}
 	change_free(c);
 	finished(gw);
+	/* New policies, or namespaces a removed export had: at once. */
+	gw_auto_kick(gw);
 }
 
 /* Everything removed is gone: create what the file has and we do not. */
@@ -204,8 +206,9 @@ static int plan(struct change *c, struct gw_tgt **tg, size_t nt, struct gw_exp *
 	struct config_diff d;
 	int ret = -ENOMEM;
 
-	*stop_exps = calloc(ne + 1, sizeof(**stop_exps));
-	c->stop_tgts = calloc(nt + 1, sizeof(*c->stop_tgts));
+	/* Room for the auto_export objects too (gw_auto_reload). */
+	*stop_exps = calloc(list_len(&gw->exps) + 1, sizeof(**stop_exps));
+	c->stop_tgts = calloc(list_len(&gw->tgts) + 1, sizeof(*c->stop_tgts));
 	if (!ot || !oe || !tstop || !*stop_exps || !c->stop_tgts)
 		goto out;
 	for (size_t i = 0; i < nt; i++)
@@ -265,6 +268,7 @@ static int plan(struct change *c, struct gw_tgt **tg, size_t nt, struct gw_exp *
 		gw_exp_repoint(gw, e, c->ref, &n->exports[d.old_e[i].peer]);
 	}
 	config_diff_free(&d);
+	gw_auto_reload(gw, n, c->stop_tgts, &c->nr_stop_tgts, *stop_exps, nr_stop_exps);
 	ret = 0;
 out:
 	free(ot);
@@ -299,10 +303,18 @@ int gw_reload(struct gw *gw, struct control_call *call)
 	if (!c->ref)
 		goto fail;
 	n = NULL;
-	list_for_each_safe(pos, tmp, &gw->tgts)
-		tg[nt++] = container_of(pos, struct gw_tgt, link);
-	list_for_each_safe(pos, tmp, &gw->exps)
-		ex[ne++] = container_of(pos, struct gw_exp, link);
+	/* What the file made: the policies' objects are weighed apart
+	 * (gw_auto_reload), the file does not name them. */
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		if (!t->auto_made)
+			tg[nt++] = t;
+	}
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (!e->is_auto)
+			ex[ne++] = e;
+	}
 
 	/* The new file becomes the current one; the old is freed once
 	 * nothing points into it. */
@@ -490,5 +502,6 @@ void gw_export_remove(struct gw *gw, struct control_call *call, const char *name
 	gw->busy = true;
 	log_notice("export-remove: removing export %s (until the next reload or export-add)",
 		   name);
+	gw_auto_removed_by_hand(e);
 	gw_exp_remove(e, remove_done, c);
 }

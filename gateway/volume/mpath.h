@@ -101,6 +101,10 @@ struct mp_path_info {
  * each is written by one reactor only). */
 unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned max);
 
+/* The active NSIDs (ascending) as a live path's controller last read
+ * them: 0 when no path is attached.  On t's reactor. */
+unsigned mp_target_nsids(struct mp_target *t, uint32_t *out, unsigned max);
+
 /* A namespace of the target as a volume.  The geometry comes from the
  * first live path; every path must report the same namespace (size, block
  * size, NGUID/EUI-64) or it is not used for this volume. */

@@ -275,6 +275,22 @@ void mp_target_free(struct mp_target *t)
 	free(t);
 }
 
+unsigned mp_target_nsids(struct mp_target *t, uint32_t *out, unsigned max)
+{
+	/* The first attached path's table: the controller keeps it current
+	 * (bring-up's active list, then every Namespace Attribute Changed). */
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		struct mp_path *p = &t->paths[i];
+		if (!p->attached || !p->started)
+			continue;
+		unsigned n = p->ctrl.nr_ns < max ? p->ctrl.nr_ns : max;
+		for (unsigned k = 0; k < n; k++)
+			out[k] = p->ctrl.ns[k].nsid;
+		return n;
+	}
+	return 0;
+}
+
 unsigned mp_target_paths(struct mp_target *t, struct mp_path_info *out, unsigned max)
 {
 	unsigned n = t->o.nr_paths < max ? t->o.nr_paths : max;
