@@ -27,3 +27,7 @@ wait_tcp() { T=300 g "bash tests/interop/wait_target.sh $GW tcp"; }
 # other guests); the case itself has an 8 s wait and little I/O.
 disc_tcp() { T=300 g "bash tests/interop/discovery.sh $GW"; }
 [[ " $transports " != *" tcp "* ]] || case_ discovery-persistent disc_tcp
+# Issue 19: auto_export policies (a subsystem linked after the start, a
+# namespace enabled and disabled at run time), no export written by hand.
+auto_tcp() { T=400 g "bash tests/interop/auto_export.sh $GW"; }
+[[ " $transports " != *" tcp "* ]] || case_ discovery-auto-export auto_tcp
