@@ -6,7 +6,9 @@
 # and nvmet's namespaces/1/revalidate_size written, which sends the
 # Namespace Attribute Changed event.  The device shows the new size while
 # mounted, resize2fs grows ext4 online, fio ends with no error, fsck is
-# clean; a gateway killed and started again reattaches at 128 MiB.
+# clean; a gateway killed and started again reattaches at 128 MiB.  Then
+# LVM on it: grown again to 192 MiB under an active VG, pvresize takes the
+# new size online, the LV and its ext4 grow into it, data intact.
 set -eu -o pipefail
 GW=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +61,39 @@ grep -q '/dev/nbd7 reattached' "$NBD_LOG"
 grep -q "export '.*' (134217728 bytes) reattached to /dev/nbd7" "$NBD_LOG"
 [ "$(blockdev --getsize64 /dev/nbd7)" = $((128 << 20)) ]
 fsck.ext4 -fn /dev/nbd7
+# LVM on the device (the Proxmox way): the namespace grows under an active
+# VG with a mounted LV, and pvresize takes the new size online.
+mkdir -p /tmp/lvm/backup /tmp/lvm/archive
+C=(--config "$LVM_CONF")
+pvcreate "${C[@]}" -ff -y /dev/nbd7
+NBD_VG=resizevg
+vgcreate "${C[@]}" "$NBD_VG" /dev/nbd7
+lvcreate "${C[@]}" -y -L 64M -n lv0 "$NBD_VG"
+mkfs.ext4 -q -F "/dev/$NBD_VG/lv0"
+mount "/dev/$NBD_VG/lv0" /tmp/nbd-mnt
+head -c 8M /dev/urandom > /tmp/lvm-data
+cp /tmp/lvm-data /tmp/nbd-mnt/data
+sync
+pv_before=$(pvs "${C[@]}" --noheadings --units b --nosuffix -o pv_size /dev/nbd7 | tr -d ' ')
+truncate -s 192M "$img"
+losetup -c "$loopdev"
+echo 1 > "$NVMET/subsystems/$nqn/namespaces/1/revalidate_size"
+for _ in $(seq 600); do
+	[ "$(blockdev --getsize64 /dev/nbd7)" = $((192 << 20)) ] && break
+	sleep 0.1
+done
+[ "$(blockdev --getsize64 /dev/nbd7)" = $((192 << 20)) ]
+pvresize "${C[@]}" /dev/nbd7
+pv_after=$(pvs "${C[@]}" --noheadings --units b --nosuffix -o pv_size /dev/nbd7 | tr -d ' ')
+echo "PV: $pv_before -> $pv_after bytes"
+[ "$pv_after" -gt $((pv_before + (56 << 20))) ]
+lvextend "${C[@]}" -L +32M "$NBD_VG/lv0"
+resize2fs "/dev/$NBD_VG/lv0"
+cmp /tmp/lvm-data /tmp/nbd-mnt/data
+umount /tmp/nbd-mnt
+fsck.ext4 -fn "/dev/$NBD_VG/lv0"
+vgchange "${C[@]}" -an "$NBD_VG"
+NBD_VG=
 nbd_stop
 nbd_detached /dev/nbd7
 nvmet_unlink $nqn 1
