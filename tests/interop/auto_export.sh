@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# auto_export.sh GW (in the guest): issue 19's policy exports against the
-# kernel target (nvmet), tcp.  The daemon has one persistent discovery
-# controller on port 39 (10.0.2.15:4439, which serves subsystem X from the
+# auto_export.sh GW [tcp|rdma] (in the guest): issue 19's policy exports
+# against the kernel target (nvmet).  The daemon has one persistent discovery
+# controller on port 39 (10.0.2.15:4439; rdma: port 49, 4449; it serves
+# subsystem X from the
 # start so that nvmet answers there) and one auto_export policy for
 # "*:interop-auto-*" (NBD socket, /dev/nbdN and FUSE, named %n-ns%i), and
 # no target or export written by hand.
@@ -16,12 +17,12 @@
 #      sees no error, and ns 1's data reads back.
 # SIGTERM ends the daemon.
 set -u
-GW=${1:?usage: auto_export.sh GW}
+GW=${1:?usage: auto_export.sh GW [tcp|rdma]} tr=${2:-tcp}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 X=nqn.2014-08.org.nvmf-gateway:interop-disc-x
 A=nqn.2014-08.org.nvmf-gateway:interop-auto-a
-pd=39
+case $tr in tcp) pd=39 svc=4439 ;; rdma) pd=49 svc=4449 ;; *) exit 2 ;; esac
 W=/tmp/autoexp
 rm -rf "$W" && mkdir -p "$W/fuse" && cd "$W" || exit 1
 export NVMF_GATEWAY_LOG=info
@@ -47,13 +48,13 @@ if [ ! -d "$ns2" ]; then
 		mkdir "$ns2" && printf '%s' "$ld" > "$ns2/device_path" || exit 1
 fi
 printf 0 > "$ns2/enable" || exit 1
-[ -d "$NVMET/ports/$pd" ] || nvmet_port "$pd" tcp 10.0.2.15 4439 || exit 1
+[ -d "$NVMET/ports/$pd" ] || nvmet_port "$pd" "$tr" 10.0.2.15 "$svc" || exit 1
 [ -e "$NVMET/ports/$pd/subsystems/$X" ] || nvmet_link "$X" "$pd" || exit 1
 [ ! -e "$NVMET/ports/$pd/subsystems/$A" ] || nvmet_unlink "$A" "$pd" || exit 1
 
 cat > "$W/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "/tmp/gw-state"; control = "$W/gw.control"; };
-discovery = ( { transport = "tcp"; traddr = "10.0.2.15"; trsvcid = "4439"; reconnect_delay = 1; } );
+discovery = ( { transport = "$tr"; traddr = "10.0.2.15"; trsvcid = "$svc"; reconnect_delay = 1; } );
 auto_export = ( { subnqn = "*:interop-auto-*"; name = "%n-ns%i";
     nbd = { listen = "unix:$W/%n-ns%i.sock"; device = "auto"; }; fuse = true; } );
 fuse = { mountpoint = "$W/fuse"; };
@@ -120,4 +121,4 @@ cmp -n 4194304 "$W/r1" "$W/fuse/interop-auto-a-ns1" || fail "ns 1's FUSE file do
 kill -TERM "$GP"
 wait "$GP" || fail "gateway exit status after SIGTERM"
 GP=
-echo "auto_export tcp: OK"
+echo "auto_export $tr: OK"

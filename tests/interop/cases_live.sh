@@ -29,5 +29,8 @@ disc_tcp() { T=300 g "bash tests/interop/discovery.sh $GW"; }
 [[ " $transports " != *" tcp "* ]] || case_ discovery-persistent disc_tcp
 # Issue 19: auto_export policies (a subsystem linked after the start, a
 # namespace enabled and disabled at run time), no export written by hand.
-auto_tcp() { T=400 g "bash tests/interop/auto_export.sh $GW"; }
-[[ " $transports " != *" tcp "* ]] || case_ discovery-auto-export auto_tcp
+auto_exp() { T=400 g "bash tests/interop/auto_export.sh $GW $1"; }
+for t in $transports; do
+	aesfx=; [ "$t" = tcp ] || aesfx=-$t
+	case_ "discovery-auto-export$aesfx" auto_exp "$t"
+done
