@@ -2,10 +2,12 @@
 # auto_export.sh GW [tcp|rdma] (in the guest): issue 19's policy exports
 # against the kernel target (nvmet).  The daemon has one persistent discovery
 # controller on port 39 (10.0.2.15:4439; rdma: port 49, 4449; it serves
-# subsystem X from the
-# start so that nvmet answers there) and one auto_export policy for
+# subsystem X from the start so that nvmet answers there) and one
+# auto_export policy for
 # "*:interop-auto-*" (NBD socket, /dev/nbdN and FUSE, named %n-ns%i), and
 # no target or export written by hand.
+#   0. the port lists a referral to itself: not followed (a loop), and
+#      one discovery controller only;
 #   1. 6 s after the start subsystem A (namespace 1) is linked to the port:
 #      the discovery change event makes A a target and ns 1 an export on all
 #      three exporters, with no reload; status says auto_export[0].
@@ -51,6 +53,14 @@ printf 0 > "$ns2/enable" || exit 1
 [ -d "$NVMET/ports/$pd" ] || nvmet_port "$pd" "$tr" 10.0.2.15 "$svc" || exit 1
 [ -e "$NVMET/ports/$pd/subsystems/$X" ] || nvmet_link "$X" "$pd" || exit 1
 [ ! -e "$NVMET/ports/$pd/subsystems/$A" ] || nvmet_unlink "$A" "$pd" || exit 1
+# The port refers to itself: the log lists a referral to the controller
+# that read it (issue 19 test 5: a referral loop does not loop).
+ref=$NVMET/ports/$pd/referrals/self
+if [ ! -d "$ref" ]; then
+	mkdir "$ref" && _nvmet_set "$ref/addr_adrfam" ipv4 && _nvmet_set "$ref/addr_trtype" "$tr" &&
+		_nvmet_set "$ref/addr_traddr" 10.0.2.15 && _nvmet_set "$ref/addr_trsvcid" "$svc" &&
+		_nvmet_set "$ref/enable" 1 || exit 1
+fi
 
 cat > "$W/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "/tmp/gw-state"; control = "$W/gw.control"; };
@@ -69,6 +79,8 @@ for _ in $(seq 300); do
 	sleep 0.2
 done
 [ "$(st | jq '.exports | length')" = 0 ] || fail "an export before A is listed"
+grep "referral to $tr 10.0.2.15:$svc not followed: loop" "$W/gw.log" || fail "the self-referral was not seen as a loop"
+[ "$(st | jq '.discovery | length')" = 1 ] || { st | jq -c .discovery; fail "more than one discovery controller"; }
 
 # up NAME: socket, FUSE file and /dev/nbdN all there.
 up() { [ -S "$W/$1.sock" ] && [ -f "$W/fuse/$1" ] && [ -n "$(st | jq -r --arg n "$1" '.exports[] | select(.name == $n) | .nbd_device // empty' 2> /dev/null)" ]; }
