@@ -102,6 +102,8 @@ struct gw_discovery {
 	int reconnect_delay;	/* seconds, the first retry; backoff doubles to 60 s */
 	char *dhchap_secret;	/* optional (NULL), as for targets */
 	char *dhchap_ctrl_secret;
+	char *dhchap_secret_file; /* optional: read into dhchap_secret at load */
+	char *dhchap_ctrl_secret_file;
 	const char *src_file;	/* discovery_conf entries: discovery.conf, else NULL */
 	int src_line;
 };

@@ -72,10 +72,10 @@ static void check_unique_names(struct ctx *c, const config_setting_t *list,
 #undef NAME
 }
 
-/* Reads a secret file named by KEY of target I into *secret. */
+/* Reads a secret file named by KEY of LIST_NAME[I] into *secret. */
 static void load_secret_file(struct ctx *c, const config_setting_t *list,
-			     size_t i, const char *key, const char *file,
-			     char **secret)
+			     const char *list_name, size_t i, const char *key,
+			     const char *file, char **secret)
 {
 	const config_setting_t *s = where(list, i, key);
 	struct nvmf_dhchap_key k;
@@ -83,7 +83,7 @@ static void load_secret_file(struct ctx *c, const config_setting_t *list,
 	char path[PATH_LEN], buf[256];
 	ssize_t n;
 
-	cfg_path_fmt(path, "targets[%zu].%s", i, key);
+	cfg_path_fmt(path, "%s[%zu].%s", list_name, i, key);
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err_at(c, s, "%s: cannot open %s: %s", path, file, strerror(errno));
@@ -111,28 +111,30 @@ static void load_secret_file(struct ctx *c, const config_setting_t *list,
 	memset(buf, 0, sizeof(buf));
 }
 
-static void check_secrets(struct ctx *c, struct gw_target *t,
-			  const config_setting_t *list, size_t i)
+/* The DH-HMAC-CHAP keys of one entry of a targets or discovery list: each
+ * given inline or from a file, not both; the controller's needs the host's. */
+void cfg_check_secrets(struct ctx *c, const config_setting_t *list, const char *list_name,
+		       size_t i, char **secret, const char *secret_file, char **ctrl_secret,
+		       const char *ctrl_secret_file)
 {
-	if (t->dhchap_secret_file && t->dhchap_secret)
+	if (secret_file && *secret)
 		err_at(c, where(list, i, "dhchap_secret_file"),
-		       "targets[%zu]: set dhchap_secret or dhchap_secret_file, not both", i);
-	else if (t->dhchap_secret_file)
-		load_secret_file(c, list, i, "dhchap_secret_file",
-				 t->dhchap_secret_file, &t->dhchap_secret);
-	if (t->dhchap_ctrl_secret_file && t->dhchap_ctrl_secret)
+		       "%s[%zu]: set dhchap_secret or dhchap_secret_file, not both", list_name, i);
+	else if (secret_file)
+		load_secret_file(c, list, list_name, i, "dhchap_secret_file", secret_file, secret);
+	if (ctrl_secret_file && *ctrl_secret)
 		err_at(c, where(list, i, "dhchap_ctrl_secret_file"),
-		       "targets[%zu]: set dhchap_ctrl_secret or dhchap_ctrl_secret_file, not both",
-		       i);
-	else if (t->dhchap_ctrl_secret_file)
-		load_secret_file(c, list, i, "dhchap_ctrl_secret_file",
-				 t->dhchap_ctrl_secret_file, &t->dhchap_ctrl_secret);
-	if ((t->dhchap_ctrl_secret || t->dhchap_ctrl_secret_file) &&
-	    !t->dhchap_secret && !t->dhchap_secret_file)
-		err_at(c, where(list, i, t->dhchap_ctrl_secret ? "dhchap_ctrl_secret"
-							      : "dhchap_ctrl_secret_file"),
-		       "targets[%zu]: the controller's secret needs the host's "
-		       "(dhchap_secret or dhchap_secret_file) too", i);
+		       "%s[%zu]: set dhchap_ctrl_secret or dhchap_ctrl_secret_file, not both",
+		       list_name, i);
+	else if (ctrl_secret_file)
+		load_secret_file(c, list, list_name, i, "dhchap_ctrl_secret_file",
+				 ctrl_secret_file, ctrl_secret);
+	if ((*ctrl_secret || ctrl_secret_file) && !*secret && !secret_file)
+		/* The key as written: a file's key was read in by now. */
+		err_at(c, where(list, i, ctrl_secret_file ? "dhchap_ctrl_secret_file"
+							  : "dhchap_ctrl_secret"),
+		       "%s[%zu]: the controller's secret needs the host's "
+		       "(dhchap_secret or dhchap_secret_file) too", list_name, i);
 }
 
 void cfg_check_targets(struct ctx *c, struct gw_config *cfg,
@@ -141,7 +143,10 @@ void cfg_check_targets(struct ctx *c, struct gw_config *cfg,
 	for (size_t i = 0; i < cfg->nr_targets; i++) {
 		if (!cfg->targets[i].nr_io_queues)
 			cfg->targets[i].nr_io_queues = cfg->reactors;
-		check_secrets(c, &cfg->targets[i], list, i);
+		cfg_check_secrets(c, list, "targets", i, &cfg->targets[i].dhchap_secret,
+				  cfg->targets[i].dhchap_secret_file,
+				  &cfg->targets[i].dhchap_ctrl_secret,
+				  cfg->targets[i].dhchap_ctrl_secret_file);
 	}
 	check_unique_names(c, list, "targets", (const char *)cfg->targets,
 			   cfg->nr_targets, sizeof(struct gw_target),

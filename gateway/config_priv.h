@@ -72,6 +72,11 @@ void cfg_check_access(struct ctx *c, struct gw_config *cfg, const config_setting
 
 /* config_checks.c */
 void cfg_check_targets(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
+/* The DH-HMAC-CHAP keys of LIST_NAME[I] (targets, discovery): a *_file is
+ * read into its key, with the same checks as an inline one. */
+void cfg_check_secrets(struct ctx *c, const config_setting_t *list, const char *list_name,
+		       size_t i, char **secret, const char *secret_file, char **ctrl_secret,
+		       const char *ctrl_secret_file);
 void cfg_check_exports(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
 
 /* discovery_conf.c: the discovery list's defaults (one element), and

@@ -542,6 +542,8 @@ static const struct field discovery_fields[] = {
 	F_INT(D, "reconnect_delay", reconnect_delay, 1, 3600),
 	F_FN(D, "dhchap_secret", dhchap_secret, char *, parse_secret, release_str),
 	F_FN(D, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
+	F_STR(D, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
+	F_STR(D, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
 	F_END,
 };
 #undef D

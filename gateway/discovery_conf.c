@@ -83,8 +83,11 @@ void discovery_entry_release(struct gw_discovery *d)
 	free(d->hostnqn);
 	free(d->dhchap_secret);
 	free(d->dhchap_ctrl_secret);
+	free(d->dhchap_secret_file);
+	free(d->dhchap_ctrl_secret_file);
 	d->traddr = d->trsvcid = d->host_traddr = d->host_iface = d->hostnqn = NULL;
 	d->dhchap_secret = d->dhchap_ctrl_secret = NULL;
+	d->dhchap_secret_file = d->dhchap_ctrl_secret_file = NULL;
 }
 
 static bool printable_word(const char *v)
@@ -355,6 +358,10 @@ void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_sett
 	}
 	for (size_t i = 0; i < s->nr; i++) {
 		struct gw_discovery *d = &s->ctrls[i];
+		if (!d->src_file && list)
+			cfg_check_secrets(c, list, "discovery", i, &d->dhchap_secret,
+					  d->dhchap_secret_file, &d->dhchap_ctrl_secret,
+					  d->dhchap_ctrl_secret_file);
 		if (!d->traddr) /* its error is already reported */
 			continue;
 		/* As nvme-cli: 8009 for tcp, 4420 for rdma. */

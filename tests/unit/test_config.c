@@ -628,6 +628,49 @@ START_TEST(length_limits)
 }
 END_TEST
 
+/* The discovery list takes its DH-HMAC-CHAP keys from files too, with the
+ * same checks and FILE:LINE errors as targets. */
+START_TEST(discovery_secret_files)
+{
+	static const char key[] = "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:";
+	char kpath[64], text[1024], ktext[128];
+	struct loaded l;
+	const char *msg;
+
+	snprintf(ktext, sizeof(ktext), "%s\n", key);
+	write_file(kpath, ktext, strlen(ktext));
+	ck_assert_int_eq(chmod(kpath, 0600), 0);
+	snprintf(text, sizeof(text),
+		 "discovery = ( { transport = \"tcp\"; traddr = \"::1\";\n"
+		 "  dhchap_secret_file = \"%s\";\n"
+		 "  dhchap_ctrl_secret_file = \"%s\"; } );\n", kpath, kpath);
+	load(&l, text);
+	ck_assert_msg(l.rc == 0, "%s", l.errs);
+	ck_assert_str_eq(l.cfg->discovery.ctrls[0].dhchap_secret, key);
+	ck_assert_str_eq(l.cfg->discovery.ctrls[0].dhchap_ctrl_secret, key);
+	unload(&l);
+
+	ck_assert_int_eq(chmod(kpath, 0644), 0);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 2);
+	ck_assert_ptr_nonnull(strstr(msg, "discovery[0].dhchap_secret_file: "));
+	ck_assert_ptr_nonnull(strstr(msg, "readable by group or others (mode 0644)"));
+	unload(&l);
+	ck_assert_int_eq(chmod(kpath, 0600), 0);
+
+	snprintf(text, sizeof(text),
+		 "discovery = ( { transport = \"tcp\"; traddr = \"::1\";\n"
+		 "  dhchap_ctrl_secret_file = \"%s\"; } );\n", kpath);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 2);
+	ck_assert_ptr_nonnull(strstr(msg, "discovery[0]: the controller's secret needs the host's"));
+	unload(&l);
+	unlink(kpath);
+}
+END_TEST
+
 /* Secrets: in the file itself, or in files it names; either file must be
  * private to its owner, and only a file holding a secret is checked. */
 START_TEST(secrets)
@@ -984,6 +1027,7 @@ int main(void)
 	tcase_add_test(tc, many_errors);
 	tcase_add_test(tc, length_limits);
 	tcase_add_test(tc, secrets);
+	tcase_add_test(tc, discovery_secret_files);
 	tcase_add_test(tc, cannot_open);
 	tcase_add_test(tc, nul_byte);
 	tcase_add_test(tc, value_with_newline_one_error_line);
