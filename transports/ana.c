@@ -487,8 +487,13 @@ void ctrl_aer_submit(struct nvmf_ctrl *c)
 {
 	struct nvmf_req *req;
 
-	if (c->aer_armed || !(req = nvmf_admin_req(c)))
+	if (c->aer_armed)
 		return;
+	if (!(req = ctrl_admin_req_reserved(c))) {
+		ctrl_log(ERR, c, "no admin request for the asynchronous event request; no events "
+			 "until the next reconnect");
+		return;
+	}
 	c->aer_armed = true;
 	req->sqe.opcode = NVME_ADMIN_ASYNC_EVENT;
 	req->no_timeout = true;

@@ -429,6 +429,7 @@ int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 	c->aer_armed = false;
 	c->ana_busy = c->ana_again = false;
 	c->nsc_busy = c->nsc_again = false;
+	c->nsc_inflight = 0;
 	c->ana_then = NULL;
 	c->ready_cb = cb;
 	c->shutdown_cb = NULL;

@@ -143,6 +143,7 @@ struct nvmf_ctrl {
 	void *nsc_id;
 	unsigned nsc_idx, nsc_len;
 	bool nsc_busy, nsc_again;
+	unsigned nsc_inflight; /* its commands in flight: 0 or 1 */
 	unsigned ns_events; /* events handled, for tests and status */
 	void *owner;
 	bool reconnecting; /* a failed bring-up stays CONNECTING */

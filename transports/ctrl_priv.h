@@ -17,7 +17,11 @@
 #define DEFAULT_MAX_XFER (256u * 1024)
 #define SHUTDOWN_TIMEOUT_MS 5000u
 
-/* fabrics.c: the admin commands' setup. */
+/* fabrics.c: the admin commands' setup.  ctrl_admin_req_reserved may take
+ * one of the admin queue's reserved requests (NVMF_ADMIN_RESERVED): only
+ * the AER (one outstanding) and the namespace change handling (one command
+ * at a time) use it, so each always finds one. */
+struct nvmf_req *ctrl_admin_req_reserved(struct nvmf_ctrl *c);
 void ctrl_prep_property_get(struct nvmf_req *req, uint32_t off, bool eight);
 void ctrl_prep_property_set(struct nvmf_req *req, uint32_t off, uint64_t val);
 void ctrl_prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void *buf);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "transports/ctrl_priv.h"
 #include "transports/nvme_spec.h"
@@ -64,7 +65,27 @@ static unsigned ns_slot(const struct nvmf_ctrl *c, uint32_t nsid)
 	return lo;
 }
 
+/* The table stays in strictly ascending NSID order, within its 1024. */
+static void ns_table_check(const struct nvmf_ctrl *c)
+{
+	if (!NVMF_INVARIANTS)
+		return;
+	INVARIANT(c->nr_ns <= NVME_CHANGED_NS_MAX, "namespace table within its size");
+	for (unsigned i = 1; i < c->nr_ns; i++)
+		INVARIANT(c->ns[i - 1].nsid < c->ns[i].nsid, "namespace table in NSID order");
+}
+
+static bool ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns);
+
 bool nvmf_ctrl_ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns)
+{
+	bool ok = ns_update(c, nsid, ns);
+
+	ns_table_check(c);
+	return ok;
+}
+
+static bool ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns)
 {
 	unsigned i = ns_slot(c, nsid);
 	bool found = i < c->nr_ns && c->ns[i].nsid == nsid;
@@ -120,6 +141,7 @@ static void nsc_next(struct nvmf_ctrl *c);
  * bring-up, re-identifies anyway). */
 static void nsc_end(struct nvmf_ctrl *c, bool done)
 {
+	INVARIANT(c->nsc_busy && !c->nsc_inflight, "a namespace change ends once, when idle");
 	c->nsc_busy = false;
 	if (done) {
 		c->ns_events++;
@@ -135,6 +157,25 @@ static void nsc_end(struct nvmf_ctrl *c, bool done)
 	}
 }
 
+/* The event's next command, in the reserved admin request (one at a
+ * time: the log, list and Identify buffers are each filled by one request
+ * only); the caller prepares and submits it.  NULL only on a bug. */
+static struct nvmf_req *nsc_req(struct nvmf_ctrl *c, void (*done)(struct nvmf_req *, int))
+{
+	struct nvmf_req *req;
+
+	INVARIANT(c->nsc_busy && !c->nsc_inflight, "one namespace change command at a time");
+	if (!(req = ctrl_admin_req_reserved(c))) {
+		INVARIANT(false, "the namespace change's reserved admin request is free");
+		ctrl_log(ERR, c, "namespace change: no admin request (a bug); re-identified at "
+			 "the next reconnect");
+		return NULL;
+	}
+	c->nsc_inflight++;
+	req->done = done;
+	return req;
+}
+
 /* 0, or the request's failure (logged); put in any case. */
 static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
 {
@@ -143,6 +184,8 @@ static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
 	char sbuf[96];
 
 	nvmf_req_put(req);
+	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
+	c->nsc_inflight--;
 	if (err || c->state != NVMF_CTRL_LIVE)
 		return err ? err : -ENOTCONN; /* bring-up re-identifies */
 	if (st) {
@@ -161,6 +204,10 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 	struct nvmf_ns ns;
 
 	nvmf_req_put(req);
+	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
+	INVARIANT(c->nsc_idx < c->nsc_len && c->nsc_len <= NSC_WORK_MAX,
+		  "the Identify is of the work list");
+	c->nsc_inflight--;
 	if (err || c->state != NVMF_CTRL_LIVE) {
 		nsc_end(c, false);
 		return;
@@ -200,13 +247,10 @@ static void nsc_next(struct nvmf_ctrl *c)
 		nsc_end(c, true);
 		return;
 	}
-	if (!(req = nvmf_admin_req(c))) {
-		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
-			 "event or reconnect");
+	if (!(req = nsc_req(c, nsc_id_done))) {
 		nsc_end(c, false);
 		return;
 	}
-	req->done = nsc_id_done;
 	ctrl_prep_identify(req, NVME_ID_CNS_NS, c->nsc_work[c->nsc_idx], c->nsc_id);
 	nvmf_req_submit(req);
 }
@@ -247,11 +291,10 @@ static void nsc_log_done(struct nvmf_req *req, int err)
 	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW) {
 		ctrl_log(NOTICE, c, "more than %u namespaces changed; re-identifying every one",
 			 NVME_CHANGED_NS_MAX);
-		if (!(req = nvmf_admin_req(c))) {
+		if (!(req = nsc_req(c, nsc_list_done))) {
 			nsc_end(c, false);
 			return;
 		}
-		req->done = nsc_list_done;
 		ctrl_prep_identify(req, NVME_ID_CNS_NS_ACTIVE_LIST, 0, c->nsc_log);
 		nvmf_req_submit(req);
 		return;
@@ -286,14 +329,12 @@ void ctrl_ns_event(struct nvmf_ctrl *c)
 			return;
 		}
 	}
-	if (!(req = nvmf_admin_req(c))) {
-		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
-			 "event or reconnect");
+	c->nsc_busy = true;
+	if (!(req = nsc_req(c, nsc_log_done))) {
+		c->nsc_busy = false;
 		return;
 	}
-	c->nsc_busy = true;
 	memset(c->nsc_log, 0, 4096);
-	req->done = nsc_log_done;
 	/* Reading the log also tells the target the event was seen: it sends
 	 * the next one only after that. */
 	ctrl_prep_get_log(req, NVME_LOG_CHANGED_NS, c->nsc_log, 4096, 0);

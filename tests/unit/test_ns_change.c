@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/ctrl_fixture.h"
 #include "transports/ctrl.h"
+#include "transports/ctrl_priv.h"
 
 static struct nvmf_ns ns_make(uint32_t nsid, uint64_t nsze, uint32_t shift, uint8_t tag)
 {
@@ -102,6 +104,115 @@ START_TEST(table_update)
 }
 END_TEST
 
+/* The host's next command, which must be opcode op (and, for Get Log
+ * Page, log lid). */
+static struct nvme_sqe expect_cmd(struct ctrl_fixture *f, uint8_t op, int lid)
+{
+	struct nvme_sqe sqe;
+
+	ck_assert_msg(ctrlfx_next_cmd(f, &sqe), "the host sent opcode 0x%02x", op);
+	ck_assert_uint_eq(sqe.opcode, op);
+	if (lid >= 0)
+		ck_assert_uint_eq(sqe.cdw10 & 0xff, (unsigned)lid);
+	return sqe;
+}
+
+struct served {
+	unsigned logs, ids, aers;
+	uint16_t aer_cid;
+};
+
+/* Plays the target until the host sends nothing more: the Changed
+ * Namespace List names nsid, whose Identify says nsze blocks; an AER is
+ * held (counted). */
+static struct served serve(struct ctrl_fixture *f, uint32_t nsid, uint64_t nsze)
+{
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct served sv = { 0 };
+	struct nvme_sqe sqe;
+
+	while (ctrlfx_next_cmd(f, &sqe)) {
+		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT) {
+			sv.aers++;
+			sv.aer_cid = sqe.cid;
+		} else if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE &&
+			   (sqe.cdw10 & 0xff) == NVME_LOG_CHANGED_NS) {
+			sv.logs++;
+			memset(log, 0, sizeof(log));
+			log[0] = nsid;
+			ck_assert(ctrlfx_reply(f, sqe.cid, log, sizeof(log), 0, 0));
+		} else if (sqe.opcode == NVME_ADMIN_IDENTIFY && (sqe.cdw10 & 0xff) == NVME_ID_CNS_NS) {
+			sv.ids++;
+			ck_assert_uint_eq(sqe.nsid, nsid);
+			ctrlfx_id_ns(&id, nsze, 9, 0x31);
+			ck_assert(ctrlfx_reply(f, sqe.cid, &id, 4096, 0, 0));
+		} else {
+			ck_abort_msg("unexpected admin opcode 0x%02x", sqe.opcode);
+		}
+	}
+	return sv;
+}
+
+static void put_done(struct nvmf_req *req, int err)
+{
+	(void)err;
+	nvmf_req_put(req);
+}
+
+/* A Namespace Attribute Changed event that arrives while every admin
+ * request the others may take is busy (keep-alives, Aborts the target
+ * holds): the log is read, the namespace re-identified, and the AER
+ * armed again, from the requests kept back for them. */
+START_TEST(event_with_admin_queue_full)
+{
+	static struct ctrl_fixture f;
+	uint16_t held[ADMIN_QUEUE_SIZE];
+	struct nvme_sqe aer;
+	struct nvmf_ns ns = ns_make(1, 2048, 9, 0x31);
+	unsigned nheld = 0;
+
+	ck_assert_int_eq(ctrlfx_init(&f, "full"), 0);
+	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	/* Every request the queue hands out, taken and left unanswered. */
+	struct nvmf_req *req;
+	while (nheld < ADMIN_QUEUE_SIZE && (req = nvmf_admin_req(&f.c))) {
+		req->sqe.opcode = NVME_ADMIN_KEEP_ALIVE;
+		req->done = put_done;
+		nvmf_req_submit(req);
+		held[nheld++] = req->cid;
+	}
+	/* 31 requests: the AER's, this many, and the reserve left free. */
+	ck_assert_uint_ge(nheld, ADMIN_QUEUE_SIZE - 2 - NVMF_ADMIN_RESERVED);
+	for (unsigned i = 0; i < nheld; i++)
+		expect_cmd(&f, NVME_ADMIN_KEEP_ALIVE, -1);
+	/* Notice 00h, Namespace Attribute Changed, log 04h. */
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	struct served sv = serve(&f, 1, 4096);
+	ck_assert_msg(sv.logs == 1, "the Changed Namespace List log was read");
+	ck_assert_msg(sv.ids == 1, "the namespace was identified again");
+	ck_assert_msg(sv.aers == 1, "the AER was armed again");
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	ck_assert_uint_eq(f.ns_cb_calls, 1);
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 4096);
+	/* And the next event is seen as well: nothing was lost. */
+	ck_assert(ctrlfx_reply(&f, sv.aer_cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	sv = serve(&f, 1, 8192);
+	ck_assert(sv.logs == 1 && sv.ids == 1 && sv.aers == 1);
+	ck_assert_uint_eq(f.c.ns_events, 2);
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 8192);
+	for (unsigned i = 0; i < nheld; i++)
+		ck_assert(ctrlfx_reply(&f, held[i], NULL, 0, 0, 0));
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -111,6 +222,7 @@ int main(void)
 
 	tcase_add_test(tc, classify);
 	tcase_add_test(tc, table_update);
+	tcase_add_test(tc, event_with_admin_queue_full);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
