@@ -279,6 +279,12 @@ static void nsc_list_done(struct nvmf_req *req, int err)
 	nsc_next(c);
 }
 
+static int nsid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static void nsc_log_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_ctrl *c = req->ctx;
@@ -299,11 +305,29 @@ static void nsc_log_done(struct nvmf_req *req, int err)
 		nvmf_req_submit(req);
 		return;
 	}
-	for (n = 0; n < NVME_CHANGED_NS_MAX && c->nsc_log[n]; n++)
-		c->nsc_work[n] = c->nsc_log[n];
-	ctrl_log(INFO, c, "namespace attributes changed: %u namespace%s to re-identify", n,
-		 n == 1 ? "" : "s");
-	c->nsc_len = n;
+	/* The list ends at the first zero.  FFFFFFFFh past the first entry
+	 * (the broadcast NSID: its Identify describes every namespace, and
+	 * the table would gain a namespace FFFFFFFFh) and repeats are left
+	 * out; the rest is identified in NSID order. */
+	unsigned k = 0, odd = 0;
+	for (n = 0; n < NVME_CHANGED_NS_MAX && c->nsc_log[n]; n++) {
+		if (c->nsc_log[n] == NVME_CHANGED_NS_OVERFLOW)
+			odd++;
+		else
+			c->nsc_work[k++] = c->nsc_log[n];
+	}
+	if (odd)
+		ctrl_log(WARN, c, "the Changed Namespace List log lists NSID FFFFFFFFh %u time%s "
+			 "after its first entry; left out", odd, odd == 1 ? "" : "s");
+	qsort(c->nsc_work, k, sizeof(*c->nsc_work), nsid_cmp);
+	n = k;
+	k = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (!k || c->nsc_work[k - 1] != c->nsc_work[i])
+			c->nsc_work[k++] = c->nsc_work[i];
+	ctrl_log(INFO, c, "namespace attributes changed: %u namespace%s to re-identify", k,
+		 k == 1 ? "" : "s");
+	c->nsc_len = k;
 	c->nsc_idx = 0;
 	nsc_next(c);
 }
