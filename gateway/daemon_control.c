@@ -154,7 +154,7 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 		}
 		json_kv_str(j, "state", exp_state(e));
 		if (!stats) {
-			json_kv_u64(j, "size", e->vol ? e->vol->size : 0);
+			json_kv_u64(j, "size", e->vol ? vol_size(e->vol) : 0);
 			json_kv_u64(j, "block_size", e->vol ? e->vol->block_size : 0);
 			json_kv_bool(j, "read_only", e->cfg->read_only);
 			if (e->cfg->has_nbd && e->cfg->nbd.listen.kind != GW_LISTEN_NONE)

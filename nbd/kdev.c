@@ -528,7 +528,7 @@ static int kdev_do_attach_ioctl(struct nbd_kdev *d)
 	for (unsigned i = 0; i < d->nr_conns; i++)
 		fds[i] = d->conns[i].kfd;
 	d->doit.index = index;
-	r = kdev_ioctl_setup(&d->doit, d->sysblock, d->dev_dir, v->size, v->block_size,
+	r = kdev_ioctl_setup(&d->doit, d->sysblock, d->dev_dir, vol_size(v), v->block_size,
 			     d->server_flags, fds, d->nr_conns, &taken);
 	if (!r)
 		r = kdev_doit_start(&d->doit);
@@ -832,7 +832,7 @@ static void kdev_doit_done(struct reactor_msg *m)
 static void kdev_job_done(struct reactor_msg *m)
 {
 	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, msg));
-	uint64_t size = d->e->vol->size;
+	uint64_t size = vol_size(d->e->vol);
 	char nm[64];
 
 	d->job_running = false;
