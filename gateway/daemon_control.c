@@ -165,6 +165,9 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 				json_kv_str(j, "nbd_device", dev);
 				json_kv_str(j, "nbd_interface",
 					    nbd_kdev_iface_name(nbd_kdev_interface(e->kdev)));
+				/* The kernel kept the old size at a live resize. */
+				if (nbd_kdev_resize_ignored(e->kdev))
+					json_kv_bool(j, "nbd_resize_ignored", true);
 			}
 			json_kv_bool(j, "fuse_file", e->in_fuse);
 		}
