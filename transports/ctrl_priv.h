@@ -19,8 +19,8 @@
 
 /* fabrics.c: the admin commands' setup.  ctrl_admin_req_reserved may take
  * one of the admin queue's reserved requests (NVMF_ADMIN_RESERVED): only
- * the AER (one outstanding) and the namespace change handling (one command
- * at a time) use it, so each always finds one. */
+ * the AER (one outstanding), the namespace change handling and the ANA log
+ * read (one command at a time each) use it, so each always finds one. */
 struct nvmf_req *ctrl_admin_req_reserved(struct nvmf_ctrl *c);
 void ctrl_prep_property_get(struct nvmf_req *req, uint32_t off, bool eight);
 void ctrl_prep_property_set(struct nvmf_req *req, uint32_t off, uint64_t val);

@@ -155,10 +155,11 @@ int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor
 		list_add_tail(&q->free_reqs, &req->link);
 	}
 	q->nr_free = nr;
-	/* An admin queue: one request for the outstanding AER and one for the
-	 * namespace change handling (one command at a time), never given to
-	 * keep-alive, Abort or the ANA reads, so that a busy queue never loses
-	 * an event.  With 31 requests that leaves 29 for the rest. */
+	/* An admin queue: one request for the outstanding AER, one for the
+	 * namespace change handling and one for the ANA log read (each one
+	 * command at a time), never given to keep-alive or Abort, so that a
+	 * busy queue never loses an event (the target sends the next only
+	 * once the log was read).  With 31 requests that leaves 28. */
 	if (qid == 0 && nr > 2 * NVMF_ADMIN_RESERVED)
 		q->reserved = NVMF_ADMIN_RESERVED;
 	ret = ops->queue_init(q, opts);

@@ -65,8 +65,9 @@ struct nvmf_req {
 #define NVMF_CID_IDX_BITS 12
 #define NVMF_CID_IDX_MASK ((1u << NVMF_CID_IDX_BITS) - 1)
 #define NVMF_QUEUE_MAX_SIZE (1u << NVMF_CID_IDX_BITS)
-/* Admin queue requests kept for the AER and the namespace change handling. */
-#define NVMF_ADMIN_RESERVED 2u
+/* Admin queue requests kept for the AER, the namespace change handling and
+ * the ANA log read (each has at most one command out). */
+#define NVMF_ADMIN_RESERVED 3u
 
 enum nvmf_queue_state {
 	NVMF_Q_IDLE, /* created, no connection */

@@ -213,6 +213,98 @@ START_TEST(event_with_admin_queue_full)
 }
 END_TEST
 
+/* Both events while the queue is full: the namespace change's Get Log
+ * Page still unanswered (its request and the re-armed AER taken from the
+ * reserve) when an ANA change event arrives.  The ANA log is read as
+ * well, from the request kept for it; before, it found no request, waited
+ * for a next event the target never sends (it waits for the log to be
+ * read), and the path kept its old ANA state. */
+START_TEST(ana_event_with_ns_change_in_flight)
+{
+	static struct ctrl_fixture f;
+	static uint8_t ana[4096];
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct nvmf_ns ns = ns_make(1, 2048, 9, 0x31);
+	struct nvme_sqe sqe, aer, getlog = { 0 };
+	uint16_t held[ADMIN_QUEUE_SIZE];
+	unsigned nheld = 0;
+	struct nvmf_req *req;
+
+	ck_assert_int_eq(ctrlfx_init(&f, "full-ana"), 0);
+	f.c.ana = true;
+	ns.anagrpid = 1;
+	ns.ana_state = NVME_ANA_OPTIMIZED;
+	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
+	f.c.ns[0].ana_state = NVME_ANA_OPTIMIZED;
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	while (nheld < ADMIN_QUEUE_SIZE && (req = nvmf_admin_req(&f.c))) {
+		req->sqe.opcode = NVME_ADMIN_KEEP_ALIVE;
+		req->done = put_done;
+		nvmf_req_submit(req);
+		held[nheld++] = req->cid;
+	}
+	for (unsigned i = 0; i < nheld; i++)
+		expect_cmd(&f, NVME_ADMIN_KEEP_ALIVE, -1);
+	/* The namespace change: its Get Log Page left unanswered. */
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	bool have_log = false, have_aer = false;
+	while (ctrlfx_next_cmd(&f, &sqe)) {
+		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT)
+			aer = sqe, have_aer = true;
+		else if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE)
+			getlog = sqe, have_log = true;
+	}
+	ck_assert(have_log && have_aer);
+	/* The ANA change: group 1 inaccessible. */
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_ANA_CHANGE << 8) | ((uint32_t)NVME_LOG_ANA << 16)));
+	bool ana_read = false;
+	have_aer = false;
+	while (ctrlfx_next_cmd(&f, &sqe)) {
+		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT) {
+			have_aer = true;
+		} else if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE && (sqe.cdw10 & 0xff) == NVME_LOG_ANA) {
+			struct nvme_ana_log_hdr h = { .chgcnt = 2, .ngrps = 1 };
+			struct nvme_ana_group_desc g = { .grpid = 1, .nnsids = 1, .chgcnt = 2,
+							 .state = NVME_ANA_INACCESSIBLE };
+			uint32_t nsid = 1;
+			memset(ana, 0, sizeof(ana));
+			memcpy(ana, &h, sizeof(h));
+			memcpy(ana + sizeof(h), &g, sizeof(g));
+			memcpy(ana + sizeof(h) + sizeof(g), &nsid, sizeof(nsid));
+			ana_read = true;
+			ck_assert(ctrlfx_reply(&f, sqe.cid, ana, sizeof(ana), 0, 0));
+		} else {
+			ck_abort_msg("unexpected admin opcode 0x%02x", sqe.opcode);
+		}
+	}
+	ck_assert_msg(ana_read, "the ANA log was read");
+	ck_assert_msg(have_aer, "the AER was armed again");
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->ana_state, NVME_ANA_INACCESSIBLE);
+	/* The namespace change finishes too. */
+	memset(log, 0, sizeof(log));
+	log[0] = 1;
+	ck_assert(ctrlfx_reply(&f, getlog.cid, log, sizeof(log), 0, 0));
+	sqe = expect_cmd(&f, NVME_ADMIN_IDENTIFY, NVME_ID_CNS_NS);
+	ctrlfx_id_ns(&id, 4096, 9, 0x31);
+	ck_assert(ctrlfx_reply(&f, sqe.cid, &id, 4096, 0, 0));
+	/* nsc_end refreshes ANA for a table that changed: served here. */
+	while (ctrlfx_next_cmd(&f, &sqe)) {
+		ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
+		ck_assert(ctrlfx_reply(&f, sqe.cid, ana, sizeof(ana), 0, 0));
+	}
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 4096);
+	for (unsigned i = 0; i < nheld; i++)
+		ck_assert(ctrlfx_reply(&f, held[i], NULL, 0, 0, 0));
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -223,6 +315,7 @@ int main(void)
 	tcase_add_test(tc, classify);
 	tcase_add_test(tc, table_update);
 	tcase_add_test(tc, event_with_admin_queue_full);
+	tcase_add_test(tc, ana_event_with_ns_change_in_flight);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
