@@ -305,6 +305,54 @@ START_TEST(ana_event_with_ns_change_in_flight)
 }
 END_TEST
 
+/* A Changed Namespace List with FFFFFFFFh past its first entry (the
+ * broadcast NSID, whose Identify describes every namespace) and repeats:
+ * only the real NSIDs are identified, each once, in order; the table
+ * never gains a namespace FFFFFFFFh (found by fuzz_ns_change). */
+START_TEST(log_with_broadcast_nsid)
+{
+	static struct ctrl_fixture f;
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct nvme_sqe sqe, aer;
+	uint32_t asked[8];
+	unsigned nasked = 0;
+
+	ck_assert_int_eq(ctrlfx_init(&f, "bcast"), 0);
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	while (ctrlfx_next_cmd(&f, &sqe)) {
+		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT)
+			continue;
+		if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE) {
+			memset(log, 0, sizeof(log));
+			log[0] = 2;
+			log[1] = 0xffffffffu;
+			log[2] = 2;
+			log[3] = 1;
+			ck_assert(ctrlfx_reply(&f, sqe.cid, log, sizeof(log), 0, 0));
+			continue;
+		}
+		ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_IDENTIFY);
+		ck_assert_uint_lt(nasked, 8);
+		asked[nasked++] = sqe.nsid;
+		/* What a target may answer for the broadcast NSID: data. */
+		ctrlfx_id_ns(&id, 4096, 9, 0x40);
+		ck_assert(ctrlfx_reply(&f, sqe.cid, &id, 4096, 0, 0));
+	}
+	ck_assert_uint_eq(nasked, 2);
+	ck_assert_uint_eq(asked[0], 1);
+	ck_assert_uint_eq(asked[1], 2);
+	ck_assert_uint_eq(f.c.nr_ns, 2);
+	ck_assert_ptr_null(nvmf_ctrl_find_ns(&f.c, 0xffffffffu));
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -316,6 +364,7 @@ int main(void)
 	tcase_add_test(tc, table_update);
 	tcase_add_test(tc, event_with_admin_queue_full);
 	tcase_add_test(tc, ana_event_with_ns_change_in_flight);
+	tcase_add_test(tc, log_with_broadcast_nsid);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
