@@ -33,6 +33,8 @@ void ctrl_aer_submit(struct nvmf_ctrl *c);
 /* ns_change.c: a Namespace Attribute Changed event arrived (on c->r). */
 void ctrl_ns_event(struct nvmf_ctrl *c);
 void ctrl_ns_change_free(struct nvmf_ctrl *c);
+/* Before the first event (nvmf_ctrl_connect): the retry timer. */
+void ctrl_ns_change_init(struct nvmf_ctrl *c);
 /* The Asynchronous Event Configuration bits this controller gets. */
 uint32_t ctrl_aen_config(const struct nvmf_ctrl *c);
 

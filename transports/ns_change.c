@@ -126,8 +126,33 @@ uint32_t ctrl_aen_config(const struct nvmf_ctrl *c)
 	return cfg;
 }
 
+static void nsc_retry_fire(struct reactor_timer *t)
+{
+	ctrl_ns_event(container_of(t, struct nvmf_ctrl, nsc_timer));
+}
+
+void ctrl_ns_change_init(struct nvmf_ctrl *c)
+{
+	reactor_timer_init(&c->nsc_timer, nsc_retry_fire);
+	c->nsc_retry_ms = 0;
+}
+
+/* The log (or list) was not read: the target holds the next event back
+ * until it is, so nothing else would bring the change in before a
+ * reconnect. */
+static void nsc_retry(struct nvmf_ctrl *c)
+{
+	if (c->state != NVMF_CTRL_LIVE)
+		return; /* bring-up re-identifies */
+	c->nsc_retry_ms = !c->nsc_retry_ms ? 1000 : c->nsc_retry_ms >= 15000 ? 30000
+									     : 2 * c->nsc_retry_ms;
+	ctrl_log(WARN, c, "namespace change: read again in %u s", c->nsc_retry_ms / 1000);
+	reactor_timer_arm(c->r, &c->nsc_timer, (uint64_t)c->nsc_retry_ms * NSEC_PER_MSEC);
+}
+
 void ctrl_ns_change_free(struct nvmf_ctrl *c)
 {
+	reactor_timer_cancel(&c->nsc_timer);
 	free(c->nsc_log);
 	free(c->nsc_work);
 	free(c->nsc_id);
@@ -144,6 +169,7 @@ static void nsc_end(struct nvmf_ctrl *c, bool done)
 	INVARIANT(c->nsc_busy && !c->nsc_inflight, "a namespace change ends once, when idle");
 	c->nsc_busy = false;
 	if (done) {
+		c->nsc_retry_ms = 0;
 		c->ns_events++;
 		if (c->ns_cb)
 			c->ns_cb(c);
@@ -187,7 +213,7 @@ static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
 	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
 	c->nsc_inflight--;
 	if (err || c->state != NVMF_CTRL_LIVE)
-		return err ? err : -ENOTCONN; /* bring-up re-identifies */
+		return -ENOTCONN; /* the connection failed: bring-up re-identifies */
 	if (st) {
 		ctrl_log(WARN, c, "namespace change: %s failed: %s", what,
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
@@ -262,8 +288,10 @@ static void nsc_list_done(struct nvmf_req *req, int err)
 	struct nvmf_ctrl *c = req->ctx;
 	unsigned n, i = 0, j = 0, k = 0;
 
-	if (nsc_req_result(req, err, "reading the active namespace list") < 0) {
+	if ((err = nsc_req_result(req, err, "reading the active namespace list")) < 0) {
 		nsc_end(c, false);
+		if (err != -ENOTCONN)
+			nsc_retry(c);
 		return;
 	}
 	n = nvmf_ns_list_count(c->opts.name, c->nsc_log, NVME_CHANGED_NS_MAX);
@@ -290,8 +318,10 @@ static void nsc_log_done(struct nvmf_req *req, int err)
 	struct nvmf_ctrl *c = req->ctx;
 	unsigned n;
 
-	if (nsc_req_result(req, err, "reading the Changed Namespace List log") < 0) {
+	if ((err = nsc_req_result(req, err, "reading the Changed Namespace List log")) < 0) {
 		nsc_end(c, false);
+		if (err != -ENOTCONN)
+			nsc_retry(c);
 		return;
 	}
 	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW) {

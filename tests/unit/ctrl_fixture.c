@@ -39,6 +39,7 @@ int ctrlfx_init(struct ctrl_fixture *f, const char *name)
 	c->r = &f->r;
 	c->owner = f;
 	c->ns_cb = fx_ns_cb;
+	ctrl_ns_change_init(c);
 	c->id = aligned_alloc(4096, sizeof(*c->id));
 	c->ns = calloc(NVME_CHANGED_NS_MAX, sizeof(*c->ns));
 	if (!c->id || !c->ns) {
@@ -140,6 +141,18 @@ bool ctrlfx_next_cmd(struct ctrl_fixture *f, struct nvme_sqe *sqe)
 	memmove(f->sent, f->sent + plen, f->sent_len - plen);
 	f->sent_len -= plen;
 	*sqe = cmd.sqe;
+	return true;
+}
+
+bool ctrlfx_wait_cmd(struct ctrl_fixture *f, struct nvme_sqe *sqe, unsigned ms)
+{
+	uint64_t end = reactor_now_ns() + (uint64_t)ms * NSEC_PER_MSEC;
+
+	while (!ctrlfx_next_cmd(f, sqe)) {
+		if (reactor_now_ns() >= end)
+			return false;
+		reactor_poll(&f->r, 10 * NSEC_PER_MSEC);
+	}
 	return true;
 }
 

@@ -34,6 +34,8 @@ void ctrlfx_fini(struct ctrl_fixture *f);
 bool ctrlfx_settle(struct ctrl_fixture *f);
 /* The next command capsule the host sent, or false if none. */
 bool ctrlfx_next_cmd(struct ctrl_fixture *f, struct nvme_sqe *sqe);
+/* The same, waiting up to ms of the reactor's clock (timers run). */
+bool ctrlfx_wait_cmd(struct ctrl_fixture *f, struct nvme_sqe *sqe, unsigned ms);
 /* Answers command cid: len bytes of data (0: none), then the completion
  * with status (without the phase bit) and dw0.  false if the host
  * refused the PDUs (the queue went down). */

@@ -353,6 +353,47 @@ START_TEST(log_with_broadcast_nsid)
 }
 END_TEST
 
+/* The Changed Namespace List log read fails with a status: the target
+ * sends no further event until the log is read, so the host reads it
+ * again on a timer (about 1 s later by its clock) and applies the change. */
+START_TEST(log_read_failure_retried)
+{
+	static struct ctrl_fixture f;
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct nvme_sqe sqe, aer;
+	struct nvmf_ns ns = ns_make(1, 2048, 9, 0x31);
+
+	ck_assert_int_eq(ctrlfx_init(&f, "retry"), 0);
+	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	unsigned logs = 0;
+	while (ctrlfx_next_cmd(&f, &sqe))
+		if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE) {
+			logs++;
+			ck_assert(ctrlfx_reply(&f, sqe.cid, NULL, 0, 0x06, 0)); /* internal error */
+		}
+	ck_assert_uint_eq(logs, 1);
+	uint64_t t0 = reactor_now_ns();
+	ck_assert_msg(ctrlfx_wait_cmd(&f, &sqe, 3000), "the log was not read again");
+	ck_assert_uint_ge(reactor_now_ns() - t0, 500 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
+	memset(log, 0, sizeof(log));
+	log[0] = 1;
+	ck_assert(ctrlfx_reply(&f, sqe.cid, log, sizeof(log), 0, 0));
+	sqe = expect_cmd(&f, NVME_ADMIN_IDENTIFY, NVME_ID_CNS_NS);
+	ctrlfx_id_ns(&id, 4096, 9, 0x31);
+	ck_assert(ctrlfx_reply(&f, sqe.cid, &id, 4096, 0, 0));
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 4096);
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -365,6 +406,7 @@ int main(void)
 	tcase_add_test(tc, event_with_admin_queue_full);
 	tcase_add_test(tc, ana_event_with_ns_change_in_flight);
 	tcase_add_test(tc, log_with_broadcast_nsid);
+	tcase_add_test(tc, log_read_failure_retried);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
