@@ -58,7 +58,7 @@ CHECK_LIBS = $(eval CHECK_LIBS := $$(shell $(PKG_CONFIG) --libs check 2>/dev/nul
 # has its seeds in tests/fuzz/corpus/NAME/; built with clang into build-fuzz.
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=$(BUILD)/%)
-FUZZ_HELPERS := tests/unit/tcp_fixture.c $(filter-out $(FUZZ_SRCS),$(wildcard tests/fuzz/*.c))
+FUZZ_HELPERS := tests/unit/tcp_fixture.c tests/unit/ctrl_fixture.c $(filter-out $(FUZZ_SRCS),$(wildcard tests/fuzz/*.c))
 # Seconds per fuzzer, FUZZ_JOBS fuzzers at a time: make test's default keeps
 # the fuzz step near 5 minutes with a dozen fuzzers on 2 cores; a long run
 # is make fuzz FUZZ_TIME=3600 (FUZZ_MERGE=1 keeps the grown corpora).

@@ -53,9 +53,10 @@ static void fill_attr(struct fusefs *fs, struct fnode *n, struct stat *st)
 	st->st_ino = n->ino;
 	st->st_mode = S_IFREG | (n->read_only ? 0400 : 0600);
 	st->st_nlink = 1;
-	st->st_size = (off_t)vol_size(n->vol);
+	uint64_t size = vol_size(n->vol);
+	st->st_size = (off_t)size;
 	st->st_blksize = n->vol->pref_io ? n->vol->pref_io : n->vol->block_size;
-	st->st_blocks = (blkcnt_t)(n->vol->size / 512);
+	st->st_blocks = (blkcnt_t)(size / 512);
 }
 
 /* --- the low-level operations --- */
@@ -145,7 +146,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			fuse_reply_err(req, EISDIR);
 			return;
 		}
-		if ((uint64_t)attr->st_size != n->vol->size) {
+		if ((uint64_t)attr->st_size != vol_size(n->vol)) {
 			fuse_reply_err(req, n->read_only ? EROFS : EINVAL);
 			return;
 		}
@@ -258,7 +259,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_frsize = 4096;
 	for (unsigned i = 0; i < fs->nr_nodes; i++)
 		if (!fs->nodes[i]->gone) {
-			sv.f_blocks += (fs->nodes[i]->vol->size + 4095) / 4096;
+			sv.f_blocks += (vol_size(fs->nodes[i]->vol) + 4095) / 4096;
 			sv.f_files++;
 		}
 	sv.f_files++;

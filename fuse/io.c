@@ -363,13 +363,14 @@ void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	if ((uint64_t)off >= n->vol->size || !size) {
+	uint64_t vsize = vol_size(n->vol); /* read once: it may grow meanwhile */
+	if ((uint64_t)off >= vsize || !size) {
 		fuse_reply_buf(req, NULL, 0); /* end of file */
 		return;
 	}
 	uint64_t len = size;
-	if (len > n->vol->size - (uint64_t)off)
-		len = n->vol->size - (uint64_t)off;
+	if (len > vsize - (uint64_t)off)
+		len = vsize - (uint64_t)off;
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
 	q = req_get(fs, req, n, p.end - p.start);
@@ -412,13 +413,14 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	/* A fixed-size file: like a block device, a write that starts at or
 	 * past the end fails with ENOSPC, one that crosses it is short. */
-	if ((uint64_t)off >= n->vol->size) {
+	uint64_t vsize = vol_size(n->vol); /* read once: it may grow meanwhile */
+	if ((uint64_t)off >= vsize) {
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}
 	uint64_t len = size;
-	if (len > n->vol->size - (uint64_t)off)
-		len = n->vol->size - (uint64_t)off;
+	if (len > vsize - (uint64_t)off)
+		len = vsize - (uint64_t)off;
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
 	q = req_get(fs, req, n, p.end - p.start);
@@ -502,7 +504,8 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	/* Growing the file is impossible: the same answer as a full disk. */
-	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > v->size) {
+	uint64_t vsize = vol_size(v); /* read once: it may grow meanwhile */
+	if (!(mode & FALLOC_FL_KEEP_SIZE) && end > vsize) {
 		fuse_reply_err(req, ENOSPC);
 		return;
 	}
@@ -514,8 +517,8 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
-	if (end > v->size)
-		end = v->size;
+	if (end > vsize)
+		end = vsize;
 	if (start >= end) {
 		fuse_reply_err(req, 0);
 		return;

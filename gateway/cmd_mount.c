@@ -111,7 +111,7 @@ static void mount_job(struct session *s)
 		return;
 	}
 	log_notice("mount: %s: %llu bytes, block %u, preferred I/O %u, max I/O %u, caps %s",
-		   m->name, (unsigned long long)s->vol->size, s->vol->block_size, s->vol->pref_io,
+		   m->name, (unsigned long long)vol_size(s->vol), s->vol->block_size, s->vol->pref_io,
 		   s->vol->max_io, vol_caps_str(s->vol->caps, caps, sizeof(caps)));
 	struct reactor *rp = &s->r;
 	reclaim_enable(&rp, 1, 0, &m->reclaim);

@@ -141,7 +141,7 @@ static void kdev_attached(void *arg, struct nbd_kdev *d, int index)
 	}
 	cli_kdev.d = d;
 	printf("nvmf-gateway: export '%s' (%llu bytes) %s /dev/nbd%d\n", n->export.name,
-	       (unsigned long long)s->vol->size,
+	       (unsigned long long)vol_size(s->vol),
 	       nbd_kdev_reattached(d) ? "reattached to" : "attached as", index);
 	fflush(stdout);
 	if (cli_kdev.stop_pending)
@@ -222,7 +222,7 @@ static void nbd_job(struct session *s)
 		return;
 	}
 	printf("nvmf-gateway: serving export '%s' (%llu bytes, %u-byte blocks%s) on %s\n",
-	       n->export.name, (unsigned long long)v->size, v->block_size,
+	       n->export.name, (unsigned long long)vol_size(v), v->block_size,
 	       n->export.read_only || (v->caps & VOL_CAP_READ_ONLY) ? ", read-only" : "",
 	       n->target);
 	fflush(stdout);

@@ -158,7 +158,7 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 		}
 		json_kv_str(j, "state", exp_state(e));
 		if (!stats) {
-			json_kv_u64(j, "size", e->vol ? e->vol->size : 0);
+			json_kv_u64(j, "size", e->vol ? vol_size(e->vol) : 0);
 			json_kv_u64(j, "block_size", e->vol ? e->vol->block_size : 0);
 			json_kv_bool(j, "read_only", e->cfg->read_only);
 			if (e->cfg->has_nbd && e->cfg->nbd.listen.kind != GW_LISTEN_NONE)
@@ -169,6 +169,9 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 				json_kv_str(j, "nbd_device", dev);
 				json_kv_str(j, "nbd_interface",
 					    nbd_kdev_iface_name(nbd_kdev_interface(e->kdev)));
+				/* The kernel kept the old size at a live resize. */
+				if (nbd_kdev_resize_ignored(e->kdev))
+					json_kv_bool(j, "nbd_resize_ignored", true);
 			}
 			json_kv_bool(j, "fuse_file", e->in_fuse);
 		}

@@ -41,6 +41,11 @@ struct disc_ctrl {
 	struct gw_discs *all;
 	struct disc_root *root;	/* referrals: the configured controller's set */
 	unsigned depth;		/* 0: configured */
+	/* A referral: the controller whose log listed it (its children are
+	 * stopped before it, so this stays valid), and that record. */
+	struct disc_ctrl *parent;
+	struct dlog_entry ref;
+	bool removing;		/* its parent no longer lists it: closing, then freed */
 	char name[96];
 	struct nvmf_ctrl_opts opts;
 	struct nvmf_ctrl ctrl;
@@ -176,6 +181,7 @@ static bool configured_path(const struct gw_target *t, const struct dlog_entry *
 }
 
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
+static void stop_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void fill_scan(struct gw_discs *all);
 
 /* The one step from a log change to the gateway.  A policy (auto_export)
@@ -229,6 +235,7 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		return;
 	case DLOG_REFERRAL_GONE:
 		dc_log(info, d, "referral to %s %s:%s no longer listed", tr, e->traddr, e->trsvcid);
+		stop_referral(d, e);
 		return;
 	}
 }
@@ -387,11 +394,18 @@ bool gw_discovery_tgt_wait(struct gw_tgt *t)
 
 static void ctrl_closed(struct nvmf_ctrl *c, int err);
 
+static void ref_reap(struct disc_ctrl *d);
+
 static void idle_closed(struct nvmf_ctrl *c, int err)
 {
 	struct disc_ctrl *d = c->owner;
 
 	d->shut = true;
+	if (d->removing && !d->stop_wait) {
+		set_state(d, DC_STOPPED);
+		ref_reap(d);
+		return;
+	}
 	if (d->stop_wait) {
 		d->stop_wait = false;
 		ctrl_closed(c, err);
@@ -697,6 +711,8 @@ static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 	struct disc_ctrl *d = ctrl_alloc(parent->all, parent->root, parent->depth + 1);
 	if (!d)
 		return;
+	d->parent = parent;
+	d->ref = *e;
 	d->persistent = parent->persistent;
 	d->base_delay_s = d->delay_s = parent->base_delay_s;
 	d->opts = parent->opts;
@@ -705,6 +721,85 @@ static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 	snprintf(d->opts.path.trsvcid, sizeof(d->opts.path.trsvcid), "%s", e->trsvcid);
 	ctrl_name(d);
 	connect_now(d);
+}
+
+/* ---- a referral no longer listed: its controller stopped ---- */
+
+static void ctrl_free(struct disc_ctrl *d);
+
+static void ref_reap_fired(struct reactor_timer *t)
+{
+	ctrl_free(container_of(t, struct disc_ctrl, timer));
+}
+
+/* Freed from the reactor, not from inside its controller's callback. */
+static void ref_reap(struct disc_ctrl *d)
+{
+	reactor_timer_cancel(&d->timer);
+	reactor_timer_init(&d->timer, ref_reap_fired);
+	reactor_timer_arm(&d->all->gw->reactors[0], &d->timer, 0);
+}
+
+static void ref_closed(struct nvmf_ctrl *c, int err)
+{
+	struct disc_ctrl *d = c->owner;
+
+	if (d->stop_wait) {
+		/* The daemon stops meanwhile and counted this close. */
+		d->stop_wait = false;
+		ctrl_closed(c, err);
+		return;
+	}
+	set_state(d, DC_STOPPED);
+	ref_reap(d);
+}
+
+/* d and, first, every controller its log referred to: their keys leave
+ * the root's set (listed again, they are followed again; the loop check
+ * is unchanged for the rest). */
+static void ref_remove(struct disc_ctrl *d)
+{
+	struct gw_discs *all = d->all;
+	struct list_node *pos;
+
+	for (pos = all->ctrls.next; pos != &all->ctrls; pos = pos->next) {
+		struct disc_ctrl *k = container_of(pos, struct disc_ctrl, link);
+		/* Freed only by a timer: the list stays as it is meanwhile. */
+		if (k->parent == d && !k->removing)
+			ref_remove(k);
+	}
+	dc_log(notice, d, "stopped: the discovery controller that referred to it no longer "
+	       "lists it");
+	dlog_refs_remove(&d->root->refs, &d->ref);
+	d->removing = true;
+	reactor_timer_cancel(&d->timer);
+	bool idle = d->state == DC_IDLE;
+	set_state(d, DC_STOPPING);
+	if (!d->started || (idle && d->shut)) {
+		set_state(d, DC_STOPPED);
+		ref_reap(d);
+		return;
+	}
+	if (idle)
+		return; /* its close runs: idle_closed reaps it */
+	nvmf_ctrl_shutdown(&d->ctrl, ref_closed);
+}
+
+static void stop_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
+{
+	struct gw_discs *all = parent->all;
+	struct list_node *pos;
+
+	if (all->stopping)
+		return;
+	for (pos = all->ctrls.next; pos != &all->ctrls; pos = pos->next) {
+		struct disc_ctrl *d = container_of(pos, struct disc_ctrl, link);
+		if (d->parent == parent && !d->removing && d->ref.trtype == e->trtype &&
+		    !strcmp(d->ref.traddr, e->traddr) && !strcmp(d->ref.trsvcid, e->trsvcid)) {
+			ref_remove(d);
+			return;
+		}
+	}
 }
 
 void gw_discovery_start(struct gw *gw)
@@ -805,6 +900,15 @@ bool gw_discovery_stop(struct gw *gw, void (*done)(void *arg), void *arg)
 	list_for_each_safe(pos, tmp, &all->ctrls) {
 		struct disc_ctrl *d = container_of(pos, struct disc_ctrl, link);
 		reactor_timer_cancel(&d->timer);
+		if (d->removing) {
+			/* A referral being closed (ref_remove): counted when
+			 * that close ends, unless it has (all_free frees it). */
+			if (d->state != DC_STOPPED) {
+				all->closing++;
+				d->stop_wait = true;
+			}
+			continue;
+		}
 		bool idle = d->state == DC_IDLE;
 		set_state(d, DC_STOPPING);
 		if (!d->started || (idle && d->shut))

@@ -77,7 +77,7 @@ int daemon_metrics_exports(struct metrics_buf *mb, const struct dm_export *e, si
 		if (e[i].vol)
 			metrics_gauge(mb, "nvmf_gateway_export_size_bytes", "Size of the export.",
 				      (const char *[]){ "export", e[i].name, NULL },
-				      (double)e[i].vol->size);
+				      (double)vol_size(e[i].vol));
 	for (size_t c = 0; c < N(export_counters); c++)
 		for (size_t i = 0; i < n; i++) {
 			const char *labels[] = { "export", e[i].name, NULL };

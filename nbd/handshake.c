@@ -155,7 +155,7 @@ static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 	}
 	if (enter_transmission(c, e) < 0)
 		return -1;
-	r.size = htobe64(e->vol->size);
+	r.size = htobe64(vol_size(e->vol));
 	r.flags = htobe16(c->tflags);
 	if (nbd_conn_hs_put(c, &r, sizeof(r)) ||
 	    (!c->no_zeroes && nbd_conn_hs_put(c, zeroes, sizeof(zeroes)))) {
@@ -234,7 +234,7 @@ static int opt_info_go(struct nbd_conn *c, const uint8_t *p)
 	struct volume *v = e->vol;
 	uint16_t tflags = nbd_conn_tflags(e, c->structured || c->extended);
 	uint8_t ex[10], bs[12];
-	uint64_t size = htobe64(v->size);
+	uint64_t size = htobe64(vol_size(v));
 	uint16_t tf = htobe16(tflags);
 	uint32_t bmin, bpref, bmax;
 	nbd_block_sizes(v, &bmin, &bpref, &bmax);

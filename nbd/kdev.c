@@ -100,7 +100,9 @@ struct nbd_kdev {
 	 * run after the job in flight, a detach waiting for a resize job. */
 	uint64_t kernel_size;
 	uint64_t job_size;
+	uint64_t job_seen_size; /* a resize: the device's size afterwards (sysfs) */
 	bool resize_again, detach_waits;
+	bool resize_ignored; /* the kernel kept the old size: said once per change */
 	nbd_kdev_attached_fn attached;
 	void *attached_arg;
 	void (*done)(void *arg);
@@ -258,6 +260,48 @@ bool nbd_kdev_backend_matches(const char *text, const char *backend_id)
 	/* sysfs adds one newline; anything else is another backend. */
 	return n && !strncmp(text, backend_id, n) &&
 	       (text[n] == '\0' || (text[n] == '\n' && text[n + 1] == '\0'));
+}
+
+int nbd_kdev_sysfs_size(const char *sysblock, int index, uint64_t *bytes)
+{
+	char path[256], text[32];
+	unsigned long long sectors;
+	char *end;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/nbd%d/size", sysblock, index);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EINVAL;
+	text[n] = '\0';
+	errno = 0;
+	sectors = strtoull(text, &end, 10);
+	if (errno || end == text || (*end && *end != '\n') || sectors > UINT64_MAX / 512)
+		return -EINVAL;
+	*bytes = (uint64_t)sectors * 512;
+	return 0;
+}
+
+int nbd_kdev_resize_verify(const char *sysblock, int index, uint64_t want, uint64_t *have,
+			   unsigned tries, unsigned wait_ms)
+{
+	int r = 0;
+
+	/* The kernel sets the capacity before it answers; a few short reads
+	 * again only cover a slow sysfs update. */
+	for (unsigned i = 0; i < tries; i++) {
+		if (i)
+			usleep(wait_ms * 1000u);
+		r = nbd_kdev_sysfs_size(sysblock, index, have);
+		if (r == 0 && *have == want)
+			return 0;
+	}
+	return r < 0 ? r : -EOPNOTSUPP;
 }
 
 /* SYSBLOCK/nbdN/backend into buf; false when absent (not ours: a device
@@ -528,7 +572,7 @@ static int kdev_do_attach_ioctl(struct nbd_kdev *d)
 	for (unsigned i = 0; i < d->nr_conns; i++)
 		fds[i] = d->conns[i].kfd;
 	d->doit.index = index;
-	r = kdev_ioctl_setup(&d->doit, d->sysblock, d->dev_dir, v->size, v->block_size,
+	r = kdev_ioctl_setup(&d->doit, d->sysblock, d->dev_dir, vol_size(v), v->block_size,
 			     d->server_flags, fds, d->nr_conns, &taken);
 	if (!r)
 		r = kdev_doit_start(&d->doit);
@@ -722,6 +766,18 @@ static int kdev_do_resize(struct nbd_kdev *d)
 	if (r == 0)
 		r = kdev_exchange(sk, msg, NULL, NULL);
 	nl_socket_free(sk);
+	if (r < 0)
+		return r;
+	/* Kernels before the size attribute was honoured in RECONFIGURE
+	 * answer success and leave the size: what the device has is what
+	 * counts.  -EOPNOTSUPP: it did not change; job_seen_size says what
+	 * it has (0 if sysfs could not tell). */
+	d->job_seen_size = 0;
+	r = nbd_kdev_resize_verify(d->sysblock, d->index, d->job_size, &d->job_seen_size, 10, 20);
+	if (r < 0 && r != -EOPNOTSUPP) {
+		d->job_seen_size = 0;
+		r = -EOPNOTSUPP;
+	}
 	return r;
 }
 
@@ -832,7 +888,7 @@ static void kdev_doit_done(struct reactor_msg *m)
 static void kdev_job_done(struct reactor_msg *m)
 {
 	struct nbd_kdev *d = (struct nbd_kdev *)((char *)m - offsetof(struct nbd_kdev, msg));
-	uint64_t size = d->e->vol->size;
+	uint64_t size = vol_size(d->e->vol);
 	char nm[64];
 
 	d->job_running = false;
@@ -842,7 +898,22 @@ static void kdev_job_done(struct reactor_msg *m)
 		return;
 	}
 	if (d->job == KDEV_JOB_RESIZE) {
-		if (d->job_err)
+		if (d->job_err == -EOPNOTSUPP) {
+			char seen[48];
+			if (d->job_seen_size)
+				snprintf(seen, sizeof(seen), "%llu bytes",
+					 (unsigned long long)d->job_seen_size);
+			else
+				snprintf(seen, sizeof(seen), "a size sysfs does not tell");
+			log_err("/dev/nbd%d: the kernel accepted the resize to %llu bytes but the "
+				"device still has %s: this kernel ignores the size in an NBD "
+				"reconfigure; the device keeps serving at its old size until the "
+				"export is re-added (or the gateway restarted)",
+				d->index, (unsigned long long)d->job_size, seen);
+			d->resize_ignored = true;
+			/* Not tried again for this size: said once. */
+			d->kernel_size = d->job_size;
+		} else if (d->job_err)
 			log_err("/dev/nbd%d: resize to %llu bytes failed: %s; the device keeps %llu "
 				"bytes until the next attach",
 				d->index, (unsigned long long)d->job_size, strerror(-d->job_err),
@@ -851,8 +922,10 @@ static void kdev_job_done(struct reactor_msg *m)
 			log_notice("/dev/nbd%d: resized live from %llu to %llu bytes", d->index,
 				   (unsigned long long)d->kernel_size,
 				   (unsigned long long)d->job_size);
-		if (!d->job_err)
+		if (!d->job_err) {
 			d->kernel_size = d->job_size;
+			d->resize_ignored = false;
+		}
 		if (d->detach_waits) {
 			d->detach_waits = false;
 			kdev_run_job(d, KDEV_JOB_DETACH);
@@ -1067,6 +1140,11 @@ void nbd_kdev_resize(struct nbd_kdev *d)
 		return;
 	}
 	kdev_run_job(d, KDEV_JOB_RESIZE);
+}
+
+bool nbd_kdev_resize_ignored(const struct nbd_kdev *d)
+{
+	return d->resize_ignored;
 }
 
 int nbd_kdev_index(const struct nbd_kdev *d)

@@ -70,6 +70,10 @@ void nbd_kdev_detach(struct nbd_kdev *d, void (*done)(void *arg), void *arg);
  * with its result; nothing to do when the kernel has the size already. */
 void nbd_kdev_resize(struct nbd_kdev *d);
 int nbd_kdev_index(const struct nbd_kdev *d);
+/* The last live resize was accepted by the kernel but the device kept its
+ * old size (a kernel that ignores the size in RECONFIGURE): it serves at
+ * that size until re-added. */
+bool nbd_kdev_resize_ignored(const struct nbd_kdev *d);
 /* The interface in use (netlink or ioctl) once attached. */
 enum nbd_kdev_iface nbd_kdev_interface(const struct nbd_kdev *d);
 /* True when attach found this export's device and reconfigured it. */
@@ -116,6 +120,13 @@ bool nbd_kdev_backend_matches(const char *sysfs_text, const char *backend_id);
  * SYSBLOCK/nbdN/backend: the index to reconfigure (*reconfigure = true),
  * the index (or -1: kernel's choice) to connect, or -EBUSY when want_index
  * is connected to another backend. */
+/* SYSBLOCK/nbdN/size in bytes (sysfs counts 512-byte sectors): 0 or -errno. */
+int nbd_kdev_sysfs_size(const char *sysblock, int index, uint64_t *bytes);
+/* After a live resize: 0 once the device has want bytes (read up to tries
+ * times, wait_ms apart), -EOPNOTSUPP if it kept another size (*have), or
+ * the read's -errno. */
+int nbd_kdev_resize_verify(const char *sysblock, int index, uint64_t want, uint64_t *have,
+			   unsigned tries, unsigned wait_ms);
 int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, unsigned n,
 		  int want_index, const char *backend_id, bool *reconfigure);
 

@@ -285,7 +285,8 @@ static int validate(struct nbd_conn *c, struct nbd_req *q, uint64_t payload)
 		q->msg = "not aligned to the minimum block size";
 		return -EINVAL;
 	}
-	if (q->offset > v->size || q->length > v->size - q->offset) {
+	uint64_t vsize = vol_size(v); /* read once: it may grow meanwhile */
+	if (q->offset > vsize || q->length > vsize - q->offset) {
 		q->msg = "beyond the end of the export";
 		return (q->type == NBD_CMD_WRITE || q->type == NBD_CMD_WRITE_ZEROES) ? -ENOSPC :
 										       -EINVAL;

@@ -231,7 +231,7 @@ static void ana_check_done(struct nvmf_req *req, int err);
  * specification advises (compare the Change Count). */
 static int ana_check_start(struct nvmf_ctrl *c)
 {
-	struct nvmf_req *req = nvmf_admin_req(c);
+	struct nvmf_req *req = ctrl_admin_req_reserved(c);
 
 	if (!req)
 		return -EBUSY;
@@ -260,7 +260,7 @@ static int ana_read_chunk(struct nvmf_ctrl *c)
 		c->ana_log = b;
 		c->ana_log_alloc = sz;
 	}
-	if (!(req = nvmf_admin_req(c)))
+	if (!(req = ctrl_admin_req_reserved(c)))
 		return -EBUSY;
 	c->ana_chunk = (uint32_t)len;
 	req->done = ana_read_done;
@@ -487,8 +487,13 @@ void ctrl_aer_submit(struct nvmf_ctrl *c)
 {
 	struct nvmf_req *req;
 
-	if (c->aer_armed || !(req = nvmf_admin_req(c)))
+	if (c->aer_armed)
 		return;
+	if (!(req = ctrl_admin_req_reserved(c))) {
+		ctrl_log(ERR, c, "no admin request for the asynchronous event request; no events "
+			 "until the next reconnect");
+		return;
+	}
 	c->aer_armed = true;
 	req->sqe.opcode = NVME_ADMIN_ASYNC_EVENT;
 	req->no_timeout = true;

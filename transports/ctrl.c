@@ -365,6 +365,7 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 	c->state = NVMF_CTRL_NEW;
 	reactor_timer_init(&c->step_timer, ctrl_step_timeout);
 	reactor_timer_init(&c->kato_timer, kato_tick);
+	ctrl_ns_change_init(c);
 	c->id = aligned_alloc(4096, sizeof(*c->id));
 	c->admin_buf = aligned_alloc(4096, 4096);
 	c->ns_list = aligned_alloc(4096, 4096);
@@ -429,6 +430,10 @@ int nvmf_ctrl_reconnect(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 	c->aer_armed = false;
 	c->ana_busy = c->ana_again = false;
 	c->nsc_busy = c->nsc_again = false;
+	c->nsc_inflight = 0;
+	/* The bring-up re-identifies: no earlier retry is due. */
+	reactor_timer_cancel(&c->nsc_timer);
+	c->nsc_retry_ms = 0;
 	c->ana_then = NULL;
 	c->ready_cb = cb;
 	c->shutdown_cb = NULL;

@@ -143,6 +143,12 @@ struct nvmf_ctrl {
 	void *nsc_id;
 	unsigned nsc_idx, nsc_len;
 	bool nsc_busy, nsc_again;
+	unsigned nsc_inflight; /* its commands in flight: 0 or 1 */
+	/* The log or list read failed with a status: the target sends no
+	 * further event until its log is read, so it is read again on this
+	 * timer (1 s, doubling to 30 s) while LIVE. */
+	struct reactor_timer nsc_timer;
+	unsigned nsc_retry_ms;
 	unsigned ns_events; /* events handled, for tests and status */
 	void *owner;
 	bool reconnecting; /* a failed bring-up stays CONNECTING */

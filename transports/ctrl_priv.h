@@ -17,7 +17,11 @@
 #define DEFAULT_MAX_XFER (256u * 1024)
 #define SHUTDOWN_TIMEOUT_MS 5000u
 
-/* fabrics.c: the admin commands' setup. */
+/* fabrics.c: the admin commands' setup.  ctrl_admin_req_reserved may take
+ * one of the admin queue's reserved requests (NVMF_ADMIN_RESERVED): only
+ * the AER (one outstanding), the namespace change handling and the ANA log
+ * read (one command at a time each) use it, so each always finds one. */
+struct nvmf_req *ctrl_admin_req_reserved(struct nvmf_ctrl *c);
 void ctrl_prep_property_get(struct nvmf_req *req, uint32_t off, bool eight);
 void ctrl_prep_property_set(struct nvmf_req *req, uint32_t off, uint64_t val);
 void ctrl_prep_identify(struct nvmf_req *req, uint8_t cns, uint32_t nsid, void *buf);
@@ -29,6 +33,8 @@ void ctrl_aer_submit(struct nvmf_ctrl *c);
 /* ns_change.c: a Namespace Attribute Changed event arrived (on c->r). */
 void ctrl_ns_event(struct nvmf_ctrl *c);
 void ctrl_ns_change_free(struct nvmf_ctrl *c);
+/* Before the first event (nvmf_ctrl_connect): the retry timer. */
+void ctrl_ns_change_init(struct nvmf_ctrl *c);
 /* The Asynchronous Event Configuration bits this controller gets. */
 uint32_t ctrl_aen_config(const struct nvmf_ctrl *c);
 

@@ -177,6 +177,14 @@ struct nvmf_req *nvmf_admin_req(struct nvmf_ctrl *c)
 	return req;
 }
 
+struct nvmf_req *ctrl_admin_req_reserved(struct nvmf_ctrl *c)
+{
+	struct nvmf_req *req = nvmf_req_get_reserved(&c->adminq);
+	if (req)
+		req->ctx = c;
+	return req;
+}
+
 static void admin_data(struct nvmf_req *req, void *buf, uint32_t len, bool to_ctrl)
 {
 	struct iovec iov = { buf, len };

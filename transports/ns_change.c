@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "transports/ctrl_priv.h"
 #include "transports/nvme_spec.h"
@@ -64,7 +65,27 @@ static unsigned ns_slot(const struct nvmf_ctrl *c, uint32_t nsid)
 	return lo;
 }
 
+/* The table stays in strictly ascending NSID order, within its 1024. */
+static void ns_table_check(const struct nvmf_ctrl *c)
+{
+	if (!NVMF_INVARIANTS)
+		return;
+	INVARIANT(c->nr_ns <= NVME_CHANGED_NS_MAX, "namespace table within its size");
+	for (unsigned i = 1; i < c->nr_ns; i++)
+		INVARIANT(c->ns[i - 1].nsid < c->ns[i].nsid, "namespace table in NSID order");
+}
+
+static bool ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns);
+
 bool nvmf_ctrl_ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns)
+{
+	bool ok = ns_update(c, nsid, ns);
+
+	ns_table_check(c);
+	return ok;
+}
+
+static bool ns_update(struct nvmf_ctrl *c, uint32_t nsid, const struct nvmf_ns *ns)
 {
 	unsigned i = ns_slot(c, nsid);
 	bool found = i < c->nr_ns && c->ns[i].nsid == nsid;
@@ -105,8 +126,33 @@ uint32_t ctrl_aen_config(const struct nvmf_ctrl *c)
 	return cfg;
 }
 
+static void nsc_retry_fire(struct reactor_timer *t)
+{
+	ctrl_ns_event(container_of(t, struct nvmf_ctrl, nsc_timer));
+}
+
+void ctrl_ns_change_init(struct nvmf_ctrl *c)
+{
+	reactor_timer_init(&c->nsc_timer, nsc_retry_fire);
+	c->nsc_retry_ms = 0;
+}
+
+/* The log (or list) was not read: the target holds the next event back
+ * until it is, so nothing else would bring the change in before a
+ * reconnect. */
+static void nsc_retry(struct nvmf_ctrl *c)
+{
+	if (c->state != NVMF_CTRL_LIVE)
+		return; /* bring-up re-identifies */
+	c->nsc_retry_ms = !c->nsc_retry_ms ? 1000 : c->nsc_retry_ms >= 15000 ? 30000
+									     : 2 * c->nsc_retry_ms;
+	ctrl_log(WARN, c, "namespace change: read again in %u s", c->nsc_retry_ms / 1000);
+	reactor_timer_arm(c->r, &c->nsc_timer, (uint64_t)c->nsc_retry_ms * NSEC_PER_MSEC);
+}
+
 void ctrl_ns_change_free(struct nvmf_ctrl *c)
 {
+	reactor_timer_cancel(&c->nsc_timer);
 	free(c->nsc_log);
 	free(c->nsc_work);
 	free(c->nsc_id);
@@ -120,8 +166,10 @@ static void nsc_next(struct nvmf_ctrl *c);
  * bring-up, re-identifies anyway). */
 static void nsc_end(struct nvmf_ctrl *c, bool done)
 {
+	INVARIANT(c->nsc_busy && !c->nsc_inflight, "a namespace change ends once, when idle");
 	c->nsc_busy = false;
 	if (done) {
+		c->nsc_retry_ms = 0;
 		c->ns_events++;
 		if (c->ns_cb)
 			c->ns_cb(c);
@@ -135,6 +183,25 @@ static void nsc_end(struct nvmf_ctrl *c, bool done)
 	}
 }
 
+/* The event's next command, in the reserved admin request (one at a
+ * time: the log, list and Identify buffers are each filled by one request
+ * only); the caller prepares and submits it.  NULL only on a bug. */
+static struct nvmf_req *nsc_req(struct nvmf_ctrl *c, void (*done)(struct nvmf_req *, int))
+{
+	struct nvmf_req *req;
+
+	INVARIANT(c->nsc_busy && !c->nsc_inflight, "one namespace change command at a time");
+	if (!(req = ctrl_admin_req_reserved(c))) {
+		INVARIANT(false, "the namespace change's reserved admin request is free");
+		ctrl_log(ERR, c, "namespace change: no admin request (a bug); re-identified at "
+			 "the next reconnect");
+		return NULL;
+	}
+	c->nsc_inflight++;
+	req->done = done;
+	return req;
+}
+
 /* 0, or the request's failure (logged); put in any case. */
 static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
 {
@@ -143,8 +210,10 @@ static int nsc_req_result(struct nvmf_req *req, int err, const char *what)
 	char sbuf[96];
 
 	nvmf_req_put(req);
+	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
+	c->nsc_inflight--;
 	if (err || c->state != NVMF_CTRL_LIVE)
-		return err ? err : -ENOTCONN; /* bring-up re-identifies */
+		return -ENOTCONN; /* the connection failed: bring-up re-identifies */
 	if (st) {
 		ctrl_log(WARN, c, "namespace change: %s failed: %s", what,
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
@@ -161,6 +230,10 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 	struct nvmf_ns ns;
 
 	nvmf_req_put(req);
+	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
+	INVARIANT(c->nsc_idx < c->nsc_len && c->nsc_len <= NSC_WORK_MAX,
+		  "the Identify is of the work list");
+	c->nsc_inflight--;
 	if (err || c->state != NVMF_CTRL_LIVE) {
 		nsc_end(c, false);
 		return;
@@ -200,13 +273,10 @@ static void nsc_next(struct nvmf_ctrl *c)
 		nsc_end(c, true);
 		return;
 	}
-	if (!(req = nvmf_admin_req(c))) {
-		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
-			 "event or reconnect");
+	if (!(req = nsc_req(c, nsc_id_done))) {
 		nsc_end(c, false);
 		return;
 	}
-	req->done = nsc_id_done;
 	ctrl_prep_identify(req, NVME_ID_CNS_NS, c->nsc_work[c->nsc_idx], c->nsc_id);
 	nvmf_req_submit(req);
 }
@@ -218,8 +288,10 @@ static void nsc_list_done(struct nvmf_req *req, int err)
 	struct nvmf_ctrl *c = req->ctx;
 	unsigned n, i = 0, j = 0, k = 0;
 
-	if (nsc_req_result(req, err, "reading the active namespace list") < 0) {
+	if ((err = nsc_req_result(req, err, "reading the active namespace list")) < 0) {
 		nsc_end(c, false);
+		if (err != -ENOTCONN)
+			nsc_retry(c);
 		return;
 	}
 	n = nvmf_ns_list_count(c->opts.name, c->nsc_log, NVME_CHANGED_NS_MAX);
@@ -235,32 +307,57 @@ static void nsc_list_done(struct nvmf_req *req, int err)
 	nsc_next(c);
 }
 
+static int nsid_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static void nsc_log_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_ctrl *c = req->ctx;
 	unsigned n;
 
-	if (nsc_req_result(req, err, "reading the Changed Namespace List log") < 0) {
+	if ((err = nsc_req_result(req, err, "reading the Changed Namespace List log")) < 0) {
 		nsc_end(c, false);
+		if (err != -ENOTCONN)
+			nsc_retry(c);
 		return;
 	}
 	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW) {
 		ctrl_log(NOTICE, c, "more than %u namespaces changed; re-identifying every one",
 			 NVME_CHANGED_NS_MAX);
-		if (!(req = nvmf_admin_req(c))) {
+		if (!(req = nsc_req(c, nsc_list_done))) {
 			nsc_end(c, false);
 			return;
 		}
-		req->done = nsc_list_done;
 		ctrl_prep_identify(req, NVME_ID_CNS_NS_ACTIVE_LIST, 0, c->nsc_log);
 		nvmf_req_submit(req);
 		return;
 	}
-	for (n = 0; n < NVME_CHANGED_NS_MAX && c->nsc_log[n]; n++)
-		c->nsc_work[n] = c->nsc_log[n];
-	ctrl_log(INFO, c, "namespace attributes changed: %u namespace%s to re-identify", n,
-		 n == 1 ? "" : "s");
-	c->nsc_len = n;
+	/* The list ends at the first zero.  FFFFFFFFh past the first entry
+	 * (the broadcast NSID: its Identify describes every namespace, and
+	 * the table would gain a namespace FFFFFFFFh) and repeats are left
+	 * out; the rest is identified in NSID order. */
+	unsigned k = 0, odd = 0;
+	for (n = 0; n < NVME_CHANGED_NS_MAX && c->nsc_log[n]; n++) {
+		if (c->nsc_log[n] == NVME_CHANGED_NS_OVERFLOW)
+			odd++;
+		else
+			c->nsc_work[k++] = c->nsc_log[n];
+	}
+	if (odd)
+		ctrl_log(WARN, c, "the Changed Namespace List log lists NSID FFFFFFFFh %u time%s "
+			 "after its first entry; left out", odd, odd == 1 ? "" : "s");
+	qsort(c->nsc_work, k, sizeof(*c->nsc_work), nsid_cmp);
+	n = k;
+	k = 0;
+	for (unsigned i = 0; i < n; i++)
+		if (!k || c->nsc_work[k - 1] != c->nsc_work[i])
+			c->nsc_work[k++] = c->nsc_work[i];
+	ctrl_log(INFO, c, "namespace attributes changed: %u namespace%s to re-identify", k,
+		 k == 1 ? "" : "s");
+	c->nsc_len = k;
 	c->nsc_idx = 0;
 	nsc_next(c);
 }
@@ -286,14 +383,12 @@ void ctrl_ns_event(struct nvmf_ctrl *c)
 			return;
 		}
 	}
-	if (!(req = nvmf_admin_req(c))) {
-		ctrl_log(WARN, c, "namespace change: no free admin request; retried at the next "
-			 "event or reconnect");
+	c->nsc_busy = true;
+	if (!(req = nsc_req(c, nsc_log_done))) {
+		c->nsc_busy = false;
 		return;
 	}
-	c->nsc_busy = true;
 	memset(c->nsc_log, 0, 4096);
-	req->done = nsc_log_done;
 	/* Reading the log also tells the target the event was seen: it sends
 	 * the next one only after that. */
 	ctrl_prep_get_log(req, NVME_LOG_CHANGED_NS, c->nsc_log, 4096, 0);

@@ -159,6 +159,14 @@ int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor
 		list_init(&req->link);
 		list_add_tail(&q->free_reqs, &req->link);
 	}
+	q->nr_free = nr;
+	/* An admin queue: one request for the outstanding AER, one for the
+	 * namespace change handling and one for the ANA log read (each one
+	 * command at a time), never given to keep-alive or Abort, so that a
+	 * busy queue never loses an event (the target sends the next only
+	 * once the log was read).  With 31 requests that leaves 28. */
+	if (qid == 0 && nr > 2 * NVMF_ADMIN_RESERVED)
+		q->reserved = NVMF_ADMIN_RESERVED;
 	ret = ops->queue_init(q, opts);
 	if (ret < 0) {
 		free(q->req_mem);
@@ -184,13 +192,14 @@ void nvmf_queue_free(struct nvmf_queue *q)
 	q->by_idx = NULL;
 }
 
-struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
+static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 {
-	struct list_node *n = list_pop(&q->free_reqs);
+	struct list_node *n;
 	struct nvmf_req *req;
 
-	if (!n)
+	if (q->nr_free <= (reserved ? 0 : q->reserved) || !(n = list_pop(&q->free_reqs)))
 		return NULL;
+	q->nr_free--;
 	req = container_of(n, struct nvmf_req, link);
 	INVARIANT(!req->in_flight, "a free request is not in flight");
 	/* A fresh generation in the CID's top bits: a late or forged response
@@ -210,6 +219,16 @@ struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
 	return req;
 }
 
+struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
+{
+	return req_take(q, false);
+}
+
+struct nvmf_req *nvmf_req_get_reserved(struct nvmf_queue *q)
+{
+	return req_take(q, true);
+}
+
 static void queue_wake(struct reactor_msg *m)
 {
 	struct nvmf_queue *q = container_of(m, struct nvmf_queue, wake_msg);
@@ -218,7 +237,7 @@ static void queue_wake(struct reactor_msg *m)
 	q->wake_pending = false;
 	/* Each waiter takes what it needs and re-queues itself if that was
 	 * not enough; stop once the pool is empty again. */
-	while (!list_empty(&q->free_reqs) && (n = list_pop(&q->waiters))) {
+	while (q->nr_free > q->reserved && (n = list_pop(&q->waiters))) {
 		struct nvmf_waiter *w = container_of(n, struct nvmf_waiter, link);
 		w->fn(w);
 	}
@@ -233,6 +252,7 @@ void nvmf_req_put(struct nvmf_req *req)
 	INVARIANT(!req->in_flight, "put of a request in flight");
 	INVARIANT(list_empty(&req->link), "put of a request already on a list (double put)");
 	list_add_head(&q->free_reqs, &req->link);
+	q->nr_free++;
 	if (!list_empty(&q->waiters) && !q->wake_pending) {
 		q->wake_pending = true;
 		reactor_defer(q->r, &q->wake_msg);

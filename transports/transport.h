@@ -65,6 +65,9 @@ struct nvmf_req {
 #define NVMF_CID_IDX_BITS 12
 #define NVMF_CID_IDX_MASK ((1u << NVMF_CID_IDX_BITS) - 1)
 #define NVMF_QUEUE_MAX_SIZE (1u << NVMF_CID_IDX_BITS)
+/* Admin queue requests kept for the AER, the namespace change handling and
+ * the ANA log read (each has at most one command out). */
+#define NVMF_ADMIN_RESERVED 3u
 
 enum nvmf_queue_state {
 	NVMF_Q_IDLE, /* created, no connection */
@@ -92,6 +95,11 @@ struct nvmf_queue {
 	unsigned char *req_mem;
 	struct nvmf_req **by_idx;
 	struct list_node free_reqs;
+	unsigned nr_free;
+	/* Free requests only nvmf_req_get_reserved may take: an admin queue
+	 * keeps them for the Asynchronous Event Request and the namespace
+	 * change handling, which must never find the queue full. */
+	unsigned reserved;
 	struct list_node in_flight;
 	unsigned nr_in_flight;
 	uint16_t gen;
@@ -164,6 +172,8 @@ void nvmf_queue_free(struct nvmf_queue *q);
 bool nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s);
 const char *nvmf_queue_state_name(enum nvmf_queue_state s);
 struct nvmf_req *nvmf_req_get(struct nvmf_queue *q);
+/* The same, but it may take one of the q->reserved requests too. */
+struct nvmf_req *nvmf_req_get_reserved(struct nvmf_queue *q);
 void nvmf_req_put(struct nvmf_req *req);
 /* Submit a prepared request.  done() runs exactly once, on q's reactor. */
 void nvmf_req_submit(struct nvmf_req *req);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "transports/io.h"
 #include "gateway/volume/mpath_priv.h"
@@ -217,6 +218,26 @@ static void vol_stale_paths(struct vol_mp *n, const struct mp_path *p)
 	}
 }
 
+/* What vol_stale_paths claims, asserted in the ASan and fuzz builds before
+ * the new size is published: every other path that may carry I/O for n
+ * shows it at least at its new size. */
+static void stale_paths_check(const struct vol_mp *n, const struct mp_path *p)
+{
+	const struct mp_target *t = p->t;
+
+	if (!NVMF_INVARIANTS)
+		return;
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		const struct mp_path *q = &t->paths[i];
+		const struct nvmf_ns *ns;
+		if (q == p || !q->attached || n->excluded[i] ||
+		    !(ns = nvmf_ctrl_find_ns((struct nvmf_ctrl *)&q->ctrl, n->ns.nsid)))
+			continue;
+		INVARIANT(ns->nsze >= n->ns.nsze,
+			  "a path carrying I/O for a grown volume shows its new size");
+	}
+}
+
 /* Every namespace the volumes use must be the same one behind this path
  * as behind the path the volume was built from.  After a (re)connect or a
  * namespace change event (reidentified), the path's group for it is the
@@ -238,14 +259,17 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		n->excluded[p->idx] = bad;
 		STORE(n->bad_path[p->idx], bad);
 		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
-			uint64_t was = n->v.size;
+			uint64_t was = vol_size(&n->v);
 			n->ns.nsze = ns->nsze;
 			log_notice("%s: nsid %u of target %s grew from %llu to %llu bytes (path %u); "
 				   "exports follow",
 				   n->v.name, n->ns.nsid, t->o.ctrl.name, (unsigned long long)was,
 				   (unsigned long long)(ns->nsze << ns->lba_shift), p->idx);
-			vol_resized(&n->v, ns->nsze << ns->lba_shift);
+			/* The paths still at the old size first, then the new
+			 * size published (release, after their marks). */
 			vol_stale_paths(n, p);
+			stale_paths_check(n, p);
+			vol_resized(&n->v, ns->nsze << ns->lba_shift);
 		}
 		if (!bad) {
 			/* The same namespace in another group: the target

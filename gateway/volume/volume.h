@@ -111,7 +111,7 @@ struct vol_ops {
 struct volume {
 	char name[64]; /* log prefix, e.g. the export name */
 	const struct vol_ops *ops;
-	uint64_t size; /* bytes */
+	uint64_t size; /* bytes; read with vol_size once exported */
 	uint32_t block_size; /* logical block: the smallest I/O */
 	uint32_t pref_io; /* preferred I/O size (>= block_size) */
 	uint32_t max_io; /* largest single vol_io the exporters should send */
@@ -135,10 +135,12 @@ void vol_set_event_cb(struct volume *v, vol_event_fn fn, void *arg);
 void vol_resized(struct volume *v, uint64_t size);
 /* Used by the backends, on reactor 0: the volume fails from now on. */
 void vol_failed(struct volume *v, bool gone);
-/* The size now, from any thread (it only grows while exported). */
+/* The size now, from any thread (it only grows while exported): the one
+ * way to read v->size once the volume is exported, paired with
+ * vol_resized's release store. */
 static inline uint64_t vol_size(const struct volume *v)
 {
-	return __atomic_load_n(&v->size, __ATOMIC_RELAXED);
+	return __atomic_load_n(&v->size, __ATOMIC_ACQUIRE);
 }
 
 /* A volume's statistics summed over its reactors at one moment (each

@@ -38,6 +38,7 @@ static void pool_setup(void)
 	req->q = &q;
 	list_init(&req->link);
 	list_add_tail(&q.free_reqs, &req->link);
+	q.nr_free = 1; /* as nvmf_queue_init counts them */
 	done_calls = 0;
 }
 

@@ -289,6 +289,45 @@ static void sysfs_teardown(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
+
+static void fake_size(int index, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/nbd%d/size", sysblock, index);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* After a live resize the device's size is read back from sysfs: a
+ * kernel that ignores the size in RECONFIGURE (success, old size) is told
+ * apart from one that applied it. */
+START_TEST(resize_verified_in_sysfs)
+{
+	uint64_t have = 0;
+
+	fake_size(2, "65536\n"); /* 32 MiB in 512-byte sectors */
+	ck_assert_int_eq(nbd_kdev_sysfs_size(sysblock, 2, &have), 0);
+	ck_assert_uint_eq(have, 32ull << 20);
+	ck_assert_int_eq(nbd_kdev_resize_verify(sysblock, 2, 32ull << 20, &have, 3, 1), 0);
+	/* Asked for 64 MiB, the device still has 32: not a success. */
+	ck_assert_int_eq(nbd_kdev_resize_verify(sysblock, 2, 64ull << 20, &have, 3, 1),
+			 -EOPNOTSUPP);
+	ck_assert_uint_eq(have, 32ull << 20);
+	fake_size(2, "131072\n");
+	ck_assert_int_eq(nbd_kdev_resize_verify(sysblock, 2, 64ull << 20, &have, 3, 1), 0);
+	/* No size file, or not a number: the read's error, never success. */
+	ck_assert_int_eq(nbd_kdev_resize_verify(sysblock, 4, 64ull << 20, &have, 2, 1), -ENOENT);
+	fake_size(4, "12x\n");
+	ck_assert_int_eq(nbd_kdev_sysfs_size(sysblock, 4, &have), -EINVAL);
+	fake_size(4, "");
+	ck_assert_int_eq(nbd_kdev_sysfs_size(sysblock, 4, &have), -EINVAL);
+}
+END_TEST
+
 static const struct nbd_kdev_devstat devs5[] = {
 	{ 0, true }, { 1, true }, { 2, true }, { 3, false }, { 4, false },
 };
@@ -446,6 +485,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, plan_reattaches_own_device);
 	tcase_add_test(tc, plan_connects_fresh);
 	tcase_add_test(tc, plan_refuses_busy);
+	tcase_add_test(tc, resize_verified_in_sysfs);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reactor");
 	tcase_add_test(tc, attach_fails_cleanly_without_the_family);
