@@ -294,6 +294,59 @@ START_TEST(error_status_passed_up)
 }
 END_TEST
 
+/* A stream of large C2HData PDUs: once a header and a little data came
+ * through the staging buffer and the rest went direct, the next staged
+ * read stops at the end of the next C2HData header (this PDU's digest,
+ * the next header), so that the next PDU's data goes direct as well; the
+ * last PDU's read also takes its response.  Small PDUs read all there is. */
+static void stream_reads_stop_at_next_header(void)
+{
+	enum { PDU = 36 * 1024 };
+	static uint8_t buf[2 * PDU], want[2 * PDU], small[4096], s2[BUFSZ];
+	struct nvmf_req *req = tcpfx_submit(&fx, false, buf, sizeof(buf));
+	unsigned s = tcpfx_slot(req);
+	uint32_t hd = fx.tq->hdgst ? 4 : 0, dd = fx.tq->ddgst ? 4 : 0, hl = 24 + hd;
+	size_t l2 = 0;
+
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), 65536);
+	fill(want, sizeof(want), 5);
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, want, PDU, 0);
+	/* The header and 1000 bytes of data staged, the rest direct. */
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, hl + 1000), (int)(hl + 1000));
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), PDU - 1000 + dd + hl);
+	memcpy(buf + 1000, want + 1000, PDU - 1000);
+	ck_assert_int_eq(tcp_rx_direct_done(fx.tq, PDU - 1000), 0);
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), dd + hl);
+	/* Its digest and the next header, staged: the data direct. */
+	pdu_c2h(&fx, s2, &l2, req->cid, PDU, want + PDU, PDU, NVME_TCP_F_DATA_LAST);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream + slen - dd, dd), (int)dd);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, s2, hl), (int)hl);
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), PDU + dd + 24 + hd + hl);
+	memcpy(buf + PDU, want + PDU, PDU);
+	ck_assert_int_eq(tcp_rx_direct_done(fx.tq, PDU), 0);
+	/* The last one's digest, its response and a header. */
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), dd + 24 + hd + hl);
+	pdu_rsp(&fx, s2, &l2, req->cid, 0);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, s2 + hl + PDU, dd + 24 + hd), (int)(dd + 24 + hd));
+	assert_done(req, s, 0, 0);
+	ck_assert_mem_eq(buf, want, sizeof(buf));
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), hl);
+	/* A small PDU ends the stream: read all there is again. */
+	req = tcpfx_submit(&fx, false, small, sizeof(small));
+	slen = 0;
+	pdu_c2h(&fx, stream, &slen, req->cid, 0, want, sizeof(small), NVME_TCP_F_DATA_LAST);
+	ck_assert_int_eq(tcp_rx_consume(fx.tq, stream, hl), (int)hl);
+	ck_assert_uint_eq(tcp_rx_staged_len(fx.tq, 65536), 65536);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+}
+
+START_TEST(stream_reads) { stream_reads_stop_at_next_header(); }
+END_TEST
+
+START_TEST(stream_reads_digests) { stream_reads_stop_at_next_header(); }
+END_TEST
+
 /* Every split of a digest-protected read: header, digest, data, data
  * digest and response each resume after partial input. */
 START_TEST(read_split_every_byte)
@@ -794,6 +847,8 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, read_success_flag);
 	tcase_add_test(plain, error_status_passed_up);
 	tcase_add_test(dig, read_split_every_byte);
+	tcase_add_test(plain, stream_reads);
+	tcase_add_test(dig, stream_reads_digests);
 	tcase_add_test(plain, read_with_padding);
 	tcase_add_test(plain, write_r2t);
 	tcase_add_test(plain, rsp_unknown_cid);

@@ -420,7 +420,7 @@ static void tcp_recv_arm(struct tcp_queue *tq)
 	}
 	tq->rx_direct = false;
 	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, tq->rbuf + tq->rlen,
-		     TCP_RBUF_SIZE - tq->rlen, 0);
+		     tcp_rx_staged_len(tq, TCP_RBUF_SIZE - tq->rlen), 0);
 armed:
 	tq->recv_pending = true;
 	tq->ops_in_flight++;
@@ -613,6 +613,7 @@ static int tcp_queue_connect(struct nvmf_queue *q)
 
 	tcp_rx_reset(tq);
 	tq->rlen = 0;
+	tq->rx_stream_left = 0;
 	list_init(&tq->sendq);
 	ret = resolve(tq);
 	if (ret < 0)
