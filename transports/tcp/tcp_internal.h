@@ -136,8 +136,9 @@ struct tcp_queue {
 	 * reads take no more than this.  0 = no stream, read what is there. */
 	uint32_t rx_stream_left;
 	struct msghdr rmsg;
-	struct iovec riov[NVMF_REQ_MAX_IOV];
+	struct iovec riov[NVMF_REQ_MAX_IOV + 1]; /* the data, then the staging buffer */
 	uint64_t nr_pdus_rx;
+	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
 };
 
 static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
@@ -149,6 +150,9 @@ static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
  * count consumed (less than len only when the queue failed), or -errno
  * after the connection was failed with a logged reason. */
 int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len);
+/* Arms the socket's receive, once the ICReq is sent (the unit tests' live
+ * queue arms it itself). */
+void tcp_recv_arm(struct tcp_queue *tq);
 /* Bytes the next read into the staging buffer should ask for, at most
  * room: all there is, except in a stream of large C2HData PDUs. */
 uint32_t tcp_rx_staged_len(const struct tcp_queue *tq, uint32_t room);

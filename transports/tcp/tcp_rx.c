@@ -376,6 +376,7 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			struct tcp_req *tr = tcp_req_of(req);
 			n = tq->rx_data_left < avail ? tq->rx_data_left : avail;
 			iov_copy_to(req->iov, req->iovcnt, tr->c2h_off, buf + off, n);
+			tq->nr_rx_staged_data += n;
 			if (tq->ddgst)
 				tq->rx_crc = crc32c_update(tq->rx_crc, buf + off, n);
 			tr->c2h_off += n;
