@@ -345,8 +345,9 @@ static void stream_reads_stop_at_next_header(void)
  * hand): 768 KiB of reads in 128 KiB C2HData PDUs lands in the callers'
  * buffers with almost nothing copied out of the staging buffer: the first
  * read, before any PDU said a stream starts, and the under-4-KiB rests of
- * short direct reads.  Before, about half of every PDU was. */
-static void stream_through_socket(void)
+ * short direct reads.  Before, about half of every PDU was.  With SUCCESS
+ * (no CapsuleResp) the stream ends at the next header just the same. */
+static void stream_through_socket(bool success)
 {
 	enum { N = 6, PDU = 128 * 1024 };
 	uint8_t *bufs = malloc((size_t)N * PDU), *want = malloc((size_t)N * PDU);
@@ -362,8 +363,9 @@ static void stream_through_socket(void)
 	}
 	for (unsigned i = 0; i < N; i++) {
 		pdu_c2h(&fx, wire, &wlen, req[i]->cid, 0, want + (size_t)i * PDU, PDU,
-			NVME_TCP_F_DATA_LAST);
-		pdu_rsp(&fx, wire, &wlen, req[i]->cid, 0);
+			(uint8_t)(NVME_TCP_F_DATA_LAST | (success ? NVME_TCP_F_DATA_SUCCESS : 0)));
+		if (!success)
+			pdu_rsp(&fx, wire, &wlen, req[i]->cid, 0);
 	}
 	tcp_recv_arm(fx.tq);
 	/* Bounded by progress, not time: each pass moves bytes or completes. */
@@ -392,10 +394,13 @@ static void stream_through_socket(void)
 	free(wire);
 }
 
-START_TEST(stream_socket) { stream_through_socket(); }
+START_TEST(stream_socket) { stream_through_socket(false); }
 END_TEST
 
-START_TEST(stream_socket_digests) { stream_through_socket(); }
+START_TEST(stream_socket_success) { stream_through_socket(true); }
+END_TEST
+
+START_TEST(stream_socket_digests) { stream_through_socket(false); }
 END_TEST
 
 START_TEST(stream_reads) { stream_reads_stop_at_next_header(); }
@@ -907,6 +912,7 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, stream_reads);
 	tcase_add_test(dig, stream_reads_digests);
 	tcase_add_test(plain, stream_socket);
+	tcase_add_test(plain, stream_socket_success);
 	tcase_add_test(dig, stream_socket_digests);
 	tcase_add_test(plain, read_with_padding);
 	tcase_add_test(plain, write_r2t);
