@@ -228,9 +228,10 @@ int nvmf_ana_next_read(size_t have, uint64_t need, uint32_t chunk, size_t *want,
 int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len);
 /* I/O queue in-capsule data bytes from Identify's IOCCSZ. */
 uint32_t nvmf_in_capsule_max(uint32_t ioccsz);
-/* Bytes per NVMe command: the option (0 = 256 KiB), MDTS (in units of
- * CAP.MPSMIN pages, 0 = no limit) and what one request's iovec array can
- * carry, whichever is smallest.  Defined for every MDTS and CAP. */
+/* Bytes per NVMe command: the option (0 = 256 KiB) or MDTS (in units of
+ * CAP.MPSMIN pages, 0 = no limit), whichever is smaller.  Defined for
+ * every MDTS and CAP.  (A transport's own limit is applied after it, and
+ * a fragmented caller buffer shortens commands in nvmf_io_chunk.) */
 uint32_t nvmf_pick_max_xfer(uint64_t cap, uint8_t mdts, uint32_t opt_max);
 struct nvme_id_ns;
 /* Fills ns from Identify Namespace data; 1 when usable, 0 when the

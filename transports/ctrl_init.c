@@ -94,10 +94,10 @@ uint32_t nvmf_pick_max_xfer(uint64_t cap_reg, uint8_t mdts, uint32_t opt_max)
 
 	if (mdts && mdts < 32 && (mps << mdts) < cap)
 		cap = (uint32_t)(mps << mdts);
-	/* Each command's data must fit the request's iovec array even when
-	 * the caller's buffer is page-fragmented. */
-	if (cap > (NVMF_REQ_MAX_IOV - 1) * 4096u)
-		cap = (NVMF_REQ_MAX_IOV - 1) * 4096u;
+	/* No cap for the request's iovec array here: nvmf_io_chunk ends each
+	 * command where the caller's pieces run out of iovecs, so a
+	 * page-fragmented buffer gets shorter commands and a contiguous one
+	 * (an NBD reply buffer) gets whole MDTS-sized ones. */
 	return cap;
 }
 
@@ -257,6 +257,8 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	case INIT_IDENTIFY_CTRL:
 		c->ana = !c->opts.discovery && (c->id->cmic & NVME_CTRL_CMIC_ANA);
 		c->max_xfer = nvmf_pick_max_xfer(c->cap, c->id->mdts, c->opts.max_xfer);
+		if (c->adminq.ops->max_xfer && c->max_xfer > c->adminq.ops->max_xfer)
+			c->max_xfer = c->adminq.ops->max_xfer;
 		if (c->vwc_before >= 0 && c->vwc_before != (int)(c->id->vwc & NVME_CTRL_VWC_PRESENT))
 			/* The volume's flush capability was settled at export
 			 * time from every path (vol_mp_create); say so when a

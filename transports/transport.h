@@ -124,6 +124,9 @@ struct nvmf_waiter {
 struct nvmf_transport_ops {
 	const char *name;
 	size_t req_priv_size;
+	/* Most data bytes one command can carry through this transport (its
+	 * own buffers), below MDTS and the option; 0 = no limit of its own. */
+	uint32_t max_xfer;
 	/* Allocate transport state for q (no I/O yet). */
 	int (*queue_init)(struct nvmf_queue *q, const struct nvmf_path_opts *opts);
 	/* Connect the transport (TCP connect + ICReq/ICResp; RDMA CM).  Calls

@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	take(&nr, 1);
 
 	uint32_t x = nvmf_pick_max_xfer(cap, mdts, opt);
-	if (x == 0 || x > (NVMF_REQ_MAX_IOV - 1) * 4096u || (opt && x > opt))
+	if (x == 0 || x > (opt ? opt : 256u * 1024))
 		abort();
 	if (mdts && mdts < 32) {
 		uint64_t lim = (4096ull << NVME_CAP_MPSMIN(cap)) << mdts;

@@ -8,30 +8,67 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/base/iov.h"
 #include "transports/ctrl.h"
+#include "transports/io.h"
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"
 
-#define IOV_MAX_BYTES ((NVMF_REQ_MAX_IOV - 1) * 4096u)
+#define DEFAULT_BYTES (256u * 1024)
 
 static uint64_t cap_mpsmin(unsigned m) { return (uint64_t)m << 48; }
 
 START_TEST(max_xfer_every_mdts)
 {
-	/* 0 = no limit: the option, or 256 KiB, within the iovec array. */
-	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 0, 0), IOV_MAX_BYTES);
+	/* 0 = no limit: the option, or 256 KiB.  No cap for the iovec array
+	 * (nvmf_io_chunk splits by fragmentation): a target's 128 KiB or a
+	 * 1 MiB option stay whole. */
+	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 0, 0), DEFAULT_BYTES);
+	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 5, 0), 128u * 1024);
+	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 0, 1u << 20), 1u << 20);
 	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 0, 8192), 8192);
 	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 1, 0), 8192);
 	ck_assert_uint_eq(nvmf_pick_max_xfer(0, 3, 0), 32768);
 	ck_assert_uint_eq(nvmf_pick_max_xfer(cap_mpsmin(1), 2, 0), 32768);
 	/* Large MDTS (undefined shifts before: 64 and more) is no limit. */
-	for (unsigned mdts = 5; mdts <= 255; mdts++)
+	for (unsigned mdts = 7; mdts <= 255; mdts++)
 		for (unsigned m = 0; m < 16; m++) {
 			uint32_t x = nvmf_pick_max_xfer(cap_mpsmin(m), (uint8_t)mdts, 0);
-			ck_assert_msg(x == IOV_MAX_BYTES, "mdts %u mpsmin %u: %u", mdts, m, x);
+			ck_assert_msg(x == DEFAULT_BYTES, "mdts %u mpsmin %u: %u", mdts, m, x);
 			x = nvmf_pick_max_xfer(cap_mpsmin(m), (uint8_t)mdts, 4096);
 			ck_assert_msg(x == 4096, "mdts %u mpsmin %u with a 4k cap: %u", mdts, m, x);
 		}
+}
+END_TEST
+
+/* With no iovec cap in max_xfer, each command still fits the request's
+ * iovec array: a page-fragmented buffer gets commands of at most
+ * NVMF_REQ_MAX_IOV pages, a contiguous one whole max_xfer commands. */
+START_TEST(io_chunk_fits_iovecs)
+{
+	static uint8_t buf[1u << 20];
+	static struct iovec frag[256];
+	struct nvmf_ns ns = { .nsid = 1, .nsze = 1u << 20, .lba_shift = 9, .lba_size = 512 };
+	struct iovec one = { buf, sizeof(buf) };
+	struct nvmf_io io = { .op = NVMF_IO_READ, .len = sizeof(buf), .ns = &ns };
+
+	io.max_xfer = nvmf_pick_max_xfer(0, 5, 0);
+	io.iov = &one;
+	io.iovcnt = 1;
+	ck_assert_uint_eq(nvmf_io_chunk(&io, 0), 128u * 1024);
+	ck_assert_uint_eq(nvmf_io_chunk(&io, sizeof(buf) - 4096), 4096);
+	for (unsigned i = 0; i < 256; i++)
+		frag[i] = (struct iovec){ buf + i * 4096u, 4096 };
+	io.iov = frag;
+	io.iovcnt = 256;
+	for (uint64_t off = 0; off < sizeof(buf); off += 1536) {
+		uint64_t n = nvmf_io_chunk(&io, off);
+		struct iovec sl[NVMF_REQ_MAX_IOV];
+		ck_assert_uint_gt(n, 0);
+		ck_assert_uint_le(n, 128u * 1024);
+		ck_assert_int_gt(iov_slice(frag, 256, off, n, sl, NVMF_REQ_MAX_IOV), 0);
+	}
+	ck_assert_uint_eq(nvmf_io_chunk(&io, 0), NVMF_REQ_MAX_IOV * 4096u);
 }
 END_TEST
 
@@ -214,6 +251,7 @@ static Suite *limits_suite(void)
 	TCase *tc = tcase_create("limits");
 
 	tcase_add_test(tc, max_xfer_every_mdts);
+	tcase_add_test(tc, io_chunk_fits_iovecs);
 	tcase_add_test(tc, ns_size_never_wraps);
 	tcase_add_test(tc, ns_list_order);
 	tcase_add_test(tc, ana_need_walks_within_len);

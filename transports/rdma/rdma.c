@@ -203,7 +203,7 @@ int rdma_wc_process(struct nvmf_queue *q, struct rdma_sendq *sq, unsigned nr_rec
 /* ---- the transport ---- */
 
 #define RDMA_CQ_BATCH 32
-#define RDMA_DEFAULT_SLOT (60u * 1024) /* the core's largest command */
+#define RDMA_DEFAULT_SLOT (60u * 1024) /* this transport's largest command */
 #define RDMA_ADMIN_SLOT (64u * 1024) /* admin data: identify, log page chunks */
 
 enum rdma_conn_state {
@@ -1043,6 +1043,9 @@ static void rdma_req_state(struct nvmf_queue *q, struct nvmf_req *req, char *buf
 const struct nvmf_transport_ops nvmf_rdma_ops = {
 	.name = "rdma",
 	.req_priv_size = sizeof(struct rdma_req),
+	/* Every slot owns a registered buffer of max_xfer bytes: keep them at
+	 * the size they had when the core capped all commands at 60 KiB. */
+	.max_xfer = RDMA_DEFAULT_SLOT,
 	.queue_init = rdma_queue_init,
 	.queue_connect = rdma_queue_connect,
 	.submit = rdma_submit,

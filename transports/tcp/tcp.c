@@ -22,7 +22,6 @@ static const uint8_t zero_pad[128];
 
 static struct tcp_queue *tq_of(struct nvmf_queue *q) { return q->tp; }
 
-static void tcp_recv_arm(struct tcp_queue *tq);
 static void tcp_send_kick(struct tcp_queue *tq);
 
 /* ---- quiescing ---- */
@@ -406,7 +405,7 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 
 static void recv_done(struct reactor_op *op, int res, uint32_t flags);
 
-static void tcp_recv_arm(struct tcp_queue *tq)
+void tcp_recv_arm(struct tcp_queue *tq)
 {
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
@@ -415,6 +414,14 @@ static void tcp_recv_arm(struct tcp_queue *tq)
 		int cnt = iov_slice(req->iov, req->iovcnt, tcp_req_of(req)->c2h_off,
 				    tq->rx_data_left, tq->riov, NVMF_REQ_MAX_IOV);
 		if (cnt > 0) {
+			/* In a stream, what follows the data up to the next
+			 * C2HData header comes in the same read, staged. */
+			uint32_t tail = tq->rx_stream_left > tq->rx_data_left ?
+						tq->rx_stream_left - tq->rx_data_left : 0;
+			if (tail) {
+				tq->riov[cnt].iov_base = tq->rbuf;
+				tq->riov[cnt++].iov_len = tail < TCP_RBUF_SIZE ? tail : TCP_RBUF_SIZE;
+			}
 			memset(&tq->rmsg, 0, sizeof(tq->rmsg));
 			tq->rmsg.msg_iov = tq->riov;
 			tq->rmsg.msg_iovlen = (size_t)cnt;
@@ -425,7 +432,7 @@ static void tcp_recv_arm(struct tcp_queue *tq)
 	}
 	tq->rx_direct = false;
 	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, tq->rbuf + tq->rlen,
-		     TCP_RBUF_SIZE - tq->rlen, 0);
+		     tcp_rx_staged_len(tq, TCP_RBUF_SIZE - tq->rlen), 0);
 armed:
 	tq->recv_pending = true;
 	tq->ops_in_flight++;
@@ -451,7 +458,14 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (tq->rx_direct) {
-		ret = tcp_rx_direct_done(tq, (uint32_t)res);
+		uint32_t n = (uint32_t)res, d = n < tq->rx_data_left ? n : tq->rx_data_left;
+		ret = tcp_rx_direct_done(tq, d);
+		if (ret >= 0 && n > d) {
+			tq->rlen = n - d;
+			ret = tcp_rx_consume(tq, tq->rbuf, tq->rlen);
+			if (ret >= 0)
+				tq->rlen = 0;
+		}
 	} else {
 		tq->rlen += (uint32_t)res;
 		ret = tcp_rx_consume(tq, tq->rbuf, tq->rlen);
@@ -618,6 +632,7 @@ static int tcp_queue_connect(struct nvmf_queue *q)
 
 	tcp_rx_reset(tq);
 	tq->rlen = 0;
+	tq->rx_stream_left = 0;
 	list_init(&tq->sendq);
 	ret = resolve(tq);
 	if (ret < 0)

@@ -16,6 +16,11 @@
  * buffer instead of through the staging buffer: the kernel's copy is then
  * the only one. */
 #define TCP_DIRECT_MIN 4096u
+/* A C2HData PDU at least this large starts a stream of large transfers:
+ * the staged reads that follow stop at the end of the next C2HData header
+ * (see rx_stream_left), so that its data lands directly too instead of
+ * filling the staging buffer and being copied out of it. */
+#define TCP_STREAM_MIN (32u * 1024)
 /* How long a deferred TermReq may wait for the send in flight. */
 #define TCP_TERM_WAIT_MS 1000u
 
@@ -125,9 +130,15 @@ struct tcp_queue {
 	struct nvmf_req *rx_req;
 	uint8_t rx_flags;
 	bool rx_direct; /* the recv in flight targets rx_req's buffer */
+	/* In a stream of large C2HData PDUs: the bytes from here to the end of
+	 * the header of the C2HData expected next (this PDU's rest, its
+	 * digest, the CapsuleResp unless SUCCESS, then that header); staged
+	 * reads take no more than this.  0 = no stream, read what is there. */
+	uint32_t rx_stream_left;
 	struct msghdr rmsg;
-	struct iovec riov[NVMF_REQ_MAX_IOV];
+	struct iovec riov[NVMF_REQ_MAX_IOV + 1]; /* the data, then the staging buffer */
 	uint64_t nr_pdus_rx;
+	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
 };
 
 static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
@@ -139,6 +150,12 @@ static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
  * count consumed (less than len only when the queue failed), or -errno
  * after the connection was failed with a logged reason. */
 int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len);
+/* Arms the socket's receive, once the ICReq is sent (the unit tests' live
+ * queue arms it itself). */
+void tcp_recv_arm(struct tcp_queue *tq);
+/* Bytes the next read into the staging buffer should ask for, at most
+ * room: all there is, except in a stream of large C2HData PDUs. */
+uint32_t tcp_rx_staged_len(const struct tcp_queue *tq, uint32_t room);
 /* n bytes of PDU payload landed directly in rx_req's buffer. */
 int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n);
 void tcp_rx_reset(struct tcp_queue *tq);

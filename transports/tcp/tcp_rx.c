@@ -235,6 +235,13 @@ static int start_c2h_data(struct tcp_queue *tq)
 	tq->rx_data_left = p->length;
 	tq->rx_crc = crc32c_init();
 	tq->rx_state = tq->rx_pad_left ? TCP_RX_PAD : TCP_RX_DATA;
+	tq->rx_stream_left = 0;
+	if (p->length >= TCP_STREAM_MIN) {
+		uint32_t hd = tq->hdgst ? NVME_TCP_DIGEST_LEN : 0;
+		tq->rx_stream_left = h->plen - tq->rhdr_need + (uint32_t)sizeof(struct nvme_tcp_data) + hd;
+		if ((h->flags & NVME_TCP_F_DATA_LAST) && !(h->flags & NVME_TCP_F_DATA_SUCCESS))
+			tq->rx_stream_left += (uint32_t)sizeof(struct nvme_tcp_rsp) + hd;
+	}
 	return 0;
 }
 
@@ -305,6 +312,25 @@ static int data_done(struct tcp_queue *tq)
 	return finish_c2h_data(tq);
 }
 
+uint32_t tcp_rx_staged_len(const struct tcp_queue *tq, uint32_t room)
+{
+	uint32_t len = room;
+
+	if (!tq->rx_stream_left)
+		return len;
+	if (tq->rx_stream_left < len)
+		len = tq->rx_stream_left;
+	if (tq->rx_state == TCP_RX_PAD && tq->rx_pad_left < len)
+		len = tq->rx_pad_left; /* then the data goes direct */
+	return len;
+}
+
+/* n more bytes of the stream were consumed (see rx_stream_left). */
+static void stream_advance(struct tcp_queue *tq, uint32_t n)
+{
+	tq->rx_stream_left -= n < tq->rx_stream_left ? n : tq->rx_stream_left;
+}
+
 int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 {
 	uint32_t off = 0;
@@ -323,6 +349,7 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			memcpy(tq->rhdr + tq->rhdr_len, buf + off, n);
 			tq->rhdr_len += n;
 			off += n;
+			stream_advance(tq, n);
 			if (tq->rhdr_len < tq->rhdr_need)
 				break;
 			if (tq->rhdr_need == sizeof(struct nvme_tcp_hdr)) {
@@ -340,6 +367,7 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			n = tq->rx_pad_left < avail ? tq->rx_pad_left : avail;
 			tq->rx_pad_left -= n;
 			off += n;
+			stream_advance(tq, n);
 			if (!tq->rx_pad_left)
 				tq->rx_state = TCP_RX_DATA;
 			break;
@@ -348,11 +376,13 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			struct tcp_req *tr = tcp_req_of(req);
 			n = tq->rx_data_left < avail ? tq->rx_data_left : avail;
 			iov_copy_to(req->iov, req->iovcnt, tr->c2h_off, buf + off, n);
+			tq->nr_rx_staged_data += n;
 			if (tq->ddgst)
 				tq->rx_crc = crc32c_update(tq->rx_crc, buf + off, n);
 			tr->c2h_off += n;
 			tq->rx_data_left -= n;
 			off += n;
+			stream_advance(tq, n);
 			if (!tq->rx_data_left && (ret = data_done(tq)) < 0)
 				return ret;
 			break;
@@ -364,6 +394,7 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			memcpy(tq->rx_ddgst + tq->rx_ddgst_len, buf + off, n);
 			tq->rx_ddgst_len += n;
 			off += n;
+			stream_advance(tq, n);
 			if (tq->rx_ddgst_len == NVME_TCP_DIGEST_LEN) {
 				uint32_t want, got = crc32c_final(tq->rx_crc);
 				memcpy(&want, tq->rx_ddgst, sizeof(want));
@@ -395,6 +426,7 @@ int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)
 	}
 	tr->c2h_off += n;
 	tq->rx_data_left -= n;
+	stream_advance(tq, n);
 	return tq->rx_data_left ? 0 : data_done(tq);
 }
 
