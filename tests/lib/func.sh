@@ -103,6 +103,11 @@ gw_start() {
 	# Registered at the first start, so that it runs before the cleanups
 	# of what the gateway uses (its directory, mounts, targets).
 	[ -n "$_gw_cleanup_on" ] || { cleanup_fn gw_cleanup; _gw_cleanup_on=1; }
+	# Emptied here, not only by the background start's redirection: the
+	# wait below could otherwise read the previous run's "ready" line
+	# before the new process has truncated the file.
+	: > "$tmp/gw.out"
+	: > "$tmp/gw.log"
 	case $mode in
 	nbd)
 		"$GW" nbd "$@" > "$tmp/gw.out" 2> "$tmp/gw.log" &
