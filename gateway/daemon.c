@@ -21,6 +21,7 @@
 #include "gateway/daemon_priv.h"
 #include "gateway/daemon_discovery.h"
 #include "gateway/linkwatch.h"
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
 #include "gateway/base/metrics.h"
@@ -397,8 +398,8 @@ static void gw_stop(struct gw *gw)
 static void exp_closer_done(void *arg)
 {
 	struct gw_exp *e = arg;
-	void (*removed)(void *) = e->removed;
-	void *removed_arg = e->removed_arg;
+	void (*removed)(void *) = e->removed, (*removed2)(void *) = e->removed2;
+	void *removed_arg = e->removed_arg, *removed2_arg = e->removed2_arg;
 
 	if (--e->closing)
 		return;
@@ -410,15 +411,40 @@ static void exp_closer_done(void *arg)
 	exp_free(e);
 	if (removed)
 		removed(removed_arg);
+	if (removed2)
+		removed2(removed2_arg);
 }
+
+static void exp_takedown(struct gw_exp *e);
 
 void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg)
 {
-	struct gw *gw = e->gw;
-
+	if (e->removing) {
+		/* Already going (its namespace was removed, say): this caller
+		 * waits for the same end.  Starting over would count its
+		 * closers again and free it under the first takedown. */
+		INVARIANT(!e->removed2, "an export removed a third time while going");
+		e->removed2 = removed;
+		e->removed2_arg = arg;
+		return;
+	}
 	e->removing = true;
 	e->removed = removed;
 	e->removed_arg = arg;
+	if (e->batch) {
+		/* The helper thread attaching its /dev/nbdN holds e: the
+		 * takedown waits for the answer (kdev_attached). */
+		e->remove_deferred = true;
+		log_info("export %s: removed once its /dev/nbdN attach answers", e->name);
+		return;
+	}
+	exp_takedown(e);
+}
+
+static void exp_takedown(struct gw_exp *e)
+{
+	struct gw *gw = e->gw;
+
 	if (e->vol)
 		vol_mp_drain(e->vol);
 	e->closing = 1;
@@ -773,7 +799,12 @@ static void kdev_attached(void *arg, struct nbd_kdev *d, int index_or_err)
 		log_notice("export %s: %s /dev/nbd%d", e->name,
 			   nbd_kdev_reattached(d) ? "reattached to" : "attached as", index_or_err);
 	}
+	bool deferred = e->remove_deferred;
+	e->remove_deferred = false;
+	/* The batch still reads e when it ends; the takedown frees it. */
 	batch_put(b);
+	if (deferred)
+		exp_takedown(e);
 }
 
 static void start_kdev(struct gw_batch *b, struct gw_exp *e)

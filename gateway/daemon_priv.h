@@ -75,9 +75,16 @@ struct gw_exp {
 	bool failed;
 	bool waiting; /* for its target: no exporter yet */
 	bool removing;
+	/* Removed while its kernel attach was running (a namespace gone at
+	 * once): the takedown starts when the attach answers. */
+	bool remove_deferred;
 	unsigned closing; /* exporters still closing while removed */
+	/* Called once it is gone: the first remover, and one more that asked
+	 * while it was already going (a reload during a namespace removal). */
 	void (*removed)(void *arg);
 	void *removed_arg;
+	void (*removed2)(void *arg);
+	void *removed2_arg;
 	struct gw_batch *batch; /* its kernel attach answers to this batch */
 	/* Made by policy auto_export[auto_idx] (its cfg is a file of its
 	 * own, daemon_auto.c), not hand-written. */
