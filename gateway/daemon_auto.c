@@ -343,8 +343,16 @@ void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **st
 				why = "the file now configures it";
 		if (!why && !glob_matches(n, t->cfg->subnqn))
 			why = "no auto_export policy matches it any more";
-		if (!why)
+		if (!why) {
+			/* As for a configured target: a reload is how the
+			 * operator says a target given up on is back. */
+			if (t->mp && !strcmp(mp_target_state(t->mp), "failed")) {
+				log_notice("reload: target %s (discovered %s): every path was given "
+					   "up; reconnecting", t->cfg->name, t->cfg->subnqn);
+				mp_target_reset(t->mp);
+			}
 			continue;
+		}
 		log_notice("reload: target %s (discovered %s): removed: %s", t->cfg->name,
 			   t->cfg->subnqn, why);
 		stop_tgts[(*nr_stop_tgts)++] = t;
