@@ -149,6 +149,7 @@ struct nvmf_ctrl {
 	 * timer (1 s, doubling to 30 s) while LIVE. */
 	struct reactor_timer nsc_timer;
 	unsigned nsc_retry_ms;
+	bool nsc_retry_quiet; /* at the 30 s ceiling: retries not logged */
 	unsigned ns_events; /* events handled, for tests and status */
 	void *owner;
 	bool reconnecting; /* a failed bring-up stays CONNECTING */

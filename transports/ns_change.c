@@ -135,6 +135,7 @@ void ctrl_ns_change_init(struct nvmf_ctrl *c)
 {
 	reactor_timer_init(&c->nsc_timer, nsc_retry_fire);
 	c->nsc_retry_ms = 0;
+	c->nsc_retry_quiet = false;
 }
 
 /* The log (or list) was not read: the target holds the next event back
@@ -146,7 +147,13 @@ static void nsc_retry(struct nvmf_ctrl *c)
 		return; /* bring-up re-identifies */
 	c->nsc_retry_ms = !c->nsc_retry_ms ? 1000 : c->nsc_retry_ms >= 15000 ? 30000
 									     : 2 * c->nsc_retry_ms;
-	ctrl_log(WARN, c, "namespace change: read again in %u s", c->nsc_retry_ms / 1000);
+	/* Once at the 30 s ceiling the retries go on quietly: a target that
+	 * keeps refusing the log would otherwise fill the log. */
+	if (c->nsc_retry_ms < 30000 || !c->nsc_retry_quiet)
+		ctrl_log(WARN, c, "namespace change: read again in %u s%s", c->nsc_retry_ms / 1000,
+			 c->nsc_retry_ms == 30000 ? " (and every 30 s, not logged, until it works)"
+						  : "");
+	c->nsc_retry_quiet = c->nsc_retry_ms == 30000;
 	reactor_timer_arm(c->r, &c->nsc_timer, (uint64_t)c->nsc_retry_ms * NSEC_PER_MSEC);
 }
 
@@ -169,7 +176,11 @@ static void nsc_end(struct nvmf_ctrl *c, bool done)
 	INVARIANT(c->nsc_busy && !c->nsc_inflight, "a namespace change ends once, when idle");
 	c->nsc_busy = false;
 	if (done) {
+		/* A read that worked makes a pending retry moot: it would
+		 * only read the log again and report a change that is none. */
+		reactor_timer_cancel(&c->nsc_timer);
 		c->nsc_retry_ms = 0;
+		c->nsc_retry_quiet = false;
 		c->ns_events++;
 		if (c->ns_cb)
 			c->ns_cb(c);

@@ -394,6 +394,73 @@ START_TEST(log_read_failure_retried)
 }
 END_TEST
 
+/* The host's next command other than an AER armed again (whose place in
+ * the stream depends on when its send is reaped). */
+static struct nvme_sqe next_not_aer(struct ctrl_fixture *f)
+{
+	struct nvme_sqe sqe;
+
+	do
+		ck_assert_msg(ctrlfx_wait_cmd(f, &sqe, 3000), "no command from the host");
+	while (sqe.opcode == NVME_ADMIN_ASYNC_EVENT);
+	return sqe;
+}
+
+/* A retry pending from a failed read is dropped when a later event's read
+ * works: it would read the log again and report a change that is none. */
+START_TEST(retry_dropped_after_a_good_read)
+{
+	static struct ctrl_fixture f;
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct nvme_sqe sqe, aer;
+	struct nvmf_ns ns = ns_make(1, 2048, 9, 0x31);
+	uint16_t aer2 = 0;
+	bool have_aer2 = false;
+
+	ck_assert_int_eq(ctrlfx_init(&f, "retry2"), 0);
+	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	while (ctrlfx_next_cmd(&f, &sqe)) {
+		if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE)
+			ck_assert(ctrlfx_reply(&f, sqe.cid, NULL, 0, 0x06, 0)); /* internal error */
+		else if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT) {
+			aer2 = sqe.cid;
+			have_aer2 = true;
+		}
+	}
+	ck_assert_msg(have_aer2, "the AER was not armed again");
+	/* Before the 1 s retry: the next event, and its read works. */
+	ck_assert(ctrlfx_reply(&f, aer2, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
+	memset(log, 0, sizeof(log));
+	log[0] = 1;
+	ck_assert(ctrlfx_reply(&f, sqe.cid, log, sizeof(log), 0, 0));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_IDENTIFY);
+	ctrlfx_id_ns(&id, 4096, 9, 0x31);
+	ck_assert(ctrlfx_reply(&f, sqe.cid, &id, 4096, 0, 0));
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	/* Past the retry's due time: nothing but the re-armed AER. */
+	uint64_t t0 = reactor_now_ns();
+	while (reactor_now_ns() - t0 < 2500 * NSEC_PER_MSEC) {
+		if (!ctrlfx_wait_cmd(&f, &sqe, 200))
+			continue;
+		ck_assert_msg(sqe.opcode == NVME_ADMIN_ASYNC_EVENT,
+			      "opcode 0x%02x after a good read: the old retry fired", sqe.opcode);
+	}
+	ck_assert_uint_eq(f.c.ns_events, 1);
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -407,6 +474,7 @@ int main(void)
 	tcase_add_test(tc, ana_event_with_ns_change_in_flight);
 	tcase_add_test(tc, log_with_broadcast_nsid);
 	tcase_add_test(tc, log_read_failure_retried);
+	tcase_add_test(tc, retry_dropped_after_a_good_read);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
