@@ -771,12 +771,17 @@ static int kdev_do_resize(struct nbd_kdev *d)
 	/* Kernels before the size attribute was honoured in RECONFIGURE
 	 * answer success and leave the size: what the device has is what
 	 * counts.  -EOPNOTSUPP: it did not change; job_seen_size says what
-	 * it has (0 if sysfs could not tell). */
+	 * it has. */
 	d->job_seen_size = 0;
 	r = nbd_kdev_resize_verify(d->sysblock, d->index, d->job_size, &d->job_seen_size, 10, 20);
 	if (r < 0 && r != -EOPNOTSUPP) {
+		/* sysfs did not answer: the kernel took the request and no
+		 * read says otherwise; a failure to read is not a kernel that
+		 * ignores the size. */
+		log_warn("/dev/nbd%d: the resize to %llu bytes could not be read back from "
+			 "sysfs: %s", d->index, (unsigned long long)d->job_size, strerror(-r));
 		d->job_seen_size = 0;
-		r = -EOPNOTSUPP;
+		r = 0;
 	}
 	return r;
 }
