@@ -143,6 +143,10 @@ struct nvmf_ctrl {
 	void *nsc_id;
 	unsigned nsc_idx, nsc_len;
 	bool nsc_busy, nsc_again;
+	/* An Identify of the last event failed (Namespace Not Ready, say):
+	 * the retry re-identifies every namespace (the active list), since
+	 * the log that named it has been read. */
+	bool nsc_id_failed, nsc_rescan;
 	unsigned nsc_inflight; /* its commands in flight: 0 or 1 */
 	/* The log or list read failed with a status: the target sends no
 	 * further event until its log is read, so it is read again on this

@@ -136,6 +136,7 @@ void ctrl_ns_change_init(struct nvmf_ctrl *c)
 	reactor_timer_init(&c->nsc_timer, nsc_retry_fire);
 	c->nsc_retry_ms = 0;
 	c->nsc_retry_quiet = false;
+	c->nsc_id_failed = c->nsc_rescan = false;
 }
 
 /* The log (or list) was not read: the target holds the next event back
@@ -175,12 +176,20 @@ static void nsc_end(struct nvmf_ctrl *c, bool done)
 {
 	INVARIANT(c->nsc_busy && !c->nsc_inflight, "a namespace change ends once, when idle");
 	c->nsc_busy = false;
-	if (done) {
+	if (done && c->nsc_id_failed) {
+		/* What was learnt is applied below; the namespaces whose
+		 * Identify failed are asked again on the retry timer. */
+		c->nsc_id_failed = false;
+		c->nsc_rescan = true;
+		nsc_retry(c);
+	} else if (done) {
 		/* A read that worked makes a pending retry moot: it would
 		 * only read the log again and report a change that is none. */
 		reactor_timer_cancel(&c->nsc_timer);
 		c->nsc_retry_ms = 0;
 		c->nsc_retry_quiet = false;
+	}
+	if (done) {
 		c->ns_events++;
 		if (c->ns_cb)
 			c->ns_cb(c);
@@ -257,8 +266,8 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 	if (st && !(NVME_STATUS_SCT(st) == NVME_SCT_GENERIC && NVME_STATUS_SC(st) == 0x0b)) {
 		char sbuf[96];
 		ctrl_log(WARN, c, "namespace change: Identify of nsid %u failed: %s; left as it "
-			 "was until the next event or reconnect", nsid,
-			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+			 "was, asked again", nsid, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		c->nsc_id_failed = true;
 		c->nsc_idx++;
 		nsc_next(c);
 		return;
@@ -335,9 +344,13 @@ static void nsc_log_done(struct nvmf_req *req, int err)
 			nsc_retry(c);
 		return;
 	}
-	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW) {
-		ctrl_log(NOTICE, c, "more than %u namespaces changed; re-identifying every one",
-			 NVME_CHANGED_NS_MAX);
+	if (c->nsc_log[0] == NVME_CHANGED_NS_OVERFLOW || c->nsc_rescan) {
+		if (c->nsc_rescan)
+			ctrl_log(INFO, c, "re-identifying every namespace (an Identify failed)");
+		else
+			ctrl_log(NOTICE, c, "more than %u namespaces changed; re-identifying every "
+				 "one", NVME_CHANGED_NS_MAX);
+		c->nsc_rescan = false;
 		if (!(req = nsc_req(c, nsc_list_done))) {
 			nsc_end(c, false);
 			return;

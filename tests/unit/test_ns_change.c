@@ -461,6 +461,58 @@ START_TEST(retry_dropped_after_a_good_read)
 }
 END_TEST
 
+/* An Identify that fails after the log was read (Namespace Not Ready
+ * while the array reformats, say) is asked again on the retry timer,
+ * through the active list: the log that named it is gone. */
+START_TEST(identify_failure_retried)
+{
+	static struct ctrl_fixture f;
+	static uint32_t log[1024];
+	static struct nvme_id_ns id;
+	struct nvme_sqe sqe, aer;
+	struct nvmf_ns ns = ns_make(1, 2048, 9, 0x31);
+
+	ck_assert_int_eq(ctrlfx_init(&f, "idretry"), 0);
+	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
+	ctrlfx_arm_aer(&f);
+	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
+			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
+				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
+	memset(log, 0, sizeof(log));
+	log[0] = 1;
+	ck_assert(ctrlfx_reply(&f, sqe.cid, log, sizeof(log), 0, 0));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_IDENTIFY);
+	ck_assert(ctrlfx_reply(&f, sqe.cid, NULL, 0, 0x82, 0)); /* Namespace Not Ready */
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 2048);
+	/* The retry: the log (empty now), then every active namespace. */
+	uint64_t t0 = reactor_now_ns();
+	sqe = next_not_aer(&f);
+	ck_assert_uint_ge(reactor_now_ns() - t0, 500 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
+	memset(log, 0, sizeof(log));
+	ck_assert(ctrlfx_reply(&f, sqe.cid, log, sizeof(log), 0, 0));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_IDENTIFY);
+	ck_assert_uint_eq(sqe.cdw10 & 0xff, NVME_ID_CNS_NS_ACTIVE_LIST);
+	log[0] = 1;
+	ck_assert(ctrlfx_reply(&f, sqe.cid, log, 4096, 0, 0));
+	sqe = next_not_aer(&f);
+	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_IDENTIFY);
+	ck_assert_uint_eq(sqe.nsid, 1);
+	ctrlfx_id_ns(&id, 4096, 9, 0x31);
+	ck_assert(ctrlfx_reply(&f, sqe.cid, &id, 4096, 0, 0));
+	for (int i = 0; i < 100 && nvmf_ctrl_find_ns(&f.c, 1)->nsze != 4096; i++)
+		ctrlfx_wait_cmd(&f, &sqe, 10);
+	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 4096);
+	ck_assert_uint_eq(f.c.ns_events, 2);
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ns_change");
@@ -475,6 +527,7 @@ int main(void)
 	tcase_add_test(tc, log_with_broadcast_nsid);
 	tcase_add_test(tc, log_read_failure_retried);
 	tcase_add_test(tc, retry_dropped_after_a_good_read);
+	tcase_add_test(tc, identify_failure_retried);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
