@@ -9,6 +9,10 @@
 #include "transports/ctrl.h"
 #include "transports/ctrl_priv.h"
 
+/* The AER completion of a Namespace Attribute Changed notice. */
+#define NS_CHANGED_AEN \
+	(0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) | ((uint32_t)NVME_LOG_CHANGED_NS << 16))
+
 static struct nvmf_ns ns_make(uint32_t nsid, uint64_t nsze, uint32_t shift, uint8_t tag)
 {
 	struct nvmf_ns ns;
@@ -189,9 +193,7 @@ START_TEST(event_with_admin_queue_full)
 	for (unsigned i = 0; i < nheld; i++)
 		expect_cmd(&f, NVME_ADMIN_KEEP_ALIVE, -1);
 	/* Notice 00h, Namespace Attribute Changed, log 04h. */
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	struct served sv = serve(&f, 1, 4096);
 	ck_assert_msg(sv.logs == 1, "the Changed Namespace List log was read");
 	ck_assert_msg(sv.ids == 1, "the namespace was identified again");
@@ -201,8 +203,7 @@ START_TEST(event_with_admin_queue_full)
 	ck_assert_uint_eq(nvmf_ctrl_find_ns(&f.c, 1)->nsze, 4096);
 	/* And the next event is seen as well: nothing was lost. */
 	ck_assert(ctrlfx_reply(&f, sv.aer_cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+			       NS_CHANGED_AEN));
 	sv = serve(&f, 1, 8192);
 	ck_assert(sv.logs == 1 && sv.ids == 1 && sv.aers == 1);
 	ck_assert_uint_eq(f.c.ns_events, 2);
@@ -248,9 +249,7 @@ START_TEST(ana_event_with_ns_change_in_flight)
 	for (unsigned i = 0; i < nheld; i++)
 		expect_cmd(&f, NVME_ADMIN_KEEP_ALIVE, -1);
 	/* The namespace change: its Get Log Page left unanswered. */
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	bool have_log = false, have_aer = false;
 	while (ctrlfx_next_cmd(&f, &sqe)) {
 		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT)
@@ -321,9 +320,7 @@ START_TEST(log_with_broadcast_nsid)
 	ck_assert_int_eq(ctrlfx_init(&f, "bcast"), 0);
 	ctrlfx_arm_aer(&f);
 	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	while (ctrlfx_next_cmd(&f, &sqe)) {
 		if (sqe.opcode == NVME_ADMIN_ASYNC_EVENT)
 			continue;
@@ -368,9 +365,7 @@ START_TEST(log_read_failure_retried)
 	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
 	ctrlfx_arm_aer(&f);
 	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	unsigned logs = 0;
 	while (ctrlfx_next_cmd(&f, &sqe))
 		if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE) {
@@ -422,9 +417,7 @@ START_TEST(retry_dropped_after_a_good_read)
 	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
 	ctrlfx_arm_aer(&f);
 	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	while (ctrlfx_next_cmd(&f, &sqe)) {
 		if (sqe.opcode == NVME_ADMIN_GET_LOG_PAGE)
 			ck_assert(ctrlfx_reply(&f, sqe.cid, NULL, 0, 0x06, 0)); /* internal error */
@@ -435,9 +428,7 @@ START_TEST(retry_dropped_after_a_good_read)
 	}
 	ck_assert_msg(have_aer2, "the AER was not armed again");
 	/* Before the 1 s retry: the next event, and its read works. */
-	ck_assert(ctrlfx_reply(&f, aer2, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer2, NULL, 0, 0, NS_CHANGED_AEN));
 	sqe = next_not_aer(&f);
 	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
 	memset(log, 0, sizeof(log));
@@ -476,9 +467,7 @@ START_TEST(identify_failure_retried)
 	ck_assert(nvmf_ctrl_ns_update(&f.c, 1, &ns));
 	ctrlfx_arm_aer(&f);
 	aer = expect_cmd(&f, NVME_ADMIN_ASYNC_EVENT, -1);
-	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0,
-			       0x2 | (NVME_AER_NOTICE_NS_CHANGED << 8) |
-				       ((uint32_t)NVME_LOG_CHANGED_NS << 16)));
+	ck_assert(ctrlfx_reply(&f, aer.cid, NULL, 0, 0, NS_CHANGED_AEN));
 	sqe = next_not_aer(&f);
 	ck_assert_uint_eq(sqe.opcode, NVME_ADMIN_GET_LOG_PAGE);
 	memset(log, 0, sizeof(log));
