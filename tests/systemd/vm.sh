@@ -93,7 +93,9 @@ sysd_reboot() {
 	id=$(printf '%08d' "$seq")
 	f=$VM_STATE/share/cmd/$id
 	rm -f "$VM_STATE/share/ready"
-	printf '#limit 60\nrm -f %q\nsystemctl --no-block reboot\n' "$f" > "$VM_STATE/share/cmd/.$id" &&
+	# The path is the agent's own (its cwd is the share): the guest
+	# mounts the share elsewhere than the host's path of it.
+	printf '#limit 60\nrm -f cmd/%q\nsystemctl --no-block reboot\n' "$id" > "$VM_STATE/share/cmd/.$id" &&
 		mv "$VM_STATE/share/cmd/.$id" "$f" || return 1
 	if ! _vm_gone "$pid" "$limit"; then
 		echo "sysd: the guest's shutdown did not end within $limit s; console tail:" >&2
@@ -103,7 +105,9 @@ sysd_reboot() {
 		return 1
 	fi
 	echo "sysd: shutdown for the reboot took $((SECONDS - t0)) s"
-	rm -f "$VM_STATE/qemu.pid"
+	# And here, for a shutdown that stopped the agent before the command's
+	# own rm ran: found again, it rebooted the next boot (CI, stop 17).
+	rm -f "$f" "$VM_STATE/qemu.pid"
 	mv "$VM_STATE/console.log" "$VM_STATE/console.$(($(ls "$VM_STATE"/console.*.log 2> /dev/null | wc -l) + 1)).log"
 	_sysd_boot
 }
