@@ -4,6 +4,7 @@
  * Fabrics Connect, the bring-up) is skipped by setting the state it leaves
  * behind, as tcp_fixture.c does for an I/O queue. */
 #include "tests/unit/ctrl_fixture.h"
+#include "tests/unit/tcp_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -78,17 +79,7 @@ fail:
 
 static void pull_peer(struct ctrl_fixture *f)
 {
-	uint8_t scratch[4096];
-
-	for (;;) {
-		bool room = f->sent_len < sizeof(f->sent);
-		ssize_t n = recv(f->peer, room ? f->sent + f->sent_len : scratch,
-				 room ? sizeof(f->sent) - f->sent_len : sizeof(scratch), MSG_DONTWAIT);
-		if (n <= 0)
-			return;
-		if (room)
-			f->sent_len += (size_t)n;
-	}
+	tcpfx_drain(f->peer, f->sent, sizeof(f->sent), &f->sent_len);
 }
 
 bool ctrlfx_settle(struct ctrl_fixture *f)

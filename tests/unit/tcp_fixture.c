@@ -75,21 +75,26 @@ int tcpfx_init(struct tcp_fixture *f, struct reactor *r, uint16_t qsize, bool hd
 	return 0;
 }
 
-/* Moves what the host sent into f->sent, so that a full socket never
- * stalls the host's sends; beyond the buffer's size bytes are dropped. */
-static void pull_peer(struct tcp_fixture *f)
+void tcpfx_drain(int fd, uint8_t *buf, size_t cap, size_t *len)
 {
 	uint8_t scratch[4096];
 
 	for (;;) {
-		bool room = f->sent_len < sizeof(f->sent);
-		ssize_t n = recv(f->peer, room ? f->sent + f->sent_len : scratch,
-				 room ? sizeof(f->sent) - f->sent_len : sizeof(scratch), MSG_DONTWAIT);
+		bool room = *len < cap;
+		ssize_t n = recv(fd, room ? buf + *len : scratch, room ? cap - *len : sizeof(scratch),
+				 MSG_DONTWAIT);
 		if (n <= 0)
 			return;
 		if (room)
-			f->sent_len += (size_t)n;
+			*len += (size_t)n;
 	}
+}
+
+/* Moves what the host sent into f->sent, so that a full socket never
+ * stalls the host's sends; beyond the buffer's size bytes are dropped. */
+static void pull_peer(struct tcp_fixture *f)
+{
+	tcpfx_drain(f->peer, f->sent, sizeof(f->sent), &f->sent_len);
 }
 
 bool tcpfx_settle(struct tcp_fixture *f)

@@ -48,6 +48,10 @@ struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *bu
  * deferred work done.  false if that did not happen (bounded). */
 bool tcpfx_settle(struct tcp_fixture *f);
 unsigned tcpfx_slot(const struct nvmf_req *req);
+/* Reads what is waiting on fd into buf (cap bytes, *len used so far),
+ * non-blocking; bytes beyond cap are read and dropped, so that a full
+ * socket never stalls the host's sends. */
+void tcpfx_drain(int fd, uint8_t *buf, size_t cap, size_t *len);
 /* Bytes the host sent that the test has not read yet, non-blocking. */
 size_t tcpfx_peer_read(struct tcp_fixture *f, uint8_t *buf, size_t cap);
 
