@@ -169,17 +169,25 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	struct fhandle *h = malloc(sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->flags = fi->flags;
+	h->loss_seen = vol_loss_sample(n->vol);
 	fi->direct_io = !!(fi->flags & O_DIRECT);
 	fi->keep_cache = 0;
 	fi->noflush = 1; /* close(2) has nothing to flush here */
-	fi->fh = (uint64_t)(unsigned)fi->flags;
-	fuse_reply_open(req, fi);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		free(h); /* the opener was interrupted: no release will come */
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)fi;
+	free(fhandle_of(fi));
 	fuse_reply_err(req, 0);
 }
 

@@ -46,6 +46,19 @@ struct fnode {
 	void *removed_arg;
 };
 
+/* One open(2) of a file (fuse_file_info.fh): its flags, and its cursor
+ * of write losses reported (vol_note_loss), so that each open file hears
+ * of a loss on its own fsync as it would of a writeback error. */
+struct fhandle {
+	int flags;
+	uint64_t loss_seen;
+};
+
+static inline struct fhandle *fhandle_of(const struct fuse_file_info *fi)
+{
+	return (struct fhandle *)(uintptr_t)fi->fh;
+}
+
 struct fusefs;
 
 struct fuse_read {

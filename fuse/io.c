@@ -38,6 +38,7 @@ struct req {
 	uint64_t off, len; /* the caller's byte range, clamped to the file */
 	uint32_t wflags; /* VOL_IO_FUA */
 	bool flush_after; /* O_DSYNC on a volume without FUA */
+	uint64_t *loss_seen; /* the open file's (struct fhandle) */
 	enum vol_op zero_op; /* RQ_ZERO: for the whole blocks */
 	struct rmw_plan plan;
 	struct range_lock lk;
@@ -110,6 +111,7 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 	q->req = freq;
 	q->wflags = 0;
 	q->flush_after = false;
+	q->loss_seen = NULL;
 	q->locked = false;
 	q->nsegs = q->seg_i = 0;
 	q->seg_pos = 0;
@@ -211,6 +213,7 @@ static void pump(struct req *q)
 		}
 		s->io.cb = slot_done;
 		s->io.ctx = s;
+		s->io.loss_seen = q->loss_seen;
 		s->q = q;
 		q->seg_pos += n;
 		if (q->seg_pos >= sg->len) {
@@ -435,7 +438,8 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	/* The request buffer is reused for the next request as soon as this
 	 * returns: the data moves into the request now. */
 	memcpy(q->buf + (q->off - p.start), buf, len);
-	if ((fi->flags | (int)fi->fh) & (O_DSYNC | O_SYNC)) {
+	q->loss_seen = fi->fh ? &fhandle_of(fi)->loss_seen : NULL;
+	if ((fi->flags | (fi->fh ? fhandle_of(fi)->flags : 0)) & (O_DSYNC | O_SYNC)) {
 		if (n->vol->caps & VOL_CAP_FUA)
 			q->wflags |= VOL_IO_FUA;
 		else if (n->vol->caps & VOL_CAP_FLUSH)
@@ -455,7 +459,6 @@ void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct req *q;
 
 	(void)datasync;
-	(void)fi;
 	if (!n) {
 		fuse_reply_err(req, ino == ROOT_INO ? 0 : ENOENT);
 		return;
@@ -467,6 +470,7 @@ void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	}
 	q->kind = RQ_FSYNC;
 	q->off = q->len = 0;
+	q->loss_seen = fi && fi->fh ? &fhandle_of(fi)->loss_seen : NULL;
 	add_seg(q, VOL_FLUSH, 0, 0, 0, NULL);
 	run_phase(q, reply_ok);
 }

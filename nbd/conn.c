@@ -780,6 +780,7 @@ int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
 		return ret;
 	c->kernel = true;
 	c->e = e;
+	c->loss_seen = vol_loss_sample(e->vol);
 	c->tflags = nbd_export_flags(e);
 	*out = c;
 	nbd_conn_run(c);

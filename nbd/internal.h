@@ -95,6 +95,7 @@ struct nbd_conn {
 	struct nbd_export *const *exports;
 	unsigned nr_exports;
 	struct nbd_export *e; /* chosen export (transmission) */
+	uint64_t loss_seen; /* of e->vol's write losses (vol_note_loss) */
 	uint16_t tflags; /* transmission flags sent to the client */
 	bool structured, extended, no_zeroes;
 	unsigned nr_opts;

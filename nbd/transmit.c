@@ -173,6 +173,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 	io->length = q->length;
 	io->iov = NULL;
 	io->iovcnt = 0;
+	io->loss_seen = &c->loss_seen;
 	switch (q->type) {
 	case NBD_CMD_READ:
 	case NBD_CMD_WRITE:

@@ -577,7 +577,9 @@ static void nio_done(struct nvmf_io *nio, int err)
 /* The FLUSH rule: a flush is answered only after every path that
  * acknowledged a write before it has flushed; if a path was reset while
  * holding acknowledged, unflushed writes (they may have been lost with its
- * volatile cache), the next flush says EIO once, never a false success. */
+ * volatile cache), path_lost records the loss (vol_note_loss) and the
+ * volume layer fails the flushes that cannot vouch for them: never a
+ * false success. */
 static void flush_step(struct rview *v, struct vol_io *io)
 {
 	struct mpio *m = mpio_of(io);
@@ -632,18 +634,6 @@ static void flush_step(struct rview *v, struct vol_io *io)
 			finish(v, io, ret);
 		}
 		return;
-	}
-	for (unsigned i = 0; i < t->o.nr_paths; i++) {
-		struct vpath *vp = &n->vp[i];
-		uint64_t hi = LOAD(vp->loss_hi), rep = LOAD(vp->loss_reported);
-		if (hi > rep && __atomic_compare_exchange_n(&vp->loss_reported, &rep, hi, false,
-							    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			log_err("%s: flush fails: path %u was reset with acknowledged writes "
-				"not yet flushed; they may be lost",
-				io->vol->name, i);
-			finish(v, io, -EIO);
-			return;
-		}
 	}
 	finish(v, io, 0);
 }

@@ -412,10 +412,12 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 			uint64_t acked = acked_sum(t->vols[i], p->idx);
 			if (acked > LOAD(vp->flushed_upto)) {
 				log_warn("%s: path %u was reset with %llu acknowledged writes not "
-					 "flushed; the next flush reports EIO",
+					 "flushed; the next flush reports EIO (once to each client)",
 					 t->vols[i]->v.name, p->idx,
 					 (unsigned long long)(acked - LOAD(vp->flushed_upto)));
-				STORE(vp->loss_hi, acked);
+				/* Recorded before the path shows as detached, so
+				 * that a flush which skips it sees the loss. */
+				vol_note_loss(&t->vols[i]->v);
 				STORE(vp->flushed_upto, acked);
 			}
 		}

@@ -169,8 +169,6 @@ struct mp_target {
 /* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
 struct vpath {
 	uint64_t flushed_upto; /* atomic max */
-	uint64_t loss_hi; /* writes_acked when a reset lost unflushed writes */
-	uint64_t loss_reported;
 };
 
 struct vol_mp {

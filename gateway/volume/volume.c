@@ -95,6 +95,8 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 	io->err = 0;
 	io->completed = false;
 	io->start_ns = reactor_now_ns();
+	if (io->op == VOL_FLUSH)
+		io->loss_at = __atomic_load_n(&v->loss_seq, __ATOMIC_ACQUIRE);
 	if (r->id < v->nr_stats)
 		STAT_ADD(v->stats[r->id].in_flight, 1);
 	if (!qos_admit(v, r, io))
@@ -110,10 +112,53 @@ void vol_dispatch(struct vol_io *io)
 	io->in_submit = false;
 }
 
+void vol_note_loss(struct volume *v)
+{
+	__atomic_add_fetch(&v->loss_seq, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t vol_loss_sample(const struct volume *v)
+{
+	return __atomic_load_n(&v->loss_reported, __ATOMIC_ACQUIRE);
+}
+
+static void advance(uint64_t *at, uint64_t to)
+{
+	uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
+
+	while (cur < to &&
+	       !__atomic_compare_exchange_n(at, &cur, to, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
+/* A flush the backend completed: does it vouch for every write
+ * acknowledged before it?  Not if a loss happened while it was in flight
+ * (whatever it flushed, the lost writes were not among it), nor if its
+ * session has not been told of an earlier loss.  Sessions may share a
+ * cursor across reactors (a FUSE file handle): compare-and-swap. */
+static int flush_loss(struct volume *v, struct vol_io *io)
+{
+	uint64_t seq = __atomic_load_n(&v->loss_seq, __ATOMIC_ACQUIRE);
+	uint64_t *cur = io->loss_seen ? io->loss_seen : &v->loss_anon;
+	uint64_t seen = __atomic_load_n(cur, __ATOMIC_RELAXED);
+
+	if (seen >= seq && io->loss_at == seq)
+		return 0;
+	advance(cur, seq);
+	advance(&v->loss_reported, seq);
+	log_err("%s: flush fails: a path was reset%s with acknowledged writes not yet flushed; "
+		"they may be lost",
+		v->name, io->loss_at == seq ? "" : " while the flush was in flight");
+	return -EIO;
+}
+
 static void run_cb(struct reactor_msg *m)
 {
 	struct vol_io *io = container_of(m, struct vol_io, msg);
 	struct volume *v = io->vol;
+
+	if (io->op == VOL_FLUSH && !io->err)
+		io->err = flush_loss(v, io);
 
 	if (io->origin->id < v->nr_stats) {
 		struct vol_stats *st = &v->stats[io->origin->id];

@@ -62,6 +62,10 @@ struct vol_io {
 	unsigned iovcnt;
 	vol_io_cb cb;
 	void *ctx; /* the caller's */
+	/* FLUSH: the caller's session's cursor of reported write losses
+	 * (vol_loss_sample when the session began: see vol_note_loss), or
+	 * NULL for the volume's own one. */
+	uint64_t *loss_seen;
 	/* Below the line. */
 	struct volume *vol;
 	struct reactor *origin; /* where cb runs */
@@ -71,6 +75,7 @@ struct vol_io {
 	bool completed; /* vol_complete ran (checked in the debug builds) */
 	uint64_t start_ns; /* vol_submit's clock: latency includes QoS wait */
 	uint64_t qos_ready_ns; /* when QoS lets it go */
+	uint64_t loss_at; /* FLUSH: the volume's loss_seq when submitted */
 	struct list_node qos_link; /* on its reactor's QoS queue */
 	_Alignas(16) unsigned char priv[VOL_IO_PRIV_SIZE];
 };
@@ -126,6 +131,11 @@ struct volume {
 	/* The owner's listener for namespace changes (vol_set_event_cb). */
 	vol_event_fn on_event;
 	void *event_arg;
+	/* Acknowledged writes that may have been lost (vol_note_loss), as
+	 * errseq(9) does for writeback errors: loss_seq counts the losses,
+	 * loss_reported is the newest one some flush has failed for, and
+	 * each session keeps its own cursor.  All atomic. */
+	uint64_t loss_seq, loss_reported, loss_anon;
 };
 
 /* From reactor 0: fn(v, ev, gone, arg) on each namespace change from now
@@ -135,6 +145,16 @@ void vol_set_event_cb(struct volume *v, vol_event_fn fn, void *arg);
 void vol_resized(struct volume *v, uint64_t size);
 /* Used by the backends, on reactor 0: the volume fails from now on. */
 void vol_failed(struct volume *v, bool gone);
+/* Used by the backends, from any thread: writes this volume acknowledged
+ * may have been lost (a path reset with its volatile cache holding them).
+ * From now on a FLUSH fails with EIO, once for each session (each cursor
+ * a FLUSH names in vol_io.loss_seen), and so does every FLUSH that was in
+ * flight when it happened: a success never vouches for a lost write.  A
+ * session that began before some flush reported the loss hears of it too,
+ * as does one that began after the loss if no flush has reported it yet. */
+void vol_note_loss(struct volume *v);
+/* The cursor a new session of v starts with (from any thread). */
+uint64_t vol_loss_sample(const struct volume *v);
 /* The size now, from any thread (it only grows while exported): the one
  * way to read v->size once the volume is exported, paired with
  * vol_resized's release store. */

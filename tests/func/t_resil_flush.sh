@@ -6,6 +6,10 @@
 # data is still there; the unflushed data is really gone (so the test
 # tested something); a later write + FLUSH succeeds.  The control case: a
 # restart with nothing unflushed gives a FLUSH that succeeds.
+# Then with two clients of one export: the loss is reported to each
+# connection (as errseq(9) reports a writeback error to each open file),
+# not once to whichever flushes first: a client whose writes were lost
+# must never get a successful flush after another client took the EIO.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
 
@@ -61,6 +65,35 @@ echo "flushed blocks intact: $kept/64, unflushed blocks still there: $lost/64"
 "$NBDPY" "$IO" write "$S" 64 64 3 || fail "write"
 r=$("$NBDPY" "$IO" flush "$S")
 [ "$r" = ok ] || fail "flush after the loss was reported: $r"
+
+# Two clients: A writes and does not flush, the target loses its cache, B
+# flushes first (EIO), then A (EIO too, and only once), then a client
+# that connects afterwards (nothing owed to it).
+coproc SESS { exec "$NBDPY" "$IO" session "$S"; }
+ask() { # ask "NAME CMD ARGS": prints the answer line
+	echo "$1" >&"${SESS[1]}"
+	local a
+	read -r -t 60 a <&"${SESS[0]}" || fail "session: no answer to '$1'"
+	echo "$a"
+}
+for c in "a connect" "b connect" "a write 128 64 5"; do
+	[ "$(ask "$c")" = ok ] || fail "session: $c"
+done
+restart
+rb=$(ask "b flush")
+ra=$(ask "a flush")
+ra2=$(ask "a flush")
+echo "two clients after the loss: B's flush $rb, A's flush $ra, A's next flush $ra2"
+[ "$rb" = EIO ] || fail "B's flush after the loss returned '$rb', not EIO"
+[ "$ra" = EIO ] || fail "A's writes were lost and A's flush returned '$ra' (B took the only EIO)"
+[ "$ra2" = ok ] || fail "A's second flush after the loss was reported: $ra2"
+[ "$(ask "c connect")" = ok ] || fail "session: c connect"
+rc=$(ask "c flush")
+[ "$rc" = ok ] || fail "a client that connected after the loss was reported got '$rc'"
+lost=$("$NBDPY" "$IO" check "$S" 128 64 5)
+[ "$lost" = 0 ] || fail "the target did not lose A's writes ($lost blocks kept): test broken"
+exec {SESS[1]}>&-
+wait "$SESS_PID" 2> /dev/null
 gw_alive
 gw_stop
 echo pass

@@ -21,6 +21,11 @@ write SOCK BLOCK COUNT SEED
     Writes COUNT 4 KiB blocks from BLOCK with a pattern of SEED (no flush).
 check SOCK BLOCK COUNT SEED
     Prints how many of those blocks hold the pattern of SEED.
+session SOCK
+    Several clients of one export, each on its own connection, driven from
+    stdin one line at a time: "NAME connect", "NAME write BLOCK COUNT SEED",
+    "NAME flush", "NAME close".  Prints one answer line per command: "ok"
+    or the errno name (a coprocess of the test script).
 """
 import errno
 import json
@@ -125,8 +130,37 @@ def until_ok(sock, seconds):
     return 1
 
 
+def session(sock):
+    hs = {}
+    for line in sys.stdin:
+        w = line.split()
+        if not w:
+            continue
+        name, what = w[0], w[1]
+        try:
+            if what == "connect":
+                hs[name] = connect(sock)
+            elif what == "write":
+                blk, count, seed = (int(x) for x in w[2:5])
+                for b in range(blk, blk + count):
+                    hs[name].pwrite(pattern(seed, b), b * BS)
+            elif what == "flush":
+                hs[name].flush()
+            elif what == "close":
+                hs.pop(name).shutdown()
+            else:
+                print("bad command", flush=True)
+                continue
+            print("ok", flush=True)
+        except nbd.Error as e:
+            print(errname(e), flush=True)
+    return 0
+
+
 def main():
     cmd, sock = sys.argv[1], sys.argv[2]
+    if cmd == "session":
+        return session(sock)
     if cmd == "verify":
         return verify(sock, float(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
     if cmd == "first-error":
