@@ -7,7 +7,8 @@
  * Input: a 22-byte header, then the byte stream.
  *   [0]      bit 0 header digest, bit 1 data digest; bits 4-7: feed the
  *            stream in pieces of 1 << (n - 1) bytes (0: all at once);
- *            bit 2: scripted (below)
+ *            bit 2: scripted (below); bit 3 (not scripted): through the
+ *            socket (below)
  *   [1]      number of requests (1..4, taken modulo)
  *   [2..21]  per request: 1 byte write (bit 0), 4 bytes LE data length
  *            (capped at 256 KiB; 0 = no data)
@@ -21,7 +22,17 @@
  * and the piece it announces:
  *   bits 0-4  n: piece length n + 1 (n < 24) or 32 << (n - 24) bytes
  *   bits 5-7  before feeding: 0-3 nothing, 4-5 one non-blocking reactor
- *             pass (what is done is reaped), 6-7 settle everything. */
+ *             pass (what is done is reaped), 6-7 settle everything.
+ *
+ * Socket (bit 3): the pieces are written into the controller's end of
+ * the socketpair and the queue's own receive loop reads them (tcp.c's
+ * tcp_recv_arm/recv_done), so that its shaping is fuzzed too: a staged
+ * read sized by tcp_rx_staged_len, payload received straight into the
+ * request's buffer with the stream's staged tail (tcp_rx_direct_done).
+ * Beyond the contract above: bytes never sit unread in the host's socket
+ * while its queue is live (a receive loop that stops would hang I/O). */
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sanitizer/asan_interface.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,6 +90,56 @@ static void poison_done(struct tcp_fixture *f, struct nvmf_req *req, int err)
 		ASAN_POISON_MEMORY_REGION(req->iov[i].iov_base, req->iov[i].iov_len);
 }
 
+/* Bytes the host has not read from its socket yet (0 once the queue
+ * failed: its socket may be closed). */
+static int unread(void)
+{
+	int n = 0;
+	if (fx.q.state != NVMF_Q_LIVE || fx.tq->fd < 0 || ioctl(fx.tq->fd, FIONREAD, &n) < 0)
+		return 0;
+	return n;
+}
+
+/* Through the socket: each piece written, then the reactor run until the
+ * host has read everything or its queue failed. */
+static void feed_socket(const uint8_t *s, size_t left, size_t piece, unsigned nreq,
+			const unsigned *slots)
+{
+	uint8_t scratch[4096];
+
+	tcp_recv_arm(fx.tq);
+	while (left && fx.q.state == NVMF_Q_LIVE) {
+		size_t n = left < piece ? left : piece;
+		ssize_t w = send(fx.peer, s, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (w < 0)
+			w = 0; /* the socket is full: the host reads some first */
+		s += w;
+		left -= (size_t)w;
+		/* Bounded by progress: every pass the host reads or fails. */
+		for (int idle = 0; fx.q.state == NVMF_Q_LIVE && unread() > 0; ) {
+			int before = unread();
+			reactor_poll(fx.r, idle ? NSEC_PER_MSEC : 0);
+			tcpfx_peer_read(&fx, scratch, sizeof(scratch));
+			idle = unread() < before ? 0 : idle + 1;
+			if (idle > 2000) {
+				fprintf(stderr, "%d bytes unread in the host's socket, its queue "
+						"live, for 2000 reactor passes\n", unread());
+				abort();
+			}
+		}
+		check_once(nreq, slots);
+	}
+	/* As tcpfx_settle, but the armed receive stays armed. */
+	for (int i = 0; i < 500 && fx.q.state == NVMF_Q_LIVE; i++) {
+		if (fx.tq->ops_in_flight <= (unsigned)fx.tq->recv_pending &&
+		    list_empty(&fx.r->deferred) && !fx.r->pending_submit)
+			break;
+		tcpfx_peer_read(&fx, scratch, sizeof(scratch));
+		reactor_poll(fx.r, NSEC_PER_MSEC);
+	}
+	check_once(nreq, slots);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nvmf_req *reqs[NREQ];
@@ -107,6 +168,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t left = size - HDR_LEN;
 	unsigned shift = data[0] >> 4;
 	size_t piece = shift ? (size_t)1 << (shift - 1) : left;
+	bool sock = !scripted && (data[0] & 8);
+	if (sock) {
+		feed_socket(s, left, piece, nreq, slots);
+		left = 0;
+	}
 	while (left && fx.q.state == NVMF_Q_LIVE) {
 		uint32_t n = (uint32_t)(left < piece ? left : piece);
 		if (scripted) {
@@ -145,7 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* The input ends, the host's reactor goes on: what is in flight is
 	 * reaped on the live queue before the teardown. */
-	if (fx.q.state == NVMF_Q_LIVE) {
+	if (fx.q.state == NVMF_Q_LIVE && !sock) {
 		tcpfx_settle(&fx);
 		check_once(nreq, slots);
 	}
