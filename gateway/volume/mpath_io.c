@@ -593,19 +593,8 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		if (acked <= LOAD(vp->flushed_upto))
 			continue;
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
-		if (!sp || !sp->attached) {
-			/* Detached: path_lost gave up what it had acknowledged
-			 * then.  More means another reactor took an
-			 * acknowledgement before it saw the loss: given up here,
-			 * and this flush fails (the volume sees the loss). */
-			if ((n->v.caps & VOL_CAP_FLUSH) && vpath_give_up(n, i, acked)) {
-				vol_note_loss(&n->v);
-				log_warn("%s: path %u had acknowledged more writes as it was "
-					 "reset; the next flush reports EIO (once to each client)",
-					 io->vol->name, i);
-			}
-			continue;
-		}
+		if (!sp || !sp->attached)
+			continue; /* detached: its loss, if any, is recorded */
 		/* The same rules as a write: a path put aside, in an ANA state
 		 * that carries no I/O, or resetting, is waited for (bounded),
 		 * never sent to again at once. */

@@ -384,35 +384,12 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	}
 }
 
-/* The writes of path p not covered by a flush are given up for every
- * volume (see vpath_give_up): reported, the next flushes fail. */
-static void give_up_unflushed(struct mp_path *p, const char *how)
-{
-	struct mp_target *t = p->t;
-
-	for (unsigned i = 0; i < t->nr_vols; i++) {
-		uint64_t lost = vpath_give_up(t->vols[i], p->idx, acked_sum(t->vols[i], p->idx));
-		if (!lost)
-			continue;
-		/* Recorded before the path shows as detached, so that a
-		 * flush which skips it sees the loss. */
-		vol_note_loss(&t->vols[i]->v);
-		log_warn("%s: path %u %s %llu acknowledged writes not flushed; the next "
-			 "flush reports EIO (once to each client)",
-			 t->vols[i]->v.name, p->idx, how, (unsigned long long)lost);
-	}
-}
-
 /* Every reactor has dropped the lost path's queues: they may be freed by
- * the reconnect.  A reactor may have taken an acknowledgement on them
- * after path_lost counted (it had not seen the loss yet): given up now,
- * before a reconnect could let a flush through this path vouch for it. */
+ * the reconnect. */
 static void path_detached(struct mp_path *p)
 {
 	if (p->deleted)
 		return;
-	if (p->ctrl.id && (p->ctrl.id->vwc & 1))
-		give_up_unflushed(p, "had acknowledged more writes as it was reset:");
 	schedule_reconnect(p, p->reset_now);
 	p->reset_now = false;
 }
@@ -430,7 +407,20 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	/* Writes acknowledged on this controller and not flushed may have
 	 * died with its volatile cache. */
 	if (c->id && (c->id->vwc & 1))
-		give_up_unflushed(p, "was reset with");
+		for (unsigned i = 0; i < t->nr_vols; i++) {
+			struct vpath *vp = &t->vols[i]->vp[p->idx];
+			uint64_t acked = acked_sum(t->vols[i], p->idx);
+			if (acked > LOAD(vp->flushed_upto)) {
+				log_warn("%s: path %u was reset with %llu acknowledged writes not "
+					 "flushed; the next flush reports EIO (once to each client)",
+					 t->vols[i]->v.name, p->idx,
+					 (unsigned long long)(acked - LOAD(vp->flushed_upto)));
+				/* Recorded before the path shows as detached, so
+				 * that a flush which skips it sees the loss. */
+				vol_note_loss(&t->vols[i]->v);
+				STORE(vp->flushed_upto, acked);
+			}
+		}
 	if (t->o.ctrl_loss_tmo_s >= 0 && !p->reset_now)
 		reactor_timer_arm(t->r, &p->loss_timer,
 				  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);

@@ -225,23 +225,6 @@ static inline uint64_t acked_sum(struct vol_mp *n, unsigned i)
 	return sum;
 }
 
-/* Path i of n is gone (reset) and acked writes were acknowledged on it:
- * those beyond flushed_upto were never covered by a flush and may have
- * died with its volatile cache.  Marks them flushed (there is nothing to
- * flush them through any more) and returns how many were newly given up,
- * exactly once across reactors; the caller reports a nonzero count with
- * vol_note_loss. */
-static inline uint64_t vpath_give_up(struct vol_mp *n, unsigned i, uint64_t acked)
-{
-	uint64_t cur = LOAD(n->vp[i].flushed_upto);
-
-	while (cur < acked &&
-	       !__atomic_compare_exchange_n(&n->vp[i].flushed_upto, &cur, acked, false,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	return cur < acked ? acked - cur : 0;
-}
-
 static inline struct mpio *mpio_of(struct vol_io *io) { return (struct mpio *)io->priv; }
 static inline struct vol_io *io_of(struct mpio *m) { return container_of((void *)m, struct vol_io, priv); }
 
