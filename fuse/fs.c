@@ -180,14 +180,22 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 0;
 	fi->noflush = 1; /* close(2) has nothing to flush here */
 	fi->fh = (uint64_t)(uintptr_t)h;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		free(h); /* the opener was interrupted: no release will come */
+	if (fuse_reply_open(req, fi) < 0) {
+		free(h); /* the open failed (interrupted, gone): no RELEASE will come */
+		return;
+	}
+	list_add_tail(&fs->handles, &h->link);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct fhandle *h = fhandle_of(fi);
+
 	(void)ino;
-	free(fhandle_of(fi));
+	if (h) {
+		list_del(&h->link);
+		free(h);
+	}
 	fuse_reply_err(req, 0);
 }
 
@@ -411,6 +419,10 @@ gone:
 
 static void fs_free(struct fusefs *fs)
 {
+	struct list_node *l;
+
+	while ((l = list_pop(&fs->handles)))
+		free(container_of(l, struct fhandle, link));
 	fusefs_free_reqs(fs);
 	for (unsigned i = 0; i < NR_READS; i++)
 		free(fs->reads[i].buf);
@@ -668,6 +680,7 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->o = *o;
 	fs->o.files = NULL;
 	list_init(&fs->free_reqs);
+	list_init(&fs->handles);
 	for (unsigned i = 0; i < NR_READS; i++) {
 		fs->reads[i].fs = fs;
 		fs->reads[i].op.fn = session_read_done;

@@ -50,6 +50,7 @@ struct fnode {
  * of write losses reported (vol_note_loss), so that each open file hears
  * of a loss on its own fsync as it would of a writeback error. */
 struct fhandle {
+	struct list_node link; /* fusefs.handles: freed at the end if no RELEASE came */
 	int flags;
 	uint64_t loss_seen;
 };
@@ -85,6 +86,7 @@ struct fusefs {
 	/* counters, logged when stopping (the functional tests read them) */
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
+	struct list_node handles; /* struct fhandle of the open files */
 	unsigned nr_free;
 	void (*stop_done)(void *);
 	void *stop_arg;

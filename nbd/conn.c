@@ -461,12 +461,17 @@ void nbd_conn_tx_kick_later(struct nbd_conn *c)
 	reactor_defer(c->r, &c->kick_msg);
 }
 
-static void release_sending(struct nbd_conn *c)
+/* sent: the replies went out whole (else the connection failed). */
+static void release_sending(struct nbd_conn *c, bool sent)
 {
 	struct list_node *ln;
 
-	while ((ln = list_pop(&c->sending)))
-		nbd_req_put(c, container_of(ln, struct nbd_req, link));
+	while ((ln = list_pop(&c->sending))) {
+		struct nbd_req *q = container_of(ln, struct nbd_req, link);
+		if (sent && q->loss_upto > c->loss_sent)
+			c->loss_sent = q->loss_upto;
+		nbd_req_put(c, q);
+	}
 	c->hs_len = 0;
 	c->hs_in_tx = 0;
 }
@@ -478,7 +483,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 
 	c->tx_busy = false;
 	if (c->state >= NBD_CONN_CLOSING) {
-		release_sending(c);
+		release_sending(c, false); /* whole or not: unknown, so not */
 		nbd_conn_maybe_finish(c);
 		return;
 	}
@@ -487,7 +492,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (res <= 0) {
-		release_sending(c);
+		release_sending(c, false);
 		nbd_conn_fail(c, res ? res : -EPIPE, "send failed: %s",
 			      res ? strerror(-res) : "connection closed");
 		return;
@@ -499,7 +504,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 		tx_submit(c);
 		return;
 	}
-	release_sending(c);
+	release_sending(c, true);
 	c->tx_progress_ns = 0;
 	nbd_conn_tx_kick(c);
 	nbd_conn_rx_process(c);
@@ -517,6 +522,7 @@ void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;
+	q->loss_upto = 0;
 	/* Someone waits for buffers: this one goes back to the budget now
 	 * rather than stay warm here. */
 	if (membudget_waiters(membudget_global()) || c->state >= NBD_CONN_CLOSING)
@@ -672,6 +678,10 @@ static void finish_now(struct reactor_msg *m)
 	void *arg = c->closed_arg;
 	int err = c->close_err;
 
+	/* Losses this client was not told of by a reply it was sent whole
+	 * (it may reconnect and resend its flush): the next session hears. */
+	if (c->loss_cursor && c->e && c->e->vol)
+		vol_loss_session_end(c->e->vol, c->loss_sent);
 	nbd_conn_set_state(c, NBD_CONN_CLOSED);
 	reactor_timer_cancel(&c->timer);
 	reactor_timer_cancel(&c->poll_timer);
@@ -780,11 +790,17 @@ int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
 		return ret;
 	c->kernel = true;
 	c->e = e;
-	c->loss_seen = vol_loss_sample(e->vol);
+	c->loss_start = c->loss_seen = c->loss_sent = vol_loss_sample(e->vol);
+	c->loss_cursor = &c->loss_seen;
 	c->tflags = nbd_export_flags(e);
 	*out = c;
 	nbd_conn_run(c);
 	return 0;
+}
+
+void nbd_conn_share_loss_cursor(struct nbd_conn *c, uint64_t *cursor)
+{
+	c->loss_cursor = cursor;
 }
 
 int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports,

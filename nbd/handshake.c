@@ -125,7 +125,8 @@ void nbd_hs_opt_too_big(struct nbd_conn *c)
 static int enter_transmission(struct nbd_conn *c, struct nbd_export *e)
 {
 	c->e = e;
-	c->loss_seen = vol_loss_sample(e->vol);
+	c->loss_start = c->loss_seen = c->loss_sent = vol_loss_sample(e->vol);
+	c->loss_cursor = &c->loss_seen;
 	c->tflags = nbd_conn_tflags(e, c->structured || c->extended);
 	reactor_timer_cancel(&c->timer);
 	if (!nbd_conn_set_state(c, NBD_CONN_TRANSMISSION))

@@ -73,6 +73,7 @@ struct nbd_req {
 	uint64_t cookie, offset, length;
 	uint16_t type, flags;
 	int err; /* 0 or -errno */
+	uint64_t loss_upto; /* a FLUSH's EIO told its session of losses up to this */
 	bool err_at_offset; /* the volume failed it: ERROR_OFFSET */
 	const char *msg; /* why, for structured error chunks */
 	uint8_t *buf;
@@ -95,7 +96,11 @@ struct nbd_conn {
 	struct nbd_export *const *exports;
 	unsigned nr_exports;
 	struct nbd_export *e; /* chosen export (transmission) */
-	uint64_t loss_seen; /* of e->vol's write losses (vol_note_loss) */
+	/* Of e->vol's write losses (vol_note_loss): the cursor the session
+	 * started with, its own, and the one its flushes use (its own, or
+	 * the kernel device's shared by all its sockets). */
+	uint64_t loss_start, loss_seen, *loss_cursor;
+	uint64_t loss_sent; /* the losses an EIO reply that was sent whole told of */
 	uint16_t tflags; /* transmission flags sent to the client */
 	bool structured, extended, no_zeroes;
 	unsigned nr_opts;

@@ -76,6 +76,7 @@ struct kdev_conn {
 struct nbd_kdev {
 	struct reactor *r;
 	struct nbd_export *e;
+	uint64_t loss_seen; /* the device's flushes' (nbd_conn_share_loss_cursor) */
 	enum kdev_state state;
 	int index; /* -1 until known */
 	bool reattached;
@@ -1083,6 +1084,7 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 		d->conns[i].kfd = sv[1];
 		d->conns[i].sfd = sv[0];
 	}
+	d->loss_seen = vol_loss_sample(e->vol);
 	for (unsigned i = 0; i < n; i++) {
 		int fd = d->conns[i].sfd;
 
@@ -1099,6 +1101,7 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 			d->job_err = err;
 			continue;
 		}
+		nbd_conn_share_loss_cursor(d->conns[i].conn, &d->loss_seen);
 		d->live++;
 	}
 	if (d->job_err) {

@@ -60,6 +60,10 @@ struct nbd_conn;
 int nbd_conn_start_kernel(struct reactor *r, struct nbd_export *e, int fd,
 			  void (*closed)(void *arg, int err), void *arg,
 			  struct nbd_conn **out);
+/* The kernel device's sockets are one client: their flushes share cursor
+ * (vol_loss_sample'd by the caller, who keeps it while c lives), so that
+ * a write loss fails one flush of the device, not one per socket. */
+void nbd_conn_share_loss_cursor(struct nbd_conn *c, uint64_t *cursor);
 /* A connected socket that starts with the fixed newstyle handshake, as
  * the server's accepted connections do (for inetd-style use, tests and the
  * fuzzer).  peer names it in logs.  closed() as above. */

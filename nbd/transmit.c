@@ -153,6 +153,8 @@ static void io_done(struct vol_io *io, int err)
 	}
 	if (err) {
 		q->err = err;
+		if (q->type == NBD_CMD_FLUSH && err == -EIO)
+			q->loss_upto = *c->loss_cursor;
 		q->err_at_offset = q->type != NBD_CMD_FLUSH;
 		q->msg = NULL;
 		log_warn("nbd %s: %s of %llu bytes at %llu failed: %s", c->peer,
@@ -173,7 +175,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 	io->length = q->length;
 	io->iov = NULL;
 	io->iovcnt = 0;
-	io->loss_seen = &c->loss_seen;
+	io->loss_seen = c->loss_cursor;
 	switch (q->type) {
 	case NBD_CMD_READ:
 	case NBD_CMD_WRITE:
@@ -391,6 +393,7 @@ int nbd_tx_request(struct nbd_conn *c, const uint8_t *p)
 	q->err = 0;
 	q->msg = NULL;
 	q->err_at_offset = false;
+	q->loss_upto = 0;
 	if (q->type == NBD_CMD_DISC) {
 		nbd_req_put(c, q);
 		nbd_conn_drain(c, 0, "client sent NBD_CMD_DISC");

@@ -590,7 +590,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		unsigned i = m->flush_next;
 		struct vpath *vp = &n->vp[i];
 		uint64_t acked = acked_sum(n, i);
-		if (acked <= LOAD(vp->flushed_upto))
+		if (acked <= __atomic_load_n(&vp->flushed_upto, __ATOMIC_ACQUIRE))
 			continue;
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
 		if (!sp || !sp->attached)

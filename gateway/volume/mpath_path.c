@@ -405,22 +405,26 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	p->change_ns = 0;
 	reactor_timer_cancel(&p->ana_timer);
 	/* Writes acknowledged on this controller and not flushed may have
-	 * died with its volatile cache. */
-	if (c->id && (c->id->vwc & 1))
-		for (unsigned i = 0; i < t->nr_vols; i++) {
-			struct vpath *vp = &t->vols[i]->vp[p->idx];
-			uint64_t acked = acked_sum(t->vols[i], p->idx);
-			if (acked > LOAD(vp->flushed_upto)) {
-				log_warn("%s: path %u was reset with %llu acknowledged writes not "
-					 "flushed; the next flush reports EIO (once to each client)",
-					 t->vols[i]->v.name, p->idx,
-					 (unsigned long long)(acked - LOAD(vp->flushed_upto)));
-				/* Recorded before the path shows as detached, so
-				 * that a flush which skips it sees the loss. */
-				vol_note_loss(&t->vols[i]->v);
-				STORE(vp->flushed_upto, acked);
-			}
+	 * died with its volatile cache.  Every I/O queue was closed on its
+	 * reactor before this runs (ctrl_teardown), so the counts are whole.
+	 * Without a cache they are durable: no longer owed a flush either. */
+	for (unsigned i = 0; i < t->nr_vols; i++) {
+		struct vpath *vp = &t->vols[i]->vp[p->idx];
+		uint64_t acked = acked_sum(t->vols[i], p->idx);
+		uint64_t done = LOAD(vp->flushed_upto);
+		if (acked <= done)
+			continue;
+		if (c->id && (c->id->vwc & 1)) {
+			log_warn("%s: path %u was reset with %llu acknowledged writes not "
+				 "flushed; the next flush reports EIO (once to each client)",
+				 t->vols[i]->v.name, p->idx, (unsigned long long)(acked - done));
+			/* Before flushed_upto moves (release, read with
+			 * acquire by flush_step): a flush that sees it moved,
+			 * or the path detached, sees the loss. */
+			vol_note_loss(&t->vols[i]->v);
 		}
+		__atomic_store_n(&vp->flushed_upto, acked, __ATOMIC_RELEASE);
+	}
 	if (t->o.ctrl_loss_tmo_s >= 0 && !p->reset_now)
 		reactor_timer_arm(t->r, &p->loss_timer,
 				  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);

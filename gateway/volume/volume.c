@@ -95,8 +95,11 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 	io->err = 0;
 	io->completed = false;
 	io->start_ns = reactor_now_ns();
-	if (io->op == VOL_FLUSH)
+	if (io->op == VOL_FLUSH) {
 		io->loss_at = __atomic_load_n(&v->loss_seq, __ATOMIC_ACQUIRE);
+		io->loss_seen_at =
+			__atomic_load_n(io->loss_seen ? io->loss_seen : &v->loss_anon, __ATOMIC_RELAXED);
+	}
 	if (r->id < v->nr_stats)
 		STAT_ADD(v->stats[r->id].in_flight, 1);
 	if (!qos_admit(v, r, io))
@@ -122,6 +125,17 @@ uint64_t vol_loss_sample(const struct volume *v)
 	return __atomic_load_n(&v->loss_reported, __ATOMIC_ACQUIRE);
 }
 
+void vol_loss_session_end(struct volume *v, uint64_t seen)
+{
+	uint64_t rep = __atomic_load_n(&v->loss_reported, __ATOMIC_RELAXED);
+
+	if (seen >= __atomic_load_n(&v->loss_seq, __ATOMIC_ACQUIRE))
+		return;
+	while (rep > seen && !__atomic_compare_exchange_n(&v->loss_reported, &rep, seen, false,
+							  __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 static void advance(uint64_t *at, uint64_t to)
 {
 	uint64_t cur = __atomic_load_n(at, __ATOMIC_RELAXED);
@@ -134,15 +148,15 @@ static void advance(uint64_t *at, uint64_t to)
 /* A flush the backend completed: does it vouch for every write
  * acknowledged before it?  Not if a loss happened while it was in flight
  * (whatever it flushed, the lost writes were not among it), nor if its
- * session has not been told of an earlier loss.  Sessions may share a
- * cursor across reactors (a FUSE file handle): compare-and-swap. */
+ * session had not been told of an earlier loss when it was submitted.
+ * Sessions may share a cursor across reactors (the kernel device's
+ * sockets): compare-and-swap. */
 static int flush_loss(struct volume *v, struct vol_io *io)
 {
 	uint64_t seq = __atomic_load_n(&v->loss_seq, __ATOMIC_ACQUIRE);
 	uint64_t *cur = io->loss_seen ? io->loss_seen : &v->loss_anon;
-	uint64_t seen = __atomic_load_n(cur, __ATOMIC_RELAXED);
 
-	if (seen >= seq && io->loss_at == seq)
+	if (io->loss_seen_at >= io->loss_at && io->loss_at == seq)
 		return 0;
 	advance(cur, seq);
 	advance(&v->loss_reported, seq);

@@ -75,7 +75,10 @@ struct vol_io {
 	bool completed; /* vol_complete ran (checked in the debug builds) */
 	uint64_t start_ns; /* vol_submit's clock: latency includes QoS wait */
 	uint64_t qos_ready_ns; /* when QoS lets it go */
-	uint64_t loss_at; /* FLUSH: the volume's loss_seq when submitted */
+	/* FLUSH, when submitted: the volume's loss_seq, and the losses its
+	 * session had been told of (two flushes of one session in flight
+	 * both fail for a loss before them, not only the first to end). */
+	uint64_t loss_at, loss_seen_at;
 	struct list_node qos_link; /* on its reactor's QoS queue */
 	_Alignas(16) unsigned char priv[VOL_IO_PRIV_SIZE];
 };
@@ -155,6 +158,12 @@ void vol_failed(struct volume *v, bool gone);
 void vol_note_loss(struct volume *v);
 /* The cursor a new session of v starts with (from any thread). */
 uint64_t vol_loss_sample(const struct volume *v);
+/* A session of v ends with its cursor at seen: if losses happened that it
+ * was not told of (or, for a session that ended abruptly, pass the cursor
+ * it started with: its last EIO may never have reached the client), the
+ * next new session is told of them instead (a client that reconnects and
+ * resends its flush must not get a success). */
+void vol_loss_session_end(struct volume *v, uint64_t seen);
 /* The size now, from any thread (it only grows while exported): the one
  * way to read v->size once the volume is exported, paired with
  * vol_resized's release store. */

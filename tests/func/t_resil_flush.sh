@@ -92,6 +92,22 @@ rc=$(ask "c flush")
 [ "$rc" = ok ] || fail "a client that connected after the loss was reported got '$rc'"
 lost=$("$NBDPY" "$IO" check "$S" 128 64 5)
 [ "$lost" = 0 ] || fail "the target did not lose A's writes ($lost blocks kept): test broken"
+
+# A client that dies without having heard of the loss of its writes (its
+# reconnect resends the flush): the next client to connect is told.
+for c in "d connect" "d write 256 64 7" "e connect"; do
+	[ "$(ask "$c")" = ok ] || fail "session: $c"
+done
+restart
+re=$(ask "e flush")
+[ "$(ask "d drop")" = ok ] || fail "session: d drop"
+[ "$(ask "f connect")" = ok ] || fail "session: f connect"
+rf=$(ask "f flush")
+rf2=$(ask "f flush")
+echo "a client died untold: E's flush $re, the next client's flush $rf, then $rf2"
+[ "$re" = EIO ] || fail "E's flush after the loss: $re"
+[ "$rf" = EIO ] || fail "D died unaware of its lost writes and the next client's flush said '$rf'"
+[ "$rf2" = ok ] || fail "the next client's second flush: $rf2"
 exec {SESS[1]}>&-
 wait "$SESS_PID" 2> /dev/null
 gw_alive

@@ -312,6 +312,64 @@ START_TEST(loss_during_flush_fails_it)
 }
 END_TEST
 
+/* Two flushes of one session in flight, submitted after a loss it had not
+ * been told of: both fail, not only the first to end (the second would
+ * otherwise find the cursor advanced and vouch for the lost writes). */
+START_TEST(loss_before_two_flushes_fails_both)
+{
+	struct reactor r;
+	struct volume *v = mem(ALL_CAPS);
+	struct vol_io io1, io2;
+	struct done d1 = { 0 }, d2 = { 0 };
+
+	ck_assert_int_eq(reactor_init(&r, 0, 32), 0);
+	current = &r;
+	uint64_t a = vol_loss_sample(v);
+	vol_note_loss(v);
+	io_init(&io1, VOL_FLUSH, 0, 0, NULL, &d1);
+	io1.loss_seen = &a;
+	io_init(&io2, VOL_FLUSH, 0, 0, NULL, &d2);
+	io2.loss_seen = &a;
+	ck_assert_int_eq(vol_submit(v, &r, &io1), 0);
+	ck_assert_int_eq(vol_submit(v, &r, &io2), 0);
+	reactor_poll(&r, 0);
+	ck_assert_int_eq(d1.err, -EIO);
+	ck_assert_int_eq(d2.err, -EIO);
+	ck_assert_int_eq(flush_with(&r, v, &a), 0);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
+/* A session that ends without having been told of a loss (or abruptly,
+ * its EIO perhaps never delivered) hands it to the next session: a
+ * client that reconnects and resends its flush gets EIO, not success. */
+START_TEST(loss_unheard_goes_to_next_session)
+{
+	struct reactor r;
+	struct volume *v = mem(ALL_CAPS);
+
+	ck_assert_int_eq(reactor_init(&r, 0, 32), 0);
+	current = &r;
+	uint64_t a = vol_loss_sample(v), b = vol_loss_sample(v);
+	uint64_t a_start = a;
+	vol_note_loss(v);
+	ck_assert_int_eq(flush_with(&r, v, &a), -EIO); /* a is told, then drops */
+	ck_assert_int_eq(flush_with(&r, v, &b), -EIO);
+	uint64_t c = vol_loss_sample(v);
+	ck_assert_int_eq(flush_with(&r, v, &c), 0); /* reported: nothing owed */
+	vol_loss_session_end(v, a_start); /* a ended abruptly */
+	uint64_t a2 = vol_loss_sample(v);
+	ck_assert_int_eq(flush_with(&r, v, &a2), -EIO); /* its reconnect */
+	ck_assert_int_eq(flush_with(&r, v, &a2), 0);
+	vol_loss_session_end(v, b); /* b ended in order, told: nothing moves */
+	uint64_t d = vol_loss_sample(v);
+	ck_assert_int_eq(flush_with(&r, v, &d), 0);
+	vol_destroy(v);
+	reactor_fini(&r);
+}
+END_TEST
+
 START_TEST(caps_names)
 {
 	char buf[128];
@@ -350,6 +408,8 @@ int main(void)
 	tcase_add_test(tc, completion_comes_home);
 	tcase_add_test(tc, loss_reported_to_each_session);
 	tcase_add_test(tc, loss_during_flush_fails_it);
+	tcase_add_test(tc, loss_before_two_flushes_fails_both);
+	tcase_add_test(tc, loss_unheard_goes_to_next_session);
 	tcase_add_test(tc, caps_names);
 	tcase_add_test(tc, mem_rejects_bad_geometry);
 	suite_add_tcase(s, tc);

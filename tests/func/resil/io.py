@@ -24,7 +24,8 @@ check SOCK BLOCK COUNT SEED
 session SOCK
     Several clients of one export, each on its own connection, driven from
     stdin one line at a time: "NAME connect", "NAME write BLOCK COUNT SEED",
-    "NAME flush", "NAME close".  Prints one answer line per command: "ok"
+    "NAME flush", "NAME close" (NBD_CMD_DISC), "NAME drop" (the socket closed
+    without a word, as a client that dies).  Prints one answer line per command: "ok"
     or the errno name (a coprocess of the test script).
 """
 import errno
@@ -148,6 +149,8 @@ def session(sock):
                 hs[name].flush()
             elif what == "close":
                 hs.pop(name).shutdown()
+            elif what == "drop":
+                del hs[name]  # the last reference: nbd_close, no NBD_CMD_DISC
             else:
                 print("bad command", flush=True)
                 continue
