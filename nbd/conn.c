@@ -132,6 +132,7 @@ static void conn_release(struct nbd_conn *c)
 {
 	budget_wait_end(c);
 	reactor_timer_cancel(&c->house_timer);
+	nbd_tls_conn_free(c);
 	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++)
 		buf_drop(c, &c->reqs[i]);
 	free(c->reqs);
@@ -161,10 +162,13 @@ void nbd_conn_run(struct nbd_conn *c)
 
 /* ---- receive ---- */
 
-static void rx_arm(struct nbd_conn *c)
+/* True when plaintext came at once (TLS had it buffered): parse on. */
+static bool rx_arm(struct nbd_conn *c)
 {
+	if (c->tls)
+		return nbd_tls_rx_arm(c);
 	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
-		return;
+		return false;
 	if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
 	    c->cur->length - c->cur_got >= 4096) {
 		/* A large payload goes straight into its buffer. */
@@ -184,6 +188,7 @@ static void rx_arm(struct nbd_conn *c)
 			     NBD_RXBUF_SIZE - c->rx_tail, 0);
 	}
 	c->rx_busy = true;
+	return false;
 }
 
 /* Makes room for need contiguous bytes at rx_head; false if it must wait
@@ -226,7 +231,10 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
-		rx_arm(c);
+		if (c->tls)
+			nbd_tls_rx_done(c, 0);
+		else if (rx_arm(c))
+			nbd_conn_rx_process(c);
 		return;
 	}
 	if (res < 0) {
@@ -235,6 +243,10 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 	}
 	if (res == 0) {
 		rx_eof(c);
+		return;
+	}
+	if (c->tls) {
+		nbd_tls_rx_done(c, (size_t)res);
 		return;
 	}
 	if (c->rx_direct) {
@@ -314,7 +326,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 				nbd_tx_payload_done(c, q);
 				continue;
 			}
-			rx_arm(c);
+			if (rx_arm(c))
+				continue;
 			return;
 		}
 		if (c->want == RX_SKIP) {
@@ -322,7 +335,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 			c->rx_head += n;
 			c->skip_left -= n;
 			if (c->skip_left) {
-				rx_arm(c);
+				if (rx_arm(c))
+					continue;
 				return;
 			}
 			if (c->state == NBD_CONN_OPTIONS) {
@@ -342,8 +356,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 			return; /* a reply sent resumes */
 		need = need_bytes(c);
 		if (avail < need) {
-			if (rx_make_room(c, need))
-				rx_arm(c);
+			if (rx_make_room(c, need) && rx_arm(c))
+				continue;
 			return;
 		}
 		p = c->rx + c->rx_head;
@@ -432,6 +446,12 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 		}
 		list_add_tail(&c->sending, &q->link);
 	}
+	if (c->tls) {
+		int m = nbd_tls_seal(c, n);
+		if (m < 0)
+			return;
+		n = (unsigned)m;
+	}
 	if (!n) {
 		nbd_conn_maybe_finish(c);
 		return;
@@ -501,6 +521,12 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 	}
 	release_sending(c);
 	c->tx_progress_ns = 0;
+	if (c->tls_starting) {
+		/* The STARTTLS ACK went out in plaintext: from here on, TLS. */
+		c->tls_starting = false;
+		nbd_tls_begin(c);
+		return;
+	}
 	nbd_conn_tx_kick(c);
 	nbd_conn_rx_process(c);
 	nbd_conn_maybe_finish(c);
@@ -790,6 +816,15 @@ int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports
 			    unsigned nr_exports, int fd, const char *peer,
 			    void (*closed)(void *arg, int err), void *arg, struct nbd_conn **out)
 {
+	return nbd_conn_start_newstyle_tls(r, exports, nr_exports, NULL, fd, peer, closed, arg,
+					   out);
+}
+
+int nbd_conn_start_newstyle_tls(struct reactor *r, struct nbd_export *const *exports,
+				unsigned nr_exports, const struct nbd_tls *tls, int fd,
+				const char *peer, void (*closed)(void *arg, int err), void *arg,
+				struct nbd_conn **out)
+{
 	struct nbd_conn *c;
 	int ret;
 
@@ -800,6 +835,7 @@ int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports
 		return ret;
 	c->exports = exports;
 	c->nr_exports = nr_exports;
+	c->tls_cfg = tls;
 	*out = c;
 	nbd_conn_run(c);
 	return 0;
