@@ -22,7 +22,7 @@ ifeq ($(origin NO_IO_URING),undefined)
 NO_IO_URING := $(if $(shell $(PKG_CONFIG) --atleast-version=2.1 liburing 2>/dev/null && echo y),,1)
 endif
 PKGS := $(if $(NO_IO_URING),,liburing) libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 \
-	libibverbs librdmacm libcrypto libssl
+	libibverbs librdmacm libssl libcrypto
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # The libraries' flags are read from pkg-config at the first compile or
