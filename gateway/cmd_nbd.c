@@ -9,6 +9,7 @@
 #include "gateway/config.h"
 #include "gateway/base/log.h"
 #include "gateway/volume/qos.h"
+#include "gateway/secret.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "nbd/kdev.h"
@@ -376,6 +377,20 @@ int cmd_nbd(int argc, char **argv)
 		if (n.kernel) {
 			fprintf(stderr, "nvmf-gateway nbd: --tls: the kernel's NBD client has no TLS; "
 					"serve a socket (unix:PATH or tcp:HOST:PORT) instead\n");
+			return 1;
+		}
+		/* The secret half: private, as --dhchap-secret-file. */
+		char key[4200], problem[160];
+		const char *file = n.tls_opts.psk_file;
+		struct stat st;
+		if (n.tls_opts.cert_dir) {
+			snprintf(key, sizeof(key), "%s/server-key.pem", n.tls_opts.cert_dir);
+			file = key;
+		}
+		if (file && !stat(file, &st) &&
+		    gw_secret_file_problem(&st, problem, sizeof(problem))) {
+			fprintf(stderr, "nvmf-gateway: --tls: %s holds a secret and %s; refusing it\n",
+				file, problem);
 			return 1;
 		}
 		if (nbd_tls_new(&n.tls_opts, &n.tls, err, sizeof(err)) < 0) {

@@ -101,4 +101,10 @@ chmod 600 "$tmp/short.psk"
 	2> "$tmp/err" && fail "short key accepted"
 grep -q "short.psk:1: the key is not an even number of hex digits" "$tmp/err" ||
 	fail "bad PSK file error: $(cat "$tmp/err")"
+# A PSK file others can read is refused, as a DH-HMAC-CHAP secret file.
+chmod 644 "$psk"
+"$GW" nbd --mem 1M --tls on --tls-psk-file "$psk" "unix:$sock" > /dev/null 2> "$tmp/err" &&
+	fail "a PSK file of mode 0644 was taken"
+grep -qF "$psk holds a secret and is readable by group or others" "$tmp/err" ||
+	fail "mode 0644: $(cat "$tmp/err")"
 echo "OK"
