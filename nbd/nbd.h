@@ -49,6 +49,8 @@ struct nbd_tls;
 int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen);
 void nbd_tls_free(struct nbd_tls *t);
 enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t);
+/* "off", "on", "require"; "?" past the end (the config's enum walk). */
+const char *nbd_tls_mode_name(int mode);
 /* One line of a PSK file: 0, or -EINVAL with why (the key is not echoed). */
 int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *key,
 			   size_t *key_len, const char **why);

@@ -151,6 +151,18 @@ static int load_psk(struct nbd_tls *t, const char *file, char *err, size_t errle
 	return ret;
 }
 
+/* A client-chosen name, made safe for one log line. */
+static void printable(char *dst, size_t len, const unsigned char *s, size_t n)
+{
+	size_t i;
+
+	if (n > len - 1)
+		n = len - 1;
+	for (i = 0; i < n; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
+	dst[i] = 0;
+}
+
 static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len,
 		    SSL_SESSION **sess)
 {
@@ -177,8 +189,9 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 		return 1;
 	}
 	/* Not found: the handshake goes on without a PSK, and fails. */
-	snprintf(c->tls->why, sizeof(c->tls->why), "unknown PSK identity '%.*s'",
-		 (int)(identity_len > 64 ? 64 : identity_len), (const char *)identity);
+	char id[65];
+	printable(id, sizeof(id), identity, identity_len);
+	snprintf(c->tls->why, sizeof(c->tls->why), "unknown PSK identity '%s'", id);
 	return 1;
 }
 
@@ -261,6 +274,13 @@ void nbd_tls_free(struct nbd_tls *t)
 	free(t);
 }
 
+const char *nbd_tls_mode_name(int mode)
+{
+	static const char *const names[] = { "off", "on", "require" };
+
+	return mode >= 0 && mode < 3 ? names[mode] : "?";
+}
+
 enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
 {
 	return t ? t->mode : NBD_TLS_OFF;
@@ -331,6 +351,12 @@ static void handshake_step(struct nbd_conn *c)
 	/* Whatever the handshake wrote (its flight) goes out. */
 	nbd_conn_tx_kick(c);
 	if (ret == 1) {
+		X509 *peer = SSL_get0_peer_certificate(tc->ssl);
+		if (peer) {
+			char subj[128];
+			X509_NAME_oneline(X509_get_subject_name(peer), subj, sizeof(subj));
+			snprintf(tc->why, sizeof(tc->why), "client certificate %s", subj);
+		}
 		tc->ready = true;
 		log_info("nbd %s: TLS established (%s, %s%s%s)", c->peer,
 			 SSL_get_version(tc->ssl), SSL_get_cipher_name(tc->ssl),
