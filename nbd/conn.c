@@ -519,6 +519,18 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 		tx_submit(c);
 		return;
 	}
+	if (c->tls) {
+		/* The batch's plaintext stays held until all of it is sealed. */
+		int m = nbd_tls_seal_more(c);
+		if (m < 0)
+			return;
+		if (m) {
+			c->txv_first = 0;
+			c->txv_cnt = 1;
+			tx_submit(c);
+			return;
+		}
+	}
 	release_sending(c);
 	c->tx_progress_ns = 0;
 	if (c->tls_starting) {

@@ -187,6 +187,8 @@ bool nbd_tls_rx_arm(struct nbd_conn *c);
 /* Seals txv[0..n) (plaintext) plus anything TLS itself has to say into
  * one ciphertext iovec at txv[0]: 1, 0 if nothing to send, -1 failed. */
 int nbd_tls_seal(struct nbd_conn *c, unsigned n);
+/* The ciphertext is sent: seal the next part of the batch (as above). */
+int nbd_tls_seal_more(struct nbd_conn *c);
 void nbd_tls_conn_free(struct nbd_conn *c);
 
 /* transmit.c */

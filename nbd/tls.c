@@ -24,6 +24,10 @@
 /* Ciphertext received per receive op. */
 #define TLS_RX_SIZE (64u * 1024)
 #define TLS_PSK_MAX 64 /* bytes of one key */
+/* Plaintext sealed per send: bounds the ciphertext held per connection
+ * (write BIO and send buffer, outside the buffer budget) whatever the
+ * size of the replies. */
+#define TLS_SEAL_MAX (256u * 1024)
 
 struct psk_entry {
 	char *identity;
@@ -45,6 +49,9 @@ struct nbd_tls_conn {
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
+	/* Plaintext of the send batch not sealed yet (slices of txv). */
+	struct iovec pv[2 * NBD_TX_BATCH + 1];
+	unsigned pv_first, pv_cnt;
 	char why[160]; /* what a callback found wrong, for the failure line */
 };
 
@@ -461,18 +468,27 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 	}
 }
 
-int nbd_tls_seal(struct nbd_conn *c, unsigned n)
+/* Seals up to TLS_SEAL_MAX of what is left in pv, plus what TLS itself
+ * has to say, into txc; txv[0] points at it.  1, 0 (nothing), -1. */
+static int seal_some(struct nbd_conn *c)
 {
 	struct nbd_tls_conn *tc = c->tls;
-	size_t pending;
+	size_t pending, budget = TLS_SEAL_MAX;
 
 	ERR_clear_error();
-	for (unsigned i = 0; i < n; i++) {
-		int ret = SSL_write(tc->ssl, c->txv[i].iov_base, (int)c->txv[i].iov_len);
+	while (tc->pv_first < tc->pv_cnt && budget) {
+		struct iovec *v = &tc->pv[tc->pv_first];
+		size_t n = v->iov_len < budget ? v->iov_len : budget;
+		int ret = SSL_write(tc->ssl, v->iov_base, (int)n);
 		if (ret <= 0) {
 			fail_ssl(c, "write", SSL_get_error(tc->ssl, ret));
 			return -1;
 		}
+		v->iov_base = (uint8_t *)v->iov_base + n;
+		v->iov_len -= n;
+		budget -= n;
+		if (!v->iov_len)
+			tc->pv_first++;
 	}
 	pending = BIO_ctrl_pending(tc->wbio);
 	if (!pending)
@@ -496,4 +512,23 @@ int nbd_tls_seal(struct nbd_conn *c, unsigned n)
 	c->txv[0].iov_base = tc->txc;
 	c->txv[0].iov_len = pending;
 	return 1;
+}
+
+int nbd_tls_seal(struct nbd_conn *c, unsigned n)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	memcpy(tc->pv, c->txv, n * sizeof(c->txv[0]));
+	tc->pv_first = 0;
+	tc->pv_cnt = n;
+	return seal_some(c);
+}
+
+int nbd_tls_seal_more(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (tc->pv_first == tc->pv_cnt)
+		return 0;
+	return seal_some(c);
 }

@@ -44,7 +44,8 @@ h.set_tls_psk_file(sys.argv[2])
 h.set_export_name("disk")
 h.connect_unix(sys.argv[1])
 assert h.get_tls_negotiated()
-buf = bytes(range(256)) * 4096  # 1 MiB
+# 4 MiB: a reply sealed over several sends
+buf = bytes(range(256)) * 16384
 h.pwrite(buf, 1 << 20)
 h.flush()
 assert h.pread(len(buf), 1 << 20) == buf
