@@ -297,6 +297,21 @@ static int opt_starttls(struct nbd_conn *c)
 	return -1;
 }
 
+static const char *opt_name(uint32_t opt)
+{
+	static const char *const names[] = {
+		[NBD_OPT_EXPORT_NAME] = "EXPORT_NAME", [NBD_OPT_ABORT] = "ABORT",
+		[NBD_OPT_LIST] = "LIST", [NBD_OPT_PEEK_EXPORT] = "PEEK_EXPORT",
+		[NBD_OPT_STARTTLS] = "STARTTLS", [NBD_OPT_INFO] = "INFO", [NBD_OPT_GO] = "GO",
+		[NBD_OPT_STRUCTURED_REPLY] = "STRUCTURED_REPLY",
+		[NBD_OPT_LIST_META_CONTEXT] = "LIST_META_CONTEXT",
+		[NBD_OPT_SET_META_CONTEXT] = "SET_META_CONTEXT",
+		[NBD_OPT_EXTENDED_HEADERS] = "EXTENDED_HEADERS",
+	};
+
+	return opt < sizeof(names) / sizeof(names[0]) && names[opt] ? names[opt] : "unknown";
+}
+
 /* tls = require: before STARTTLS only STARTTLS and ABORT are answered. */
 static bool tls_refused(struct nbd_conn *c)
 {
@@ -309,8 +324,8 @@ static bool tls_refused(struct nbd_conn *c)
 					  "has tls = require");
 		return true;
 	}
-	log_notice("nbd %s: option %u refused: TLS required (tls = require), the client did "
-		   "not send NBD_OPT_STARTTLS", c->peer, c->opt);
+	log_notice("nbd %s: option %u (%s) refused: TLS required (tls = require), the client "
+		   "did not send NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt));
 	put_error(c, NBD_REP_ERR_TLS_REQD, "TLS required: send NBD_OPT_STARTTLS first");
 	return true;
 }

@@ -52,6 +52,6 @@ gw_start run "$tmp/gw.conf"
 [ "$(nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$psk")" = 16777216 ] ||
 	fail "nbdinfo over TLS through the daemon"
 nbdinfo --size "nbd+unix:///disk?socket=$sock" > /dev/null 2>&1 && fail "plaintext accepted"
-grep -q "refused: TLS required (tls = require)" "$tmp/gw.log" || fail "no refusal line"
+grep -q ") refused: TLS required (tls = require)" "$tmp/gw.log" || fail "no refusal line"
 gw_stop
 echo "OK"

@@ -69,7 +69,7 @@ echo "qemu-img and qemu-io over TLS: fine"
 
 # require: a client that skips STARTTLS gets nothing, and the log says why.
 nbdinfo "$puri" > "$tmp/plain.out" 2>&1 && fail "plaintext nbdinfo accepted under tls = require"
-grep -q "refused: TLS required (tls = require)" "$tmp/gw.log" || fail "no refusal line"
+grep -q ") refused: TLS required (tls = require)" "$tmp/gw.log" || fail "no refusal line"
 # A wrong key and an unknown identity: one line each, naming the cause.
 nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/wrong.psk" 2> /dev/null &&
 	fail "wrong PSK accepted"
