@@ -2,6 +2,8 @@
  * errors of loading a PSK file or an x509 directory (file and line, or
  * path and OpenSSL's reason), and the mode names the configuration uses.
  * The protocol itself is tested against libnbd and qemu (t_nbd_tls_*). */
+#include "gateway/config.h"
+#include "gateway/config_diff.h"
 #include "nbd/nbd.h"
 
 #include <check.h>
@@ -120,6 +122,28 @@ START_TEST(mode_names)
 }
 END_TEST
 
+/* A reload that changes an export's TLS keys restarts the export. */
+START_TEST(reload_sees_tls_change)
+{
+	struct gw_export a = { .name = "e", .nbd = { .tls = NBD_TLS_ON, .tls_psk_file = "/k" } };
+	struct gw_export b = a;
+
+	ck_assert(config_export_equal(&a, &b));
+	b.nbd.tls = NBD_TLS_REQUIRE;
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_psk_file = "/k2";
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_psk_file = NULL;
+	b.nbd.tls_certificates = "/k";
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_verify_peer = true;
+	ck_assert(!config_export_equal(&a, &b));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("nbd_tls");
@@ -129,6 +153,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, psk_file_errors);
 	tcase_add_test(tc, x509_missing);
 	tcase_add_test(tc, mode_names);
+	tcase_add_test(tc, reload_sees_tls_change);
 	suite_add_tcase(s, tc);
 	return s;
 }
