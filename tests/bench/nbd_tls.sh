@@ -8,7 +8,8 @@
 #   (MiB/s).
 # fio's nbd engine cannot do TLS (libnbd refuses tls-psk-file in the URI it
 # is given: nbd_set_uri_allow_local_file), nor can qemu-img bench (no
-# --object).  Prints the figures and the ratios TLS/plain.
+# --object).  Prints the figures and the ratios TLS/plain; nbdkit with
+# --tls=require, when installed, as a peer.
 # Not part of `make test`: numbers, not assertions.
 # Usage: tests/bench/nbd_tls.sh [BUILD]   (SIZE MiB per pass, default 1024)
 set -u
@@ -45,11 +46,15 @@ secs() { # ARGS...: wall seconds of nbdcopy ARGS
 	t1=$(date +%s.%N)
 	/usr/bin/python3 -c "print($t1 - $t0)"
 }
-run_one() { # NAME URI GATEWAY-ARGS...
+run_one() { # NAME URI GATEWAY-ARGS... (NAME nbdkit: nbdkit's memory plugin)
 	local name=$1 uri=$2 t
 	shift 2
 	rm -f "$sock"
-	"$GW" nbd --mem "${SIZE}M" --name disk --reactors 2 "$@" "unix:$sock" > /dev/null 2>&1 &
+	if [ "$name" = nbdkit ]; then
+		nbdkit -f -U "$sock" "$@" -e disk memory "${SIZE}M" > /dev/null 2>&1 &
+	else
+		"$GW" nbd --mem "${SIZE}M" --name disk --reactors 2 "$@" "unix:$sock" > /dev/null 2>&1 &
+	fi
 	pid=$!
 	for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.05; done
 	nbdcopy "$tmp/fill.bin" "$uri" || { echo "bench: fill $name failed" >&2; exit 1; }
@@ -66,6 +71,10 @@ run_one() { # NAME URI GATEWAY-ARGS...
 
 run_one plain "nbd+unix:///disk?socket=$sock"
 run_one tls "nbds+unix://bench@/disk?socket=$sock&tls-psk-file=$psk" --tls require --tls-psk-file "$psk"
+# A peer for scale: nbdkit with TLS (GnuTLS) on the same host, if present.
+command -v nbdkit > /dev/null &&
+	run_one nbdkit "nbds+unix://bench@/disk?socket=$sock&tls-psk-file=$psk" --tls=require \
+		--tls-psk="$psk"
 ratio() { /usr/bin/python3 -c "print('%.2f' % ($1 / $2))"; }
 echo "TLS/plain: read 4K QD32 $(ratio "${IOPS[tls]}" "${IOPS[plain]}")," \
 	"read 1M QD4 $(ratio "${SEQ[tls]}" "${SEQ[plain]}")"
