@@ -23,6 +23,7 @@ static const char *state_name(enum nbd_conn_state s)
 	case NBD_CONN_NEW: return "new";
 	case NBD_CONN_GREETING: return "greeting";
 	case NBD_CONN_OPTIONS: return "options";
+	case NBD_CONN_TLS: return "tls handshake";
 	case NBD_CONN_TRANSMISSION: return "transmission";
 	case NBD_CONN_DRAINING: return "draining";
 	case NBD_CONN_CLOSING: return "closing";
@@ -35,7 +36,8 @@ static const char *state_name(enum nbd_conn_state s)
 static const unsigned legal_next[] = {
 	[NBD_CONN_NEW] = S(GREETING) | S(TRANSMISSION) | S(CLOSING),
 	[NBD_CONN_GREETING] = S(OPTIONS) | S(DRAINING) | S(CLOSING),
-	[NBD_CONN_OPTIONS] = S(TRANSMISSION) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_OPTIONS] = S(TLS) | S(TRANSMISSION) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_TLS] = S(OPTIONS) | S(DRAINING) | S(CLOSING),
 	[NBD_CONN_TRANSMISSION] = S(DRAINING) | S(CLOSING),
 	[NBD_CONN_DRAINING] = S(CLOSING),
 	[NBD_CONN_CLOSING] = S(CLOSED),
@@ -65,7 +67,8 @@ static void timer_fired(struct reactor_timer *t)
 {
 	struct nbd_conn *c = container_of(t, struct nbd_conn, timer);
 
-	if (c->state == NBD_CONN_GREETING || c->state == NBD_CONN_OPTIONS)
+	if (c->state == NBD_CONN_GREETING || c->state == NBD_CONN_OPTIONS ||
+	    c->state == NBD_CONN_TLS)
 		nbd_conn_fail(c, -ETIMEDOUT, "handshake not finished within %llu s",
 			      (unsigned long long)(NBD_HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
 	else if (c->state == NBD_CONN_DRAINING)
@@ -211,6 +214,9 @@ static void rx_eof(struct nbd_conn *c)
 	case NBD_CONN_GREETING:
 	case NBD_CONN_OPTIONS:
 		nbd_conn_fail(c, -ECONNRESET, "client hung up during the handshake");
+		break;
+	case NBD_CONN_TLS:
+		nbd_conn_fail(c, -ECONNRESET, "client hung up during the TLS handshake");
 		break;
 	default:
 		if (c->want == RX_REQ_HDR && c->rx_head == c->rx_tail)

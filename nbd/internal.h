@@ -48,6 +48,7 @@ enum nbd_conn_state {
 	NBD_CONN_NEW,
 	NBD_CONN_GREETING, /* greeting sent, waiting for the client flags */
 	NBD_CONN_OPTIONS, /* option haggling */
+	NBD_CONN_TLS, /* STARTTLS acknowledged: the TLS handshake, then options again */
 	NBD_CONN_TRANSMISSION,
 	NBD_CONN_DRAINING, /* no more requests: finish, answer, then close */
 	NBD_CONN_CLOSING, /* socket shut: waiting for I/O and ring ops */

@@ -365,6 +365,8 @@ static void handshake_step(struct nbd_conn *c)
 			snprintf(tc->why, sizeof(tc->why), "client certificate %s", subj);
 		}
 		tc->ready = true;
+		if (!nbd_conn_set_state(c, NBD_CONN_OPTIONS))
+			return;
 		log_info("nbd %s: TLS established (%s, %s%s%s)", c->peer,
 			 SSL_get_version(tc->ssl), SSL_get_cipher_name(tc->ssl),
 			 tc->why[0] ? ", " : "", tc->why);
@@ -388,6 +390,11 @@ void nbd_tls_begin(struct nbd_conn *c)
 	if (!tc || !(tc->rxc = malloc(TLS_RX_SIZE))) {
 		free(tc);
 		nbd_conn_fail(c, -ENOMEM, "TLS: out of memory");
+		return;
+	}
+	if (!nbd_conn_set_state(c, NBD_CONN_TLS)) {
+		free(tc->rxc);
+		free(tc);
 		return;
 	}
 	c->tls = tc;
