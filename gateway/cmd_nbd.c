@@ -9,6 +9,7 @@
 #include "gateway/config.h"
 #include "gateway/base/log.h"
 #include "gateway/volume/qos.h"
+#include "gateway/secret.h"
 #include "gateway/session.h"
 #include "gateway/tools.h"
 #include "nbd/kdev.h"
@@ -34,6 +35,8 @@ struct nbd_cli {
 	struct vol_qos_limits qos;
 	struct reclaim_opts reclaim;
 	enum nbd_kdev_iface iface;
+	struct nbd_tls_opts tls_opts;
+	struct nbd_tls *tls;
 };
 
 struct stop_msg {
@@ -196,6 +199,7 @@ static void nbd_job(struct session *s)
 		.nr_exports = 1,
 		.reactors = n->reactors,
 		.nr_reactors = n->nr_reactors,
+		.tls = n->tls,
 	};
 
 	n->export.vol = v;
@@ -245,6 +249,10 @@ static void usage(void)
 	       "                               ioctl (kernels before 4.12: no reattach)\n"
 	       "      --no-reclaim             a kernel device without mlockall,\n"
 	       "                               PR_SET_IO_FLUSHER or oom_score_adj\n"
+	       "      --tls on|require|off     NBD_OPT_STARTTLS (sockets only; default off)\n"
+	       "      --tls-psk-file FILE      TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
+	       "      --tls-certificates DIR   server-cert.pem, server-key.pem (ca-cert.pem)\n"
+	       "      --tls-verify-peer        x509: require a client certificate from ca-cert.pem\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 
@@ -258,6 +266,10 @@ int cmd_nbd(int argc, char **argv)
 		{ "reactors", required_argument, 0, 3003 },
 		{ "no-reclaim", no_argument, 0, 3004 },
 		{ "interface", required_argument, 0, 3005 },
+		{ "tls", required_argument, 0, 3006 },
+		{ "tls-psk-file", required_argument, 0, 3007 },
+		{ "tls-certificates", required_argument, 0, 3008 },
+		{ "tls-verify-peer", no_argument, 0, 3009 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -296,6 +308,28 @@ int cmd_nbd(int argc, char **argv)
 			n.iface = (enum nbd_kdev_iface)i;
 			break;
 		}
+		case 3006:
+			if (!strcmp(optarg, "on"))
+				n.tls_opts.mode = NBD_TLS_ON;
+			else if (!strcmp(optarg, "require"))
+				n.tls_opts.mode = NBD_TLS_REQUIRE;
+			else if (!strcmp(optarg, "off"))
+				n.tls_opts.mode = NBD_TLS_OFF;
+			else {
+				fprintf(stderr, "nvmf-gateway nbd: --tls '%s': on, require or off\n",
+					optarg);
+				return 1;
+			}
+			break;
+		case 3007:
+			n.tls_opts.psk_file = optarg;
+			break;
+		case 3008:
+			n.tls_opts.cert_dir = optarg;
+			break;
+		case 3009:
+			n.tls_opts.verify_peer = true;
+			break;
 		case 3001:
 			s.read_only = true;
 			n.export.read_only = true;
@@ -338,6 +372,36 @@ int cmd_nbd(int argc, char **argv)
 				"tcp:PORT, /dev/nbdN or auto\n", n.target);
 		return 1;
 	}
+	if (n.tls_opts.mode != NBD_TLS_OFF) {
+		char err[512];
+		if (n.kernel) {
+			fprintf(stderr, "nvmf-gateway nbd: --tls: the kernel's NBD client has no TLS; "
+					"serve a socket (unix:PATH or tcp:HOST:PORT) instead\n");
+			return 1;
+		}
+		/* The secret half: private, as --dhchap-secret-file. */
+		char key[4200], problem[160];
+		const char *file = n.tls_opts.psk_file;
+		struct stat st;
+		if (n.tls_opts.cert_dir) {
+			snprintf(key, sizeof(key), "%s/server-key.pem", n.tls_opts.cert_dir);
+			file = key;
+		}
+		if (file && !stat(file, &st) &&
+		    gw_secret_file_problem(&st, problem, sizeof(problem))) {
+			fprintf(stderr, "nvmf-gateway: --tls: %s holds a secret and %s; refusing it\n",
+				file, problem);
+			return 1;
+		}
+		if (nbd_tls_new(&n.tls_opts, &n.tls, err, sizeof(err)) < 0) {
+			fprintf(stderr, "nvmf-gateway nbd: --tls: %s\n", err);
+			return 1;
+		}
+	} else if (n.tls_opts.psk_file || n.tls_opts.cert_dir) {
+		fprintf(stderr, "nvmf-gateway nbd: --tls-psk-file and --tls-certificates need "
+				"--tls on or --tls require\n");
+		return 1;
+	}
 	n.exports[0] = &n.export;
 	s.want_volume = true;
 	s.priv = &n;
@@ -368,5 +432,6 @@ int cmd_nbd(int argc, char **argv)
 	extras_join(&n);
 	extras_fini(&n);
 	gw_listen_free(&n.listen);
+	nbd_tls_free(n.tls);
 	return rc;
 }

@@ -70,7 +70,15 @@ struct gw_nbd {
 	/* enum nbd_kdev_iface of the device: the export's nbd.interface, else
 	 * gateway.nbd_interface (resolved by config_load; -1 while parsing). */
 	int iface;
+	/* NBD over TLS on the listener (gateway/config_nbd_tls.c). */
+	int tls;		/* enum nbd_tls_mode */
+	char *tls_psk_file;
+	char *tls_certificates;
+	bool tls_verify_peer;
 };
+
+/* The TLS keys of two NBD groups are the same (reload). */
+bool cfg_nbd_tls_equal(const struct gw_nbd *a, const struct gw_nbd *b);
 
 struct gw_export {
 	char *name;

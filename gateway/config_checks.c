@@ -168,6 +168,7 @@ static void check_export(struct ctx *c, struct gw_config *cfg,
 	if (e->nbd.iface < 0)
 		e->nbd.iface = cfg->nbd_interface;
 	e->has_nbd = nbd && config_setting_is_group(nbd);
+	cfg_check_nbd_tls(c, e, e->has_nbd ? nbd : NULL, i);
 	if (e->has_nbd && !config_setting_get_member(nbd, "device") &&
 	    !config_setting_get_member(nbd, "listen"))
 		err_at(c, nbd, "exports[%zu].nbd: needs a device or a listen address",

@@ -55,6 +55,7 @@ bool config_export_equal(const struct gw_export *a, const struct gw_export *b)
 	       a->nbd.device == b->nbd.device && listen_eq(&a->nbd.listen, &b->nbd.listen) &&
 	       a->nbd.connections == b->nbd.connections && a->nbd.iface == b->nbd.iface &&
 	       a->nbd.max_connections == b->nbd.max_connections && a->fuse == b->fuse &&
+	       cfg_nbd_tls_equal(&a->nbd, &b->nbd) &&
 	       a->read_only == b->read_only && a->qos_iops == b->qos_iops &&
 	       a->qos_bandwidth == b->qos_bandwidth && a->qos_read_iops == b->qos_read_iops &&
 	       a->qos_write_iops == b->qos_write_iops &&

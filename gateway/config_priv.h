@@ -78,6 +78,8 @@ void cfg_check_secrets(struct ctx *c, const config_setting_t *list, const char *
 		       size_t i, char **secret, const char *secret_file, char **ctrl_secret,
 		       const char *ctrl_secret_file);
 void cfg_check_exports(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
+/* config_nbd_tls.c: exports[i].nbd's TLS keys, nbd the group (or NULL). */
+void cfg_check_nbd_tls(struct ctx *c, struct gw_export *e, const config_setting_t *nbd, size_t i);
 
 /* discovery_conf.c: the discovery list's defaults (one element), and
  * the checks after it is parsed, which also read discovery_conf. */

@@ -23,6 +23,7 @@
 #include "gateway/config_priv.h"
 #include "gateway/secret.h"
 #include "nbd/kdev.h"
+#include "nbd/nbd.h"
 #include "transports/auth/auth.h"
 
 /* ---- string checks: NULL, or why the value is wrong ---- */
@@ -446,6 +447,11 @@ static const struct field nbd_fields[] = {
 	F_FN(E, "access", nbd.access, struct gw_access, parse_access, NULL),
 	F_INT(E, "max_connections", nbd.max_connections, 1, 65536),
 	F_ENUM(E, "interface", nbd.iface, nbd_kdev_iface_name, false),
+	/* NBD over TLS: checked together by cfg_check_nbd_tls */
+	F_ENUM(E, "tls", nbd.tls, nbd_tls_mode_name, false),
+	F_STR(E, "tls_psk_file", nbd.tls_psk_file, chk_abspath, false),
+	F_STR(E, "tls_certificates", nbd.tls_certificates, chk_abspath, false),
+	F_BOOL(E, "tls_verify_peer", nbd.tls_verify_peer),
 	F_END,
 };
 

@@ -197,6 +197,7 @@ static void exp_free(struct gw_exp *e)
 
 	list_del(&e->link);
 	gw_cfgref_put(gw, e->ref);
+	nbd_tls_free(e->tls);
 	free(e->name);
 	free(e->desc);
 	free(e);
@@ -571,6 +572,19 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 	e->nbd.vol = e->vol;
 	e->nbd.read_only = c->read_only;
 	if (c->has_nbd && c->nbd.listen.kind != GW_LISTEN_NONE) {
+		if (c->nbd.tls != NBD_TLS_OFF && !e->tls) {
+			char err[512];
+			ret = nbd_tls_new(&(struct nbd_tls_opts){
+						  .mode = (enum nbd_tls_mode)c->nbd.tls,
+						  .psk_file = c->nbd.tls_psk_file,
+						  .cert_dir = c->nbd.tls_certificates,
+						  .verify_peer = c->nbd.tls_verify_peer },
+					  &e->tls, err, sizeof(err));
+			if (ret < 0) {
+				log_err("export %s: NBD TLS: %s", c->name, err);
+				return ret;
+			}
+		}
 		struct nbd_export *list[] = { &e->nbd };
 		struct nbd_server_opts o = {
 			.listen = &c->nbd.listen,
@@ -580,6 +594,7 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 			.nr_reactors = gw->nr_reactors,
 			.max_connections = (unsigned)(c->nbd.max_connections ? c->nbd.max_connections
 									      : gw->cfg->max_connections),
+			.tls = e->tls,
 		};
 		ret = nbd_server_start(&o, &e->srv);
 		if (ret < 0)

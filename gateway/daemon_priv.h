@@ -69,6 +69,7 @@ struct gw_exp {
 	struct volume *vol;
 	struct nbd_export nbd;
 	struct nbd_server *srv;
+	struct nbd_tls *tls; /* the listener's credentials; NULL: TLS off */
 	struct nbd_kdev *kdev;
 	char backend_id[96];
 	bool in_fuse; /* has a file in the FUSE mount */

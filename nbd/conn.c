@@ -23,6 +23,7 @@ static const char *state_name(enum nbd_conn_state s)
 	case NBD_CONN_NEW: return "new";
 	case NBD_CONN_GREETING: return "greeting";
 	case NBD_CONN_OPTIONS: return "options";
+	case NBD_CONN_TLS: return "tls handshake";
 	case NBD_CONN_TRANSMISSION: return "transmission";
 	case NBD_CONN_DRAINING: return "draining";
 	case NBD_CONN_CLOSING: return "closing";
@@ -35,7 +36,8 @@ static const char *state_name(enum nbd_conn_state s)
 static const unsigned legal_next[] = {
 	[NBD_CONN_NEW] = S(GREETING) | S(TRANSMISSION) | S(CLOSING),
 	[NBD_CONN_GREETING] = S(OPTIONS) | S(DRAINING) | S(CLOSING),
-	[NBD_CONN_OPTIONS] = S(TRANSMISSION) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_OPTIONS] = S(TLS) | S(TRANSMISSION) | S(DRAINING) | S(CLOSING),
+	[NBD_CONN_TLS] = S(OPTIONS) | S(DRAINING) | S(CLOSING),
 	[NBD_CONN_TRANSMISSION] = S(DRAINING) | S(CLOSING),
 	[NBD_CONN_DRAINING] = S(CLOSING),
 	[NBD_CONN_CLOSING] = S(CLOSED),
@@ -65,7 +67,8 @@ static void timer_fired(struct reactor_timer *t)
 {
 	struct nbd_conn *c = container_of(t, struct nbd_conn, timer);
 
-	if (c->state == NBD_CONN_GREETING || c->state == NBD_CONN_OPTIONS)
+	if (c->state == NBD_CONN_GREETING || c->state == NBD_CONN_OPTIONS ||
+	    c->state == NBD_CONN_TLS)
 		nbd_conn_fail(c, -ETIMEDOUT, "handshake not finished within %llu s",
 			      (unsigned long long)(NBD_HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
 	else if (c->state == NBD_CONN_DRAINING)
@@ -132,6 +135,7 @@ static void conn_release(struct nbd_conn *c)
 {
 	budget_wait_end(c);
 	reactor_timer_cancel(&c->house_timer);
+	nbd_tls_conn_free(c);
 	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++)
 		buf_drop(c, &c->reqs[i]);
 	free(c->reqs);
@@ -161,10 +165,13 @@ void nbd_conn_run(struct nbd_conn *c)
 
 /* ---- receive ---- */
 
-static void rx_arm(struct nbd_conn *c)
+/* True when plaintext came at once (TLS had it buffered): parse on. */
+static bool rx_arm(struct nbd_conn *c)
 {
+	if (c->tls)
+		return nbd_tls_rx_arm(c);
 	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
-		return;
+		return false;
 	if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
 	    c->cur->length - c->cur_got >= 4096) {
 		/* A large payload goes straight into its buffer. */
@@ -184,6 +191,7 @@ static void rx_arm(struct nbd_conn *c)
 			     NBD_RXBUF_SIZE - c->rx_tail, 0);
 	}
 	c->rx_busy = true;
+	return false;
 }
 
 /* Makes room for need contiguous bytes at rx_head; false if it must wait
@@ -207,6 +215,9 @@ static void rx_eof(struct nbd_conn *c)
 	case NBD_CONN_OPTIONS:
 		nbd_conn_fail(c, -ECONNRESET, "client hung up during the handshake");
 		break;
+	case NBD_CONN_TLS:
+		nbd_conn_fail(c, -ECONNRESET, "client hung up during the TLS handshake");
+		break;
 	default:
 		if (c->want == RX_REQ_HDR && c->rx_head == c->rx_tail)
 			nbd_conn_fail(c, -ECONNRESET, "client hung up without NBD_CMD_DISC");
@@ -226,7 +237,10 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
-		rx_arm(c);
+		if (c->tls)
+			nbd_tls_rx_done(c, 0);
+		else if (rx_arm(c))
+			nbd_conn_rx_process(c);
 		return;
 	}
 	if (res < 0) {
@@ -235,6 +249,10 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 	}
 	if (res == 0) {
 		rx_eof(c);
+		return;
+	}
+	if (c->tls) {
+		nbd_tls_rx_done(c, (size_t)res);
 		return;
 	}
 	if (c->rx_direct) {
@@ -314,7 +332,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 				nbd_tx_payload_done(c, q);
 				continue;
 			}
-			rx_arm(c);
+			if (rx_arm(c))
+				continue;
 			return;
 		}
 		if (c->want == RX_SKIP) {
@@ -322,7 +341,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 			c->rx_head += n;
 			c->skip_left -= n;
 			if (c->skip_left) {
-				rx_arm(c);
+				if (rx_arm(c))
+					continue;
 				return;
 			}
 			if (c->state == NBD_CONN_OPTIONS) {
@@ -342,8 +362,8 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 			return; /* a reply sent resumes */
 		need = need_bytes(c);
 		if (avail < need) {
-			if (rx_make_room(c, need))
-				rx_arm(c);
+			if (rx_make_room(c, need) && rx_arm(c))
+				continue;
 			return;
 		}
 		p = c->rx + c->rx_head;
@@ -432,6 +452,12 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 		}
 		list_add_tail(&c->sending, &q->link);
 	}
+	if (c->tls) {
+		int m = nbd_tls_seal(c, n);
+		if (m < 0)
+			return;
+		n = (unsigned)m;
+	}
 	if (!n) {
 		nbd_conn_maybe_finish(c);
 		return;
@@ -504,8 +530,26 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 		tx_submit(c);
 		return;
 	}
+	if (c->tls) {
+		/* The batch's plaintext stays held until all of it is sealed. */
+		int m = nbd_tls_seal_more(c);
+		if (m < 0)
+			return;
+		if (m) {
+			c->txv_first = 0;
+			c->txv_cnt = 1;
+			tx_submit(c);
+			return;
+		}
+	}
 	release_sending(c, true);
 	c->tx_progress_ns = 0;
+	if (c->tls_starting) {
+		/* The STARTTLS ACK went out in plaintext: from here on, TLS. */
+		c->tls_starting = false;
+		nbd_tls_begin(c);
+		return;
+	}
 	nbd_conn_tx_kick(c);
 	nbd_conn_rx_process(c);
 	nbd_conn_maybe_finish(c);
@@ -807,6 +851,15 @@ int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports
 			    unsigned nr_exports, int fd, const char *peer,
 			    void (*closed)(void *arg, int err), void *arg, struct nbd_conn **out)
 {
+	return nbd_conn_start_newstyle_tls(r, exports, nr_exports, NULL, fd, peer, closed, arg,
+					   out);
+}
+
+int nbd_conn_start_newstyle_tls(struct reactor *r, struct nbd_export *const *exports,
+				unsigned nr_exports, const struct nbd_tls *tls, int fd,
+				const char *peer, void (*closed)(void *arg, int err), void *arg,
+				struct nbd_conn **out)
+{
 	struct nbd_conn *c;
 	int ret;
 
@@ -817,6 +870,7 @@ int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports
 		return ret;
 	c->exports = exports;
 	c->nr_exports = nr_exports;
+	c->tls_cfg = tls;
 	*out = c;
 	nbd_conn_run(c);
 	return 0;

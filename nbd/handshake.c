@@ -281,10 +281,65 @@ static int opt_list(struct nbd_conn *c)
 	return 0;
 }
 
+static int opt_starttls(struct nbd_conn *c)
+{
+	if (nbd_tls_mode(c->tls_cfg) == NBD_TLS_OFF)
+		return put_error(c, NBD_REP_ERR_UNSUP, "TLS is not configured on this server");
+	if (c->opt_len)
+		return put_error(c, NBD_REP_ERR_INVALID, "NBD_OPT_STARTTLS takes no data");
+	if (c->tls)
+		return put_error(c, NBD_REP_ERR_INVALID, "TLS is already on");
+	if (put_reply(c, NBD_REP_ACK, NULL, 0))
+		return -1;
+	/* Nothing more is parsed in plaintext: the handshake starts once the
+	 * ACK is sent (conn.c), and options go on inside TLS. */
+	c->tls_starting = true;
+	c->want = RX_NONE;
+	nbd_conn_tx_kick(c);
+	return -1;
+}
+
+static const char *opt_name(uint32_t opt)
+{
+	static const char *const names[] = {
+		[NBD_OPT_EXPORT_NAME] = "EXPORT_NAME", [NBD_OPT_ABORT] = "ABORT",
+		[NBD_OPT_LIST] = "LIST", [NBD_OPT_PEEK_EXPORT] = "PEEK_EXPORT",
+		[NBD_OPT_STARTTLS] = "STARTTLS", [NBD_OPT_INFO] = "INFO", [NBD_OPT_GO] = "GO",
+		[NBD_OPT_STRUCTURED_REPLY] = "STRUCTURED_REPLY",
+		[NBD_OPT_LIST_META_CONTEXT] = "LIST_META_CONTEXT",
+		[NBD_OPT_SET_META_CONTEXT] = "SET_META_CONTEXT",
+		[NBD_OPT_EXTENDED_HEADERS] = "EXTENDED_HEADERS",
+	};
+
+	return opt < sizeof(names) / sizeof(names[0]) && names[opt] ? names[opt] : "unknown";
+}
+
+/* tls = require: before STARTTLS only STARTTLS and ABORT are answered. */
+static bool tls_refused(struct nbd_conn *c)
+{
+	if (c->tls || nbd_tls_mode(c->tls_cfg) != NBD_TLS_REQUIRE ||
+	    c->opt == NBD_OPT_STARTTLS || c->opt == NBD_OPT_ABORT)
+		return false;
+	if (c->opt == NBD_OPT_EXPORT_NAME) {
+		/* No error reply exists for it: the protocol says close. */
+		nbd_conn_fail(c, -EACCES, "NBD_OPT_EXPORT_NAME without TLS, and this listener "
+					  "has tls = require");
+		return true;
+	}
+	log_notice("nbd %s: option %u (%s) refused: TLS required (tls = require), the client "
+		   "did not send NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt));
+	put_error(c, NBD_REP_ERR_TLS_REQD, "TLS required: send NBD_OPT_STARTTLS first");
+	return true;
+}
+
 int nbd_hs_opt_data(struct nbd_conn *c, const uint8_t *p)
 {
 	c->want = RX_OPT_HDR;
+	if (c->tls_cfg && tls_refused(c))
+		return c->state >= NBD_CONN_DRAINING ? -1 : 0;
 	switch (c->opt) {
+	case NBD_OPT_STARTTLS:
+		return opt_starttls(c);
 	case NBD_OPT_EXPORT_NAME:
 		return opt_export_name(c, p);
 	case NBD_OPT_ABORT:

@@ -48,6 +48,7 @@ enum nbd_conn_state {
 	NBD_CONN_NEW,
 	NBD_CONN_GREETING, /* greeting sent, waiting for the client flags */
 	NBD_CONN_OPTIONS, /* option haggling */
+	NBD_CONN_TLS, /* STARTTLS acknowledged: the TLS handshake, then options again */
 	NBD_CONN_TRANSMISSION,
 	NBD_CONN_DRAINING, /* no more requests: finish, answer, then close */
 	NBD_CONN_CLOSING, /* socket shut: waiting for I/O and ring ops */
@@ -101,6 +102,9 @@ struct nbd_conn {
 	 * the kernel device's shared by all its sockets). */
 	uint64_t loss_start, loss_seen, *loss_cursor;
 	uint64_t loss_sent; /* the losses an EIO reply that was sent whole told of */
+	const struct nbd_tls *tls_cfg; /* NULL: TLS off */
+	struct nbd_tls_conn *tls; /* after STARTTLS: every byte goes through it */
+	bool tls_starting; /* STARTTLS acknowledged: TLS begins once it is sent */
 	uint16_t tflags; /* transmission flags sent to the client */
 	bool structured, extended, no_zeroes;
 	unsigned nr_opts;
@@ -178,6 +182,21 @@ int nbd_hs_opt_data(struct nbd_conn *c, const uint8_t *p);
 void nbd_hs_opt_too_big(struct nbd_conn *c);
 /* What NBD_INFO_BLOCK_SIZE says for v. */
 void nbd_block_sizes(const struct volume *v, uint32_t *min, uint32_t *pref, uint32_t *max);
+
+/* tls.c */
+struct nbd_tls_conn;
+/* The STARTTLS ACK is sent: set up the session and start the handshake. */
+void nbd_tls_begin(struct nbd_conn *c);
+/* n bytes of ciphertext arrived in the connection's TLS receive buffer. */
+void nbd_tls_rx_done(struct nbd_conn *c, size_t n);
+/* Plaintext into rx (true: some came, parse on), else a receive armed. */
+bool nbd_tls_rx_arm(struct nbd_conn *c);
+/* Seals txv[0..n) (plaintext) plus anything TLS itself has to say into
+ * one ciphertext iovec at txv[0]: 1, 0 if nothing to send, -1 failed. */
+int nbd_tls_seal(struct nbd_conn *c, unsigned n);
+/* The ciphertext is sent: seal the next part of the batch (as above). */
+int nbd_tls_seal_more(struct nbd_conn *c);
+void nbd_tls_conn_free(struct nbd_conn *c);
 
 /* transmit.c */
 size_t nbd_req_hdr_size(const struct nbd_conn *c);

@@ -29,6 +29,32 @@ struct nbd_export {
 
 struct nbd_server;
 
+/* NBD over TLS (NBD_OPT_STARTTLS, nbd/tls.c), per listener. */
+enum nbd_tls_mode {
+	NBD_TLS_OFF, /* STARTTLS is refused (NBD_REP_ERR_UNSUP) */
+	NBD_TLS_ON, /* offered, optional */
+	NBD_TLS_REQUIRE, /* every option but STARTTLS and ABORT refused before it */
+};
+
+struct nbd_tls_opts {
+	enum nbd_tls_mode mode;
+	const char *psk_file; /* psktool format: IDENTITY:HEXKEY lines */
+	const char *cert_dir; /* server-cert.pem, server-key.pem, ca-cert.pem */
+	bool verify_peer; /* x509: a client certificate signed by ca-cert.pem */
+};
+
+struct nbd_tls;
+/* Loads the credentials; *out stays NULL when mode is off.  -errno with
+ * the reason (file, line, OpenSSL's words) in err. */
+int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen);
+void nbd_tls_free(struct nbd_tls *t);
+enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t);
+/* "off", "on", "require"; "?" past the end (the config's enum walk). */
+const char *nbd_tls_mode_name(int mode);
+/* One line of a PSK file: 0, or -EINVAL with why (the key is not echoed). */
+int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *key,
+			   size_t *key_len, const char **why);
+
 struct nbd_server_opts {
 	const struct gw_listen *listen; /* unix:PATH or tcp:HOST:PORT */
 	struct nbd_export **exports;
@@ -40,6 +66,8 @@ struct nbd_server_opts {
 	/* Clients connected at once; the next one is closed at accept with
 	 * one log line.  0 = NBD_DEFAULT_MAX_CONNECTIONS. */
 	unsigned max_connections;
+	/* NULL: no TLS.  Owned by the caller; must outlive the server. */
+	const struct nbd_tls *tls;
 };
 
 #define NBD_DEFAULT_MAX_CONNECTIONS 64u
@@ -71,6 +99,11 @@ int nbd_conn_start_newstyle(struct reactor *r, struct nbd_export *const *exports
 			    unsigned nr_exports, int fd, const char *peer,
 			    void (*closed)(void *arg, int err), void *arg,
 			    struct nbd_conn **out);
+/* The same with TLS credentials (NULL: none); tls must outlive it. */
+int nbd_conn_start_newstyle_tls(struct reactor *r, struct nbd_export *const *exports,
+				unsigned nr_exports, const struct nbd_tls *tls, int fd,
+				const char *peer, void (*closed)(void *arg, int err), void *arg,
+				struct nbd_conn **out);
 /* Close a connection started above; closed() still runs once.  In
  * transmission, requests in flight are answered first. */
 void nbd_conn_close(struct nbd_conn *c);

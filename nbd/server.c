@@ -216,6 +216,7 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 	c->r = s->opts.reactors[idx];
 	c->exports = s->opts.exports;
 	c->nr_exports = s->opts.nr_exports;
+	c->tls_cfg = s->opts.tls;
 	c->closed = nbd_server_conn_closed;
 	c->closed_arg = c;
 	s->live++;

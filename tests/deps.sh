@@ -14,7 +14,7 @@ pkgs=(
 	qemu-system-x86 qemu-utils busybox-static cpio kmod xz-utils
 	nvme-cli fio iproute2 util-linux e2fsprogs python3 lvm2 strace
 	libnbd-bin nbdkit python3-libnbd
-	libssl-dev valgrind
+	libssl-dev openssl valgrind
 )
 # make deb and its test (t_deb, so make test too); make demo does without.
 [ "${1:-}" = deb ] && pkgs+=(dpkg-dev debhelper lintian)

@@ -13,7 +13,13 @@
  * still held (one request, one place), every submitted I/O completes
  * exactly once, the connection ends only after the last of them (ASan
  * would see a completion into freed memory) and the volume's in-flight
- * count is back to 0. */
+ * count is back to 0.
+ *
+ * When bit 3 of the first byte is set, the listener has TLS with a PSK
+ * (bit 4: tls = require, else on): NBD_OPT_STARTTLS, the refusals before
+ * it and OpenSSL's handshake on memory BIOs see the input too (a real
+ * ClientHello is among the seeds; the handshake cannot finish, so the
+ * options inside TLS are reached only by the functional tests). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -31,6 +37,7 @@
 #include "tests/fuzz/fuzz_check.h"
 
 static struct reactor R;
+static struct nbd_tls *TLS_ON, *TLS_REQ;
 static struct volume *V, *VH;
 static struct nbd_export E[2], EH[2];
 static struct nbd_export *EX[2], *EXH[2];
@@ -120,6 +127,20 @@ static void init_once(void)
 	EH[1] = (struct nbd_export){ .name = "ro", .vol = VH, .read_only = true };
 	EXH[0] = &EH[0];
 	EXH[1] = &EH[1];
+
+	char psk[] = "/tmp/fuzz-nbd-psk.XXXXXX", err[256];
+	int fd = mkstemp(psk);
+	static const char line[] = "alice:000102030405060708090a0b0c0d0e0f"
+				   "101112131415161718191a1b1c1d1e1f\n";
+	if (fd < 0 || write(fd, line, sizeof(line) - 1) != (ssize_t)(sizeof(line) - 1))
+		abort();
+	close(fd);
+	if (nbd_tls_new(&(struct nbd_tls_opts){ .mode = NBD_TLS_ON, .psk_file = psk }, &TLS_ON,
+			err, sizeof(err)) < 0 ||
+	    nbd_tls_new(&(struct nbd_tls_opts){ .mode = NBD_TLS_REQUIRE, .psk_file = psk },
+			&TLS_REQ, err, sizeof(err)) < 0)
+		abort();
+	unlink(psk);
 }
 
 static void on_closed(void *arg, int err)
@@ -164,7 +185,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	int ret = (data[0] & 1) ?
 			  nbd_conn_start_kernel(&R, &e[(data[0] >> 1) & 1], sv[1], on_closed, (void *)&closed, &c) :
-			  nbd_conn_start_newstyle(&R, ex, 2, sv[1], "fuzz", on_closed, (void *)&closed, &c);
+			  nbd_conn_start_newstyle_tls(&R, ex, 2,
+						      !(data[0] & 8) ? NULL :
+						      (data[0] & 16) ? TLS_REQ : TLS_ON,
+						      sv[1], "fuzz", on_closed, (void *)&closed, &c);
 	if (ret < 0)
 		abort();
 	for (unsigned spins = 0; off < size; spins++) {

@@ -1,0 +1,541 @@
+/* NBD over TLS (NBD_OPT_STARTTLS) with OpenSSL's libssl, on memory BIOs:
+ * the connection's own receive op brings ciphertext, which goes into the
+ * read BIO; SSL_read hands plaintext to the parser's buffer; replies are
+ * sealed by SSL_write into the write BIO, whose bytes the connection's
+ * own send op sends.  Nothing here blocks or owns a socket.
+ *
+ * Credentials are per listener: a PSK file in GnuTLS psktool's format
+ * ("identity:hexkey" lines, as nbdkit, qemu and libnbd read it), used as
+ * TLS 1.3 external PSKs (identity = user name, SHA-256, as GnuTLS sends
+ * them), or an x509 directory laid out as nbdkit and qemu want it
+ * (server-cert.pem, server-key.pem, ca-cert.pem for client certificates). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "gateway/base/log.h"
+#include "nbd/internal.h"
+
+/* Ciphertext received per receive op. */
+#define TLS_RX_SIZE (64u * 1024)
+#define TLS_PSK_MAX 64 /* bytes of one key */
+/* Plaintext sealed per send: bounds the ciphertext held per connection
+ * (write BIO and send buffer, outside the buffer budget) whatever the
+ * size of the replies. */
+#define TLS_SEAL_MAX (256u * 1024)
+
+struct psk_entry {
+	char *identity;
+	uint8_t key[TLS_PSK_MAX];
+	size_t key_len;
+};
+
+struct nbd_tls {
+	enum nbd_tls_mode mode;
+	SSL_CTX *ctx;
+	struct psk_entry *psk;
+	unsigned nr_psk;
+};
+
+struct nbd_tls_conn {
+	SSL *ssl;
+	BIO *rbio, *wbio; /* owned by ssl */
+	bool ready; /* handshake done */
+	uint8_t *rxc; /* ciphertext being received */
+	uint8_t *txc; /* ciphertext being sent */
+	size_t txc_cap;
+	/* Plaintext of the send batch not sealed yet (slices of txv). */
+	struct iovec pv[2 * NBD_TX_BATCH + 1];
+	unsigned pv_first, pv_cnt;
+	char why[160]; /* what a callback found wrong, for the failure line */
+};
+
+static const char *ossl_err(char *buf, size_t len)
+{
+	unsigned long e = ERR_get_error();
+
+	if (!e)
+		return "no OpenSSL error";
+	ERR_error_string_n(e, buf, len);
+	ERR_clear_error();
+	return buf;
+}
+
+/* ---- credentials ---- */
+
+static int hexval(int ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch = tolower(ch);
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *key,
+			   size_t *key_len, const char **why)
+{
+	const char *colon = strchr(line, ':');
+	size_t n = 0, il;
+
+	if (!colon || colon == line) {
+		*why = "expected IDENTITY:HEXKEY";
+		return -EINVAL;
+	}
+	il = (size_t)(colon - line);
+	if (il >= id_len) {
+		*why = "identity too long";
+		return -EINVAL;
+	}
+	memcpy(id, line, il);
+	id[il] = 0;
+	for (const char *p = colon + 1; *p && *p != '\n' && *p != '\r'; p += 2) {
+		int hi = hexval((unsigned char)p[0]), lo = p[1] ? hexval((unsigned char)p[1]) : -1;
+		if (hi < 0 || lo < 0) {
+			*why = "the key is not an even number of hex digits";
+			return -EINVAL;
+		}
+		if (n == TLS_PSK_MAX) {
+			*why = "the key is longer than 64 bytes";
+			return -EINVAL;
+		}
+		key[n++] = (uint8_t)(hi << 4 | lo);
+	}
+	if (n < 16) {
+		*why = "the key is shorter than 16 bytes (psktool makes 32)";
+		return -EINVAL;
+	}
+	*key_len = n;
+	return 0;
+}
+
+static int load_psk(struct nbd_tls *t, const char *file, char *err, size_t errlen)
+{
+	FILE *f = fopen(file, "re");
+	char line[1024];
+	unsigned lineno = 0;
+	int ret = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", file, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		struct psk_entry e = { 0 };
+		char id[256];
+		const char *why;
+
+		lineno++;
+		if (line[0] == '\n' || line[0] == '#' || line[0] == 0)
+			continue;
+		if (nbd_tls_psk_parse_line(line, id, sizeof(id), e.key, &e.key_len, &why) < 0) {
+			snprintf(err, errlen, "%s:%u: %s", file, lineno, why);
+			ret = -EINVAL;
+			break;
+		}
+		struct psk_entry *np = realloc(t->psk, (t->nr_psk + 1) * sizeof(*np));
+		if (!np || !(e.identity = strdup(id))) {
+			if (np)
+				t->psk = np;
+			ret = -ENOMEM;
+			snprintf(err, errlen, "out of memory");
+			break;
+		}
+		t->psk = np;
+		t->psk[t->nr_psk++] = e;
+	}
+	fclose(f);
+	if (!ret && !t->nr_psk) {
+		snprintf(err, errlen, "%s: no IDENTITY:HEXKEY line", file);
+		ret = -EINVAL;
+	}
+	return ret;
+}
+
+/* A client-chosen name, made safe for one log line. */
+static void printable(char *dst, size_t len, const unsigned char *s, size_t n)
+{
+	size_t i;
+
+	if (n > len - 1)
+		n = len - 1;
+	for (i = 0; i < n; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
+	dst[i] = 0;
+}
+
+static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len,
+		    SSL_SESSION **sess)
+{
+	struct nbd_conn *c = SSL_get_app_data(ssl);
+	const struct nbd_tls *t = c->tls_cfg;
+	static const unsigned char aes128[] = { 0x13, 0x01 };
+
+	*sess = NULL;
+	for (unsigned i = 0; i < t->nr_psk; i++) {
+		const struct psk_entry *e = &t->psk[i];
+		if (strlen(e->identity) != identity_len || memcmp(e->identity, identity, identity_len))
+			continue;
+		/* GnuTLS binds external PSKs with SHA-256: a SHA-256 suite. */
+		const SSL_CIPHER *ci = SSL_CIPHER_find(ssl, aes128);
+		SSL_SESSION *s = SSL_SESSION_new();
+		if (!s || !ci || !SSL_SESSION_set1_master_key(s, e->key, e->key_len) ||
+		    !SSL_SESSION_set_cipher(s, ci) ||
+		    !SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION)) {
+			SSL_SESSION_free(s);
+			return 0;
+		}
+		*sess = s;
+		snprintf(c->tls->why, sizeof(c->tls->why), "PSK identity '%.64s'", e->identity);
+		return 1;
+	}
+	/* Not found: the handshake goes on without a PSK, and fails. */
+	char id[65];
+	printable(id, sizeof(id), identity, identity_len);
+	snprintf(c->tls->why, sizeof(c->tls->why), "unknown PSK identity '%s'", id);
+	return 1;
+}
+
+static int load_x509(struct nbd_tls *t, const char *dir, bool verify, char *err, size_t errlen)
+{
+	char path[4096], e[256];
+
+	snprintf(path, sizeof(path), "%s/server-cert.pem", dir);
+	if (SSL_CTX_use_certificate_chain_file(t->ctx, path) != 1)
+		goto bad;
+	snprintf(path, sizeof(path), "%s/server-key.pem", dir);
+	if (SSL_CTX_use_PrivateKey_file(t->ctx, path, SSL_FILETYPE_PEM) != 1)
+		goto bad;
+	if (SSL_CTX_check_private_key(t->ctx) != 1)
+		goto bad;
+	if (verify) {
+		snprintf(path, sizeof(path), "%s/ca-cert.pem", dir);
+		if (SSL_CTX_load_verify_locations(t->ctx, path, NULL) != 1)
+			goto bad;
+		SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+	}
+	return 0;
+bad:
+	snprintf(err, errlen, "%s: %s", path, ossl_err(e, sizeof(e)));
+	return -EINVAL;
+}
+
+int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen)
+{
+	struct nbd_tls *t;
+	int ret;
+
+	*out = NULL;
+	if (o->mode == NBD_TLS_OFF)
+		return 0;
+	if (!!o->psk_file == !!o->cert_dir) {
+		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
+		return -EINVAL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->ctx = SSL_CTX_new(TLS_server_method()))) {
+		free(t);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	t->mode = o->mode;
+	/* No session tickets: nothing to resume, nothing sent after the
+	 * handshake that the option parser would have to wait for. */
+	SSL_CTX_set_num_tickets(t->ctx, 0);
+	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(t->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+					    SSL_OP_NO_TICKET);
+	SSL_CTX_set_min_proto_version(t->ctx, o->psk_file ? TLS1_3_VERSION : TLS1_2_VERSION);
+	SSL_CTX_set_ciphersuites(t->ctx, "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:"
+					 "TLS_AES_256_GCM_SHA384");
+	if (o->psk_file) {
+		ret = load_psk(t, o->psk_file, err, errlen);
+		SSL_CTX_set_psk_find_session_callback(t->ctx, find_psk);
+	} else {
+		ret = load_x509(t, o->cert_dir, o->verify_peer, err, errlen);
+	}
+	if (ret < 0) {
+		nbd_tls_free(t);
+		return ret;
+	}
+	*out = t;
+	return 0;
+}
+
+void nbd_tls_free(struct nbd_tls *t)
+{
+	if (!t)
+		return;
+	for (unsigned i = 0; i < t->nr_psk; i++) {
+		OPENSSL_cleanse(t->psk[i].key, sizeof(t->psk[i].key));
+		free(t->psk[i].identity);
+	}
+	free(t->psk);
+	SSL_CTX_free(t->ctx);
+	free(t);
+}
+
+const char *nbd_tls_mode_name(int mode)
+{
+	static const char *const names[] = { "off", "on", "require" };
+
+	return mode >= 0 && mode < 3 ? names[mode] : "?";
+}
+
+enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
+{
+	return t ? t->mode : NBD_TLS_OFF;
+}
+
+/* ---- a connection ---- */
+
+void nbd_tls_conn_free(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (!tc)
+		return;
+	SSL_free(tc->ssl);
+	free(tc->rxc);
+	free(tc->txc);
+	free(tc);
+	c->tls = NULL;
+}
+
+/* e is SSL_get_error's, taken before anything else touches the
+ * thread's error queue. */
+static void fail_ssl(struct nbd_conn *c, const char *what, int e)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	char buf[256];
+	const char *s = buf;
+
+	if (e == SSL_ERROR_SSL)
+		ossl_err(buf, sizeof(buf));
+	else if (e == SSL_ERROR_ZERO_RETURN)
+		s = "client sent close_notify";
+	else
+		snprintf(buf, sizeof(buf), "SSL error %d", e);
+
+	nbd_conn_fail(c, -EPROTO, "TLS %s failed: %s%s%s", what, s, tc->why[0] ? "; " : "",
+		      tc->why);
+}
+
+static void tls_recv(struct nbd_conn *c)
+{
+	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
+		return;
+	reactor_recv(c->r, &c->rx_op, c->fd, c->tls->rxc, TLS_RX_SIZE, 0);
+	c->rx_busy = true;
+}
+
+static void handshake_step(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	int ret;
+
+	char ebuf[256];
+	int e;
+
+	ERR_clear_error();
+	ret = SSL_do_handshake(tc->ssl);
+	e = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(tc->ssl, ret);
+	if (e == SSL_ERROR_SSL) {
+		/* The reason, before sealing (tx_kick) clears the queue. */
+		ossl_err(ebuf, sizeof(ebuf));
+		/* Our alert goes out before the close. */
+		nbd_conn_tx_kick(c);
+		nbd_conn_fail(c, -EPROTO, "TLS handshake failed: %s%s%s", ebuf,
+			      tc->why[0] ? "; " : "", tc->why);
+		return;
+	}
+	/* Whatever the handshake wrote (its flight) goes out. */
+	nbd_conn_tx_kick(c);
+	if (ret == 1) {
+		X509 *peer = SSL_get0_peer_certificate(tc->ssl);
+		if (peer) {
+			char subj[128];
+			X509_NAME_oneline(X509_get_subject_name(peer), subj, sizeof(subj));
+			snprintf(tc->why, sizeof(tc->why), "client certificate %s", subj);
+		}
+		tc->ready = true;
+		if (!nbd_conn_set_state(c, NBD_CONN_OPTIONS))
+			return;
+		log_info("nbd %s: TLS established (%s, %s%s%s)", c->peer,
+			 SSL_get_version(tc->ssl), SSL_get_cipher_name(tc->ssl),
+			 tc->why[0] ? ", " : "", tc->why);
+		tc->why[0] = 0;
+		c->want = RX_OPT_HDR;
+		nbd_conn_rx_process(c);
+		return;
+	}
+	if (e == SSL_ERROR_WANT_READ) {
+		tls_recv(c);
+		return;
+	}
+	fail_ssl(c, "handshake", e);
+}
+
+void nbd_tls_begin(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = calloc(1, sizeof(*tc));
+	char buf[256];
+
+	if (!tc || !(tc->rxc = malloc(TLS_RX_SIZE))) {
+		free(tc);
+		nbd_conn_fail(c, -ENOMEM, "TLS: out of memory");
+		return;
+	}
+	if (!nbd_conn_set_state(c, NBD_CONN_TLS)) {
+		free(tc->rxc);
+		free(tc);
+		return;
+	}
+	c->tls = tc;
+	ERR_clear_error();
+	tc->ssl = SSL_new(c->tls_cfg->ctx);
+	tc->rbio = BIO_new(BIO_s_mem());
+	tc->wbio = BIO_new(BIO_s_mem());
+	if (!tc->ssl || !tc->rbio || !tc->wbio) {
+		BIO_free(tc->rbio);
+		BIO_free(tc->wbio);
+		nbd_conn_fail(c, -ENOMEM, "TLS: %s", ossl_err(buf, sizeof(buf)));
+		return;
+	}
+	SSL_set_bio(tc->ssl, tc->rbio, tc->wbio);
+	SSL_set_app_data(tc->ssl, c);
+	SSL_set_accept_state(tc->ssl);
+	/* A client that sent its ClientHello without waiting for our ACK:
+	 * those bytes are already in the plaintext buffer. */
+	if (c->rx_tail > c->rx_head)
+		BIO_write(tc->rbio, c->rx + c->rx_head, (int)(c->rx_tail - c->rx_head));
+	c->rx_head = c->rx_tail = 0;
+	/* Option state from before TLS does not carry over. */
+	c->structured = c->extended = false;
+	handshake_step(c);
+}
+
+void nbd_tls_rx_done(struct nbd_conn *c, size_t n)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (BIO_write(tc->rbio, tc->rxc, (int)n) != (int)n) {
+		nbd_conn_fail(c, -ENOMEM, "TLS: cannot buffer %zu received bytes", n);
+		return;
+	}
+	if (!tc->ready)
+		handshake_step(c);
+	else
+		nbd_conn_rx_process(c);
+}
+
+bool nbd_tls_rx_arm(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	size_t room;
+	int ret;
+
+	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
+		return false;
+	if (c->rx_head == c->rx_tail) {
+		c->rx_head = c->rx_tail = 0;
+	} else if (c->rx_head && NBD_RXBUF_SIZE - c->rx_tail < 512) {
+		memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
+		c->rx_tail -= c->rx_head;
+		c->rx_head = 0;
+	}
+	room = NBD_RXBUF_SIZE - c->rx_tail;
+	ERR_clear_error();
+	ret = SSL_read(tc->ssl, c->rx + c->rx_tail, (int)room);
+	if (ret > 0) {
+		c->rx_tail += (size_t)ret;
+		return true;
+	}
+	int e = SSL_get_error(tc->ssl, ret);
+
+	switch (e) {
+	case SSL_ERROR_WANT_READ:
+		/* SSL_read may have answered something (a key update). */
+		if (BIO_ctrl_pending(tc->wbio))
+			nbd_conn_tx_kick(c);
+		tls_recv(c);
+		return false;
+	case SSL_ERROR_ZERO_RETURN:
+		nbd_conn_fail(c, -ECONNRESET, "client closed TLS (close_notify)");
+		return false;
+	default:
+		fail_ssl(c, "read", e);
+		return false;
+	}
+}
+
+/* Seals up to TLS_SEAL_MAX of what is left in pv, plus what TLS itself
+ * has to say, into txc; txv[0] points at it.  1, 0 (nothing), -1. */
+static int seal_some(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	size_t pending, budget = TLS_SEAL_MAX;
+
+	ERR_clear_error();
+	while (tc->pv_first < tc->pv_cnt && budget) {
+		struct iovec *v = &tc->pv[tc->pv_first];
+		size_t n = v->iov_len < budget ? v->iov_len : budget;
+		int ret = SSL_write(tc->ssl, v->iov_base, (int)n);
+		if (ret <= 0) {
+			fail_ssl(c, "write", SSL_get_error(tc->ssl, ret));
+			return -1;
+		}
+		v->iov_base = (uint8_t *)v->iov_base + n;
+		v->iov_len -= n;
+		budget -= n;
+		if (!v->iov_len)
+			tc->pv_first++;
+	}
+	pending = BIO_ctrl_pending(tc->wbio);
+	if (!pending)
+		return 0;
+	if (pending > tc->txc_cap) {
+		size_t cap = tc->txc_cap ? tc->txc_cap : 64 * 1024;
+		while (cap < pending)
+			cap *= 2;
+		uint8_t *nb = realloc(tc->txc, cap);
+		if (!nb) {
+			nbd_conn_fail(c, -ENOMEM, "TLS: out of memory for %zu bytes", pending);
+			return -1;
+		}
+		tc->txc = nb;
+		tc->txc_cap = cap;
+	}
+	if (BIO_read(tc->wbio, tc->txc, (int)pending) != (int)pending) {
+		nbd_conn_fail(c, -EIO, "TLS: cannot take %zu sealed bytes", pending);
+		return -1;
+	}
+	c->txv[0].iov_base = tc->txc;
+	c->txv[0].iov_len = pending;
+	return 1;
+}
+
+int nbd_tls_seal(struct nbd_conn *c, unsigned n)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	memcpy(tc->pv, c->txv, n * sizeof(c->txv[0]));
+	tc->pv_first = 0;
+	tc->pv_cnt = n;
+	return seal_some(c);
+}
+
+int nbd_tls_seal_more(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (tc->pv_first == tc->pv_cnt)
+		return 0;
+	return seal_some(c);
+}

@@ -1,0 +1,170 @@
+/* NBD over TLS credentials (nbd/tls.c): the psktool line format, the
+ * errors of loading a PSK file or an x509 directory (file and line, or
+ * path and OpenSSL's reason), and the mode names the configuration uses.
+ * The protocol itself is tested against libnbd and qemu (t_nbd_tls_*). */
+#include "gateway/config.h"
+#include "gateway/config_diff.h"
+#include "nbd/nbd.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char K32[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+START_TEST(psk_line)
+{
+	char id[64], line[256];
+	uint8_t key[64];
+	size_t len = 0;
+	const char *why = NULL;
+
+	snprintf(line, sizeof(line), "alice:%s\n", K32);
+	ck_assert_int_eq(nbd_tls_psk_parse_line(line, id, sizeof(id), key, &len, &why), 0);
+	ck_assert_str_eq(id, "alice");
+	ck_assert_uint_eq(len, 32);
+	ck_assert_uint_eq(key[0], 0);
+	ck_assert_uint_eq(key[31], 0x1f);
+	snprintf(line, sizeof(line), "bob:%.31s\n", K32);
+	ck_assert_int_eq(nbd_tls_psk_parse_line(line, id, sizeof(id), key, &len, &why), -EINVAL);
+	ck_assert_str_eq(why, "the key is not an even number of hex digits");
+	ck_assert_int_eq(nbd_tls_psk_parse_line("bob:0011\n", id, sizeof(id), key, &len, &why),
+			 -EINVAL);
+	ck_assert_str_eq(why, "the key is shorter than 16 bytes (psktool makes 32)");
+	snprintf(line, sizeof(line), "bob:%s%s00\n", K32, K32);
+	ck_assert_int_eq(nbd_tls_psk_parse_line(line, id, sizeof(id), key, &len, &why), -EINVAL);
+	ck_assert_str_eq(why, "the key is longer than 64 bytes");
+	ck_assert_int_eq(nbd_tls_psk_parse_line(K32, id, sizeof(id), key, &len, &why), -EINVAL);
+	ck_assert_str_eq(why, "expected IDENTITY:HEXKEY");
+	ck_assert_int_eq(nbd_tls_psk_parse_line(":00", id, sizeof(id), key, &len, &why), -EINVAL);
+	snprintf(line, sizeof(line), "x:%.30sZZ\n", K32);
+	ck_assert_int_eq(nbd_tls_psk_parse_line(line, id, sizeof(id), key, &len, &why), -EINVAL);
+}
+END_TEST
+
+static char dir[] = "/tmp/test_nbd_tls.XXXXXX";
+
+static void write_file(const char *name, const char *text)
+{
+	char p[256];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	f = fopen(p, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+START_TEST(psk_file_errors)
+{
+	struct nbd_tls *t = (struct nbd_tls *)1;
+	char err[512], p[256], text[256];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(text, sizeof(text), "# comment\n\nalice:%s\nbob:12\n", K32);
+	write_file("bad.psk", text);
+	snprintf(p, sizeof(p), "%s/bad.psk", dir);
+	struct nbd_tls_opts o = { .mode = NBD_TLS_REQUIRE, .psk_file = p };
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_null(t);
+	ck_assert_ptr_nonnull(strstr(err, "bad.psk:4: the key is shorter"));
+
+	write_file("empty.psk", "# nothing\n");
+	snprintf(p, sizeof(p), "%s/empty.psk", dir);
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "no IDENTITY:HEXKEY line"));
+
+	snprintf(text, sizeof(text), "alice:%s\nbob:%s\n", K32, K32);
+	write_file("good.psk", text);
+	snprintf(p, sizeof(p), "%s/good.psk", dir);
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), 0);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(nbd_tls_mode(t), NBD_TLS_REQUIRE);
+	nbd_tls_free(t);
+
+	/* Both kinds of credentials, or none: refused. */
+	o.cert_dir = dir;
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	o.cert_dir = o.psk_file = NULL;
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	/* Off: nothing to load. */
+	o.mode = NBD_TLS_OFF;
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), 0);
+	ck_assert_ptr_null(t);
+	ck_assert_int_eq(nbd_tls_mode(NULL), NBD_TLS_OFF);
+	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
+START_TEST(x509_missing)
+{
+	struct nbd_tls *t;
+	char err[512];
+	struct nbd_tls_opts o = { .mode = NBD_TLS_ON, .cert_dir = "/nonexistent-nbd-tls" };
+
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "/nonexistent-nbd-tls/server-cert.pem: "));
+}
+END_TEST
+
+START_TEST(mode_names)
+{
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_OFF), "off");
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_ON), "on");
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_REQUIRE), "require");
+	ck_assert_str_eq(nbd_tls_mode_name(3), "?");
+	ck_assert_str_eq(nbd_tls_mode_name(-1), "?");
+}
+END_TEST
+
+/* A reload that changes an export's TLS keys restarts the export. */
+START_TEST(reload_sees_tls_change)
+{
+	struct gw_export a = { .name = "e", .nbd = { .tls = NBD_TLS_ON, .tls_psk_file = "/k" } };
+	struct gw_export b = a;
+
+	ck_assert(config_export_equal(&a, &b));
+	b.nbd.tls = NBD_TLS_REQUIRE;
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_psk_file = "/k2";
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_psk_file = NULL;
+	b.nbd.tls_certificates = "/k";
+	ck_assert(!config_export_equal(&a, &b));
+	b = a;
+	b.nbd.tls_verify_peer = true;
+	ck_assert(!config_export_equal(&a, &b));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("nbd_tls");
+	TCase *tc = tcase_create("credentials");
+
+	tcase_add_test(tc, psk_line);
+	tcase_add_test(tc, psk_file_errors);
+	tcase_add_test(tc, x509_missing);
+	tcase_add_test(tc, mode_names);
+	tcase_add_test(tc, reload_sees_tls_change);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
