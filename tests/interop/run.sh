@@ -264,7 +264,7 @@ if [[ " $transports " == *" tcp "* ]]; then
 	# data written and read back.
 	t_tls_kernel() {
 		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
-		g "bash tests/interop/tls_kernel.sh $tlsroot/root"
+		T=600 g "TLS_RECORD=${TLS_RECORD:-} bash tests/interop/tls_kernel.sh $tlsroot/root"
 	}
 	case_ tls-kernel-host t_tls_kernel
 fi

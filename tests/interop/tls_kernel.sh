@@ -107,9 +107,8 @@ step "configured PSK (interchange format) and the retained PSK in .nvme"
 # it (HKDF, bound to the host NQN) and inserts that under the TLS PSK
 # identity.  check-tls-key does the same from an existing key string,
 # which is what the gateway will be given.
-in_root nvme gen-tls-key --help 2>&1 | sed -n '1,40p' > "$work/gen-tls-key.help"
 key=$(in_root nvme gen-tls-key --hmac=1 --subsysnqn="$subnqn" --hostnqn="$hostnqn" 2> "$work/gen.err") ||
-	{ cat "$work/gen-tls-key.help" "$work/gen.err"; fail "gen-tls-key"; }
+	{ cat "$work/gen.err"; fail "gen-tls-key"; }
 key=$(printf '%s\n' "$key" | grep -o 'NVMeTLSkey-1:0[12]:[^ ]*:' | head -n 1)
 [ -n "$key" ] || fail "gen-tls-key printed no interchange key"
 echo "interchange key: $key"
@@ -160,11 +159,11 @@ dmesg_new
 nvme disconnect -n "$subnqn" > /dev/null 2>&1
 
 step "a TLS connect (nvme-cli --tls, the kernel's host)"
-out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" --tls 2>&1)
+out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" --tls -i 1 2>&1)
 r=$?
 echo "nvme-cli (trixie, --tls): rc=$r: $out"
 dmesg_new
-[ $r = 0 ] || { cat "$work/tlshd.log"; fail "the TLS connect failed"; }
+[ $r = 0 ] || { grep -v '^DBG' "$work/tlshd.log"; fail "the TLS connect failed"; }
 dev=$(nvme_host_dev "$subnqn") || fail "no block device"
 for c in /sys/class/nvme-subsystem/*/nvme*; do
 	[ "$(cat "$c/subsysnqn" 2> /dev/null)" = "$subnqn" ] || continue
@@ -173,7 +172,7 @@ for c in /sys/class/nvme-subsystem/*/nvme*; do
 	done
 done
 
-step "I/O over TLS: write a pattern, reconnect, read it back"
+step "I/O over TLS: write a pattern"
 python3 -c "
 import sys, hashlib
 out = sys.stdout.buffer
@@ -182,15 +181,8 @@ for i in range(4 * 256):  # 4 MiB of 4 KiB blocks naming their number
 " > "$work/pattern"
 dd if="$work/pattern" of="$dev" oflag=direct bs=64k status=none || fail "write through $dev"
 nvme disconnect -n "$subnqn" || fail "disconnect"
-out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" --tls 2>&1) ||
-	fail "the second TLS connect: $out"
-dev=$(nvme_host_dev "$subnqn") || fail "no block device after the reconnect"
-dd if="$dev" iflag=direct bs=64k count=64 status=none > "$work/back" || fail "read through $dev"
-cmp "$work/pattern" "$work/back" || fail "the data read back differs"
-echo "4 MiB written, reconnected, read back: identical"
-nvme disconnect -n "$subnqn" > /dev/null
 
-step "the same identity with the RFC 8446 derivation's TLS PSK, put in by keyctl"
+step "reconnect with the RFC 8446 derivation's TLS PSK under the same identity, put in by keyctl; read back"
 # The keyring's payload is the TLS PSK itself (tlshd hands it to GnuTLS as
 # is): a key derived elsewhere (tls_psk.py here, the gateway's own code
 # later) works once it is in .nvme under the identity.  This one differs
@@ -200,20 +192,22 @@ as_possessor "keyctl revoke 0x$kid" || fail "revoke 0x$kid"
 python3 "$here/tls_psk.py" "$key" "$hostnqn" "$subnqn" rfc |
 	python3 -c "import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))" > "$work/rfc.bin"
 [ "$(stat -c %s "$work/rfc.bin")" = 32 ] || fail "no 32-byte TLS PSK from tls_psk.py"
-kid=$(as_possessor "keyctl padd psk '$ident' 0x$keyring < $work/rfc.bin") ||
-	fail "keyctl padd"
+kid=$(as_possessor "keyctl padd psk '$ident' 0x$keyring < $work/rfc.bin") || fail "keyctl padd"
 echo "inserted key $kid, /proc/keys:"; grep ' psk ' /proc/keys
-out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" --tls 2>&1) ||
+out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" --tls -i 1 2>&1) ||
 	fail "the TLS connect with the keyctl key: $out"
 dev=$(nvme_host_dev "$subnqn") || fail "no block device with the keyctl key"
-dd if="$dev" iflag=direct bs=64k count=64 status=none > "$work/back2" || fail "read through $dev"
-cmp "$work/pattern" "$work/back2" || fail "the data read back with the keyctl key differs"
-echo "connected with the keyctl-inserted key; the 4 MiB read back identical"
+dd if="$dev" iflag=direct bs=64k count=64 status=none > "$work/back" || fail "read through $dev"
+cmp "$work/pattern" "$work/back" || fail "the data read back differs"
+echo "reconnected with the keyctl-inserted key; the 4 MiB written before read back identical"
 nvme disconnect -n "$subnqn" > /dev/null
+dmesg_new
 
+# TLS_RECORD=1: not asserted, and left out of the suite's runs for time:
+# nvme-cli's version 1 identity (TP 8018, with the PSK digest) and what the
+# keyring then holds, compared with tls_psk.py (TLS.md has the result).
+[ "${TLS_RECORD:-}" = 1 ] && {
 step "for the record: the same key inserted with identity version 1"
-# Not asserted: nvme-cli's version 1 identity (TP 8018, with the PSK
-# digest) and what the keyring then holds, compared with tls_psk.py.
 in_root nvme check-tls-key --keydata="$key" --subsysnqn="$subnqn" --hostnqn="$hostnqn" \
 	--keyring=.nvme --identity=1 --insert 2>&1
 grep ' psk ' /proc/keys
@@ -223,10 +217,12 @@ if [ -n "$kid1" ]; then
 		python3 "$here/tls_psk.py" "$key" "$hostnqn" "$subnqn" "$(od -An -v -tx1 "$work/v1" | tr -d ' \n')" \
 			"$(awk -v k="$kid1" '$1 == k { print $9 }' /proc/keys)"
 fi
+}
 
 step "the handshakes as tlshd saw them"
 kill "$tlshd_pid" 2> /dev/null; wait "$tlshd_pid" 2> /dev/null; tlshd_pid=
-cat "$work/tlshd.log"
+# Less libnl's own debug lines and GnuTLS's internal assertion traces.
+grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log"
 grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
 	echo "(tlshd logged no 'Handshake ... was successful' line)"
 echo "tls_kernel: PASS"
