@@ -217,6 +217,19 @@ if [ -n "$kid1" ]; then
 		python3 "$here/tls_psk.py" "$key" "$hostnqn" "$subnqn" "$(od -An -v -tx1 "$work/v1" | tr -d ' \n')" \
 			"$(awk -v k="$kid1" '$1 == k { print $9 }' /proc/keys)"
 fi
+# What nvmet's side (tlshd, GnuTLS) does with an OpenSSL client, the
+# gateway's library: the host's openssl s_client with the RFC 8446 TLS PSK
+# still in .nvme, its default X25519 key share, then P-384, then with
+# psk_ke allowed too.  Each ends after the handshake (stdin is empty).
+psk=$(od -An -v -tx1 "$work/rfc.bin" | tr -d ' \n')
+for opts in "" "-groups P-384" "-allow_no_dhe_kex"; do
+	step "openssl s_client $opts"
+	timeout 60 openssl s_client -connect 127.0.0.1:$port -tls1_3 -psk_identity "$ident" -psk "$psk" \
+		-ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384 $opts -trace < /dev/null 2>&1 |
+		grep -E -i 'ClientHello|ServerHello|HelloRetry|EncryptedExtensions|Finished|NewSessionTicket|extension_type|NamedGroup|mode|selected_identity|alert|Cipher is|Server Temp Key|error' |
+		grep -v -i 'signature' | head -n 60
+	echo "rc=${PIPESTATUS[0]}"
+done
 }
 
 step "the handshakes as tlshd saw them"
