@@ -23,7 +23,7 @@ subnqn=nqn.2014-08.org.nvmf-gateway:interop-tls
 hostnqn=nqn.2014-08.org.nvmf-gateway:host-tls
 pid=31 # the nvmet port id: the suite's own are 1 and 2
 work=/tmp/tls-kernel
-tlshd_pid= keyring=
+tlshd_pid='' keyring=''
 
 step() { echo "=== $*"; }
 fail() { echo "tls_kernel: FAIL: $*"; exit 1; }
