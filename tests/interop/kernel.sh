@@ -39,6 +39,13 @@ case "$series" in
 	exit 1
 	;;
 esac
+# 6.12 only (nvmet has TLS from 6.7; 5.10 has no tls module): kernel TLS,
+# which tlshd hands the session keys to after an NVMe/TCP TLS handshake
+# (TLS.md), and the AEAD templates of the TLS 1.3 cipher suites (gcm, its
+# ghash, ccm; aes and ctr are built in).  The guest has no modprobe for the
+# kernel to load them on demand: without gcm, tlshd's setsockopt fails ("The
+# kernel does not support the requested algorithm").
+[ "$series" = 6.12 ] && MODULES+=(tls gcm ghash_generic ccm)
 
 die() { echo "kernel.sh: $*" >&2; exit 1; }
 

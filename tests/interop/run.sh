@@ -137,6 +137,13 @@ if [ -n "${INTEROP_KERNEL:-}" ]; then
 	exit $rc
 fi
 
+# NVMe/TCP TLS (TLS.md): tlshd and nvme-cli 2.x come from a Debian 13 root,
+# built here once (debootstrap, a few minutes) and cached beside the kernel.
+tlsroot=$VM_CACHE/trixie-tls tlsroot_ok=
+if [[ tls-kernel-host =~ ${INTEROP_CASES:-.} && " $transports " == *" tcp "* ]]; then
+	"$top/tests/interop/tlsroot.sh" "$tlsroot" > "$logdir/tlsroot.log" 2>&1 && tlsroot_ok=1
+fi
+
 guest_up boot || exit 1
 
 for tr in $transports; do
@@ -252,6 +259,14 @@ fi
 # The gateway on this host through the port forward: FUSE and NBD clients.
 if [[ " $transports " == *" tcp "* ]]; then
 	. "$top/tests/interop/cases_host.sh"
+	# nvmet with TLS 1.3 required and the kernel's own host through tlshd
+	# (groundwork for the gateway's TLS, issue 21): plaintext refused, TLS
+	# data written and read back.
+	t_tls_kernel() {
+		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
+		T=600 g "TLS_RECORD=${TLS_RECORD:-} bash tests/interop/tls_kernel.sh $tlsroot/root"
+	}
+	case_ tls-kernel-host t_tls_kernel
 fi
 
 # Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.
