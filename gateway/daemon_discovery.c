@@ -180,6 +180,72 @@ static bool configured_path(const struct gw_target *t, const struct dlog_entry *
 	return false;
 }
 
+/* The running target whose paths discovery gives (a target configured
+ * without paths, or one an auto_export policy made) for subnqn, or NULL.
+ * A target whose file names its paths keeps exactly those: a port it does
+ * not name may be one the operator left out on purpose (another network,
+ * a replication link), and a reload would take a path added here away
+ * again, as the file is what a reload compares against.  Every target is
+ * multipath (failover by default), so "multipath" says nothing here. */
+static struct gw_tgt *discovered_tgt(struct gw *gw, const char *subnqn)
+{
+	struct list_node *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		if (t->mp && t->cfg->paths_discovered && !strcmp(t->cfg->subnqn, subnqn))
+			return t;
+	}
+	return NULL;
+}
+
+static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
+		       struct nvmf_path_opts *po)
+{
+	memset(po, 0, sizeof(*po));
+	po->trtype = e->trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+	snprintf(po->traddr, sizeof(po->traddr), "%s", e->traddr);
+	snprintf(po->trsvcid, sizeof(po->trsvcid), "%s", e->trsvcid);
+	po->tos = -1;
+	po->hdr_digest = c->hdr_digest;
+	po->data_digest = c->data_digest;
+}
+
+/* A port listed (again) for a subsystem whose target runs: a path of it. */
+static void path_listed(struct disc_ctrl *d, const struct dlog_entry *e)
+{
+	struct gw_tgt *t = discovered_tgt(d->all->gw, e->subnqn);
+	struct nvmf_path_opts po;
+	int idx;
+
+	if (!t)
+		return;
+	entry_path(e, t->cfg, &po);
+	idx = mp_target_find_path(t->mp, &po);
+	if (idx >= 0) {
+		mp_target_path_listed(t->mp, (unsigned)idx, true);
+		return;
+	}
+	idx = mp_target_add_path(t->mp, &po);
+	if (idx >= 0)
+		dc_log(notice, d, "target %s: path %d from discovery: %s %s:%s", t->cfg->name, idx,
+		       dlog_trtype_name(e->trtype), e->traddr, e->trsvcid);
+}
+
+static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
+{
+	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
+	struct nvmf_path_opts po;
+	int idx;
+
+	if (!t)
+		return;
+	entry_path(e, t->cfg, &po);
+	idx = mp_target_find_path(t->mp, &po);
+	if (idx >= 0)
+		mp_target_path_listed(t->mp, (unsigned)idx, false);
+}
+
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void stop_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void fill_scan(struct gw_discs *all);
@@ -216,19 +282,24 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		else
 			dc_log(notice, d, "subsystem %s: path %s %s:%s", e->subnqn, tr, e->traddr,
 			       e->trsvcid);
-		/* A target configured without paths takes them all (fill_scan). */
-		if (t && t->nr_paths && !configured_path(t, e))
+		/* A target configured without paths takes them all: at its
+		 * start (fill_scan), or here once it runs.  One whose file
+		 * names its paths keeps those (discovered_tgt says why). */
+		if (t && t->nr_paths && !t->paths_discovered && !configured_path(t, e))
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
+		path_listed(d, e);
 		return;
 	case DLOG_GONE:
 		if (p)
 			p->listed = false;
-		/* As nvme-discoverd: a live connection stays; a lost one is
-		 * reconnected by its target's own rules. */
+		/* As nvme-discoverd: a live connection stays. */
 		dc_log(notice, d, "subsystem %s: path %s %s:%s no longer listed; a live connection "
 		       "to it stays", e->subnqn, tr, e->traddr, e->trsvcid);
+		/* A path discovery gave is not chased once lost; a path the
+		 * file names is, by the target's own rules. */
+		path_unlisted(all->gw, e);
 		return;
 	case DLOG_REFERRAL:
 		start_referral(d, e);
