@@ -212,9 +212,9 @@ static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 }
 
 /* A port listed (again) for a subsystem whose target runs: a path of it. */
-static void path_listed(struct disc_ctrl *d, const struct dlog_entry *e)
+static void path_listed(struct gw *gw, const struct dlog_entry *e)
 {
-	struct gw_tgt *t = discovered_tgt(d->all->gw, e->subnqn);
+	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
 	struct nvmf_path_opts po;
 	int idx;
 
@@ -226,10 +226,8 @@ static void path_listed(struct disc_ctrl *d, const struct dlog_entry *e)
 		mp_target_path_listed(t->mp, (unsigned)idx, true);
 		return;
 	}
-	idx = mp_target_add_path(t->mp, &po);
-	if (idx >= 0)
-		dc_log(notice, d, "target %s: path %d from discovery: %s %s:%s", t->cfg->name, idx,
-		       dlog_trtype_name(e->trtype), e->traddr, e->trsvcid);
+	/* It logs the path it adds, or why not. */
+	mp_target_add_path(t->mp, &po);
 }
 
 static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
@@ -289,7 +287,7 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
-		path_listed(d, e);
+		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:
 		if (p)
