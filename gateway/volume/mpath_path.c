@@ -256,6 +256,20 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		enum nvmf_ns_change ch = nvmf_ns_change_classify(&n->ns, ns);
 		bool bad = ch != NVMF_NS_SAME && ch != NVMF_NS_GROWN;
 
+		if (!bad && !(n->v.caps & VOL_CAP_FLUSH) && p->ctrl.id &&
+		    (p->ctrl.id->vwc & NVME_CTRL_VWC_PRESENT)) {
+			/* Exported without flush (no path had a volatile
+			 * cache), and the capability cannot change now: a path
+			 * that has one (added later, or a controller that
+			 * changed) would acknowledge writes nobody flushes. */
+			if (!n->excluded[p->idx])
+				log_warn("%s: path %u of target %s has a volatile write cache and "
+					 "the export offers no flush; not used for it",
+					 n->v.name, p->idx, t->o.ctrl.name);
+			n->excluded[p->idx] = true;
+			STORE(n->bad_path[p->idx], true);
+			continue;
+		}
 		n->excluded[p->idx] = bad;
 		STORE(n->bad_path[p->idx], bad);
 		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
