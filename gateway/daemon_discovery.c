@@ -856,7 +856,7 @@ static void ref_remove(struct disc_ctrl *d, const char *why)
 		struct disc_ctrl *k = container_of(pos, struct disc_ctrl, link);
 		/* Freed only by a timer: the list stays as it is meanwhile. */
 		if (k->parent == d && !k->removing)
-			ref_remove(k, "the discovery controller that referred to it stops");
+			ref_remove(k, why); /* the same cause, as logged before */
 	}
 	dc_log(notice, d, "stopped: %s", why);
 	dlog_refs_remove(&d->root->refs, &d->ref);
