@@ -34,3 +34,8 @@ for t in $transports; do
 	aesfx=; [ "$t" = tcp ] || aesfx=-$t
 	case_ "discovery-auto-export$aesfx" auto_exp "$t"
 done
+# Issue 19: a subsystem linked to a second nvmet port while the daemon runs
+# becomes a second path of the running target (the writer on /dev/nbdN goes
+# on when the first port is unlinked).  tcp only.
+newpath_tcp() { T=300 g "bash tests/interop/new_path.sh $GW"; }
+[[ " $transports " != *" tcp "* ]] || case_ discovery-new-path newpath_tcp
