@@ -9,6 +9,7 @@
 #include "gateway/daemon_discovery.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/discover.h"
+#include "gateway/linkwatch.h"
 #include "gateway/base/log.h"
 #include "transports/discovery_log.h"
 #include "transports/nvme_spec.h"
@@ -230,8 +231,12 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 		mp_target_path_listed(t->mp, (unsigned)idx, true);
 		return;
 	}
-	/* It logs the path it adds, or why not. */
-	mp_target_add_path(t->mp, &po);
+	/* It logs the path it adds, or why not.  Link watching resolves
+	 * every path of a target at once: the target is watched anew. */
+	if (mp_target_add_path(t->mp, &po) >= 0) {
+		linkwatch_remove(gw->lw, t->mp);
+		linkwatch_add(gw->lw, t->mp);
+	}
 }
 
 static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
