@@ -7,9 +7,10 @@
 # by NQN only, with export e1 on /dev/nbdN.  With a writer running on it,
 # N is linked to port 56: that port's Discovery Log Page Change event makes
 # 10.0.2.15:4456 path 1 of the running target (no reload), live beside
-# path 0.  Then N is unlinked from port 57 (nvmet drops those connections):
-# the writer goes on over the new path without an error, and the data
-# reads back.  SIGTERM ends the daemon.
+# path 0, and the writer sees no error.  Then, the writer stopped and the
+# device flushed, N is unlinked from port 57 (nvmet drops those
+# connections): a writer runs over the new path alone without an error, and
+# the data reads back.  SIGTERM ends the daemon.
 set -u
 GW=${1:?usage: new_path.sh GW}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -80,12 +81,20 @@ waitfor "[ \"\$(st | jq -r '[.targets[0].paths[] | .state] | join(\",\")')\" = l
 st | jq -c '.targets[0].paths[] | {index, trsvcid, state}'
 ! grep -q 'SIGHUP\|reloading' "$W/gw.log" || fail "a reload happened"
 
+# The writer stops (and the device is flushed) before port 57 goes: nvmet's
+# controllers have a volatile cache, so a path reset with writes not yet
+# flushed makes the next flush fail once, by design (the FLUSH rule).
+kill -0 "$WP" 2> /dev/null || fail "the writer failed while path 1 was added"
+kill "$WP"; wait "$WP" 2> /dev/null; WP=
+blockdev --flushbufs "$DEV" || fail "flush before the unlink"
 nvmet_unlink "$N" "$pa" || fail "unlink N from port $pa"
 echo "subsystem N unlinked from port $pa"
 waitfor "[ \"\$(st | jq -r '.targets[0].paths[0].state')\" != live ]" 150 ||
 	fail "path 0 still live after the unlink"
+( while :; do dd if="$W/r" of="$DEV" bs=1M oflag=direct conv=fsync status=none || exit 1; done ) &
+WP=$!
 sleep 3
-kill -0 "$WP" 2> /dev/null || fail "the writer failed when path 0 went"
+kill -0 "$WP" 2> /dev/null || fail "the writer failed on path 1 alone"
 kill "$WP"; wait "$WP" 2> /dev/null; WP=
 dd if="$W/r" of="$DEV" bs=1M oflag=direct conv=fsync status=none || fail "write over path 1"
 cmp -n 4194304 "$W/r" "$DEV" || fail "the data does not read back"
