@@ -9,6 +9,7 @@
 #include "gateway/daemon_discovery.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/discover.h"
+#include "gateway/linkwatch.h"
 #include "gateway/base/log.h"
 #include "transports/discovery_log.h"
 #include "transports/nvme_spec.h"
@@ -45,7 +46,11 @@ struct disc_ctrl {
 	 * stopped before it, so this stays valid), and that record. */
 	struct disc_ctrl *parent;
 	struct dlog_entry ref;
-	bool removing;		/* its parent no longer lists it: closing, then freed */
+	bool removing;		/* its parent no longer lists it (or a reload
+				 * dropped it): closing, then freed */
+	/* Configured ones: every setting of its entry, as one string, so that
+	 * a reload tells an unchanged entry from a changed one. */
+	char *key;
 	char name[96];
 	struct nvmf_ctrl_opts opts;
 	struct nvmf_ctrl ctrl;
@@ -180,6 +185,74 @@ static bool configured_path(const struct gw_target *t, const struct dlog_entry *
 	return false;
 }
 
+/* The running target whose paths discovery gives (a target configured
+ * without paths, or one an auto_export policy made) for subnqn, or NULL.
+ * A target whose file names its paths keeps exactly those: a port it does
+ * not name may be one the operator left out on purpose (another network,
+ * a replication link), and a reload would take a path added here away
+ * again, as the file is what a reload compares against.  Every target is
+ * multipath (failover by default), so "multipath" says nothing here. */
+static struct gw_tgt *discovered_tgt(struct gw *gw, const char *subnqn)
+{
+	struct list_node *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		if (t->mp && t->cfg->paths_discovered && !strcmp(t->cfg->subnqn, subnqn))
+			return t;
+	}
+	return NULL;
+}
+
+static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
+		       struct nvmf_path_opts *po)
+{
+	memset(po, 0, sizeof(*po));
+	po->trtype = e->trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
+	snprintf(po->traddr, sizeof(po->traddr), "%s", e->traddr);
+	snprintf(po->trsvcid, sizeof(po->trsvcid), "%s", e->trsvcid);
+	po->tos = -1;
+	po->hdr_digest = c->hdr_digest;
+	po->data_digest = c->data_digest;
+}
+
+/* A port listed (again) for a subsystem whose target runs: a path of it. */
+static void path_listed(struct gw *gw, const struct dlog_entry *e)
+{
+	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
+	struct nvmf_path_opts po;
+	int idx;
+
+	if (!t)
+		return;
+	entry_path(e, t->cfg, &po);
+	idx = mp_target_find_path(t->mp, &po);
+	if (idx >= 0) {
+		mp_target_path_listed(t->mp, (unsigned)idx, true);
+		return;
+	}
+	/* It logs the path it adds, or why not.  Link watching resolves
+	 * every path of a target at once: the target is watched anew. */
+	if (mp_target_add_path(t->mp, &po) >= 0) {
+		linkwatch_remove(gw->lw, t->mp);
+		linkwatch_add(gw->lw, t->mp);
+	}
+}
+
+static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
+{
+	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
+	struct nvmf_path_opts po;
+	int idx;
+
+	if (!t)
+		return;
+	entry_path(e, t->cfg, &po);
+	idx = mp_target_find_path(t->mp, &po);
+	if (idx >= 0)
+		mp_target_path_listed(t->mp, (unsigned)idx, false);
+}
+
 static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void stop_referral(struct disc_ctrl *parent, const struct dlog_entry *e);
 static void fill_scan(struct gw_discs *all);
@@ -216,19 +289,24 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		else
 			dc_log(notice, d, "subsystem %s: path %s %s:%s", e->subnqn, tr, e->traddr,
 			       e->trsvcid);
-		/* A target configured without paths takes them all (fill_scan). */
-		if (t && t->nr_paths && !configured_path(t, e))
+		/* A target configured without paths takes them all: at its
+		 * start (fill_scan), or here once it runs.  One whose file
+		 * names its paths keeps those (discovered_tgt says why). */
+		if (t && t->nr_paths && !t->paths_discovered && !configured_path(t, e))
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
+		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:
 		if (p)
 			p->listed = false;
-		/* As nvme-discoverd: a live connection stays; a lost one is
-		 * reconnected by its target's own rules. */
+		/* As nvme-discoverd: a live connection stays. */
 		dc_log(notice, d, "subsystem %s: path %s %s:%s no longer listed; a live connection "
 		       "to it stays", e->subnqn, tr, e->traddr, e->trsvcid);
+		/* A path discovery gave is not chased once lost; a path the
+		 * file names is, by the target's own rules. */
+		path_unlisted(all->gw, e);
 		return;
 	case DLOG_REFERRAL:
 		start_referral(d, e);
@@ -651,6 +729,22 @@ static void ctrl_name(struct disc_ctrl *d)
 	snprintf(d->opts.name, sizeof(d->opts.name), "disc %.58s", d->name);
 }
 
+static const char *nz(const char *s) { return s ? s : ""; }
+
+/* NULL when out of memory: such a controller is then seen as changed by
+ * the next reload, which restarts it (harmless). */
+static char *disc_key(const struct gw_discovery *c)
+{
+	char *k = NULL;
+
+	if (asprintf(&k, "%d\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%d\x1f%d\x1f%s\x1f%s",
+		     (int)c->transport, nz(c->traddr), nz(c->trsvcid), nz(c->host_traddr),
+		     nz(c->host_iface), nz(c->hostnqn), c->persistent, c->keep_alive_tmo,
+		     c->reconnect_delay, nz(c->dhchap_secret), nz(c->dhchap_ctrl_secret)) < 0)
+		return NULL;
+	return k;
+}
+
 static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discovery *c,
 				  struct disc_root *root)
 {
@@ -688,6 +782,7 @@ static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discover
 	if (c->dhchap_ctrl_secret)
 		nvmf_dhchap_key_parse(c->dhchap_ctrl_secret, &o->dhchap_ctrl_key, &why);
 	ctrl_name(d);
+	d->key = disc_key(c);
 	return d;
 }
 
@@ -757,7 +852,7 @@ static void ref_closed(struct nvmf_ctrl *c, int err)
 /* d and, first, every controller its log referred to: their keys leave
  * the root's set (listed again, they are followed again; the loop check
  * is unchanged for the rest). */
-static void ref_remove(struct disc_ctrl *d)
+static void ref_remove(struct disc_ctrl *d, const char *why)
 {
 	struct gw_discs *all = d->all;
 	struct list_node *pos;
@@ -766,10 +861,9 @@ static void ref_remove(struct disc_ctrl *d)
 		struct disc_ctrl *k = container_of(pos, struct disc_ctrl, link);
 		/* Freed only by a timer: the list stays as it is meanwhile. */
 		if (k->parent == d && !k->removing)
-			ref_remove(k);
+			ref_remove(k, why); /* the same cause, as logged before */
 	}
-	dc_log(notice, d, "stopped: the discovery controller that referred to it no longer "
-	       "lists it");
+	dc_log(notice, d, "stopped: %s", why);
 	dlog_refs_remove(&d->root->refs, &d->ref);
 	d->removing = true;
 	reactor_timer_cancel(&d->timer);
@@ -796,10 +890,33 @@ static void stop_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 		struct disc_ctrl *d = container_of(pos, struct disc_ctrl, link);
 		if (d->parent == parent && !d->removing && d->ref.trtype == e->trtype &&
 		    !strcmp(d->ref.traddr, e->traddr) && !strcmp(d->ref.trsvcid, e->trsvcid)) {
-			ref_remove(d);
+			ref_remove(d, "the discovery controller that referred to it no longer "
+				   "lists it");
 			return;
 		}
 	}
+}
+
+/* One configured entry's controller, connecting. */
+static void start_entry(struct gw_discs *all, const struct gw_discovery *c)
+{
+	struct disc_root *root = calloc(1, sizeof(*root));
+	uint8_t trtype = c->transport == NVMF_TR_RDMA ? NVMF_TRTYPE_RDMA : NVMF_TRTYPE_TCP;
+
+	if (!root) {
+		log_err("discovery: out of memory");
+		return;
+	}
+	if (dlog_refs_init(&root->refs, trtype, c->traddr, c->trsvcid) < 0)
+		/* A host name: referrals back to it are caught one level
+		 * later, by the address they give. */
+		memset(&root->refs, 0, sizeof(root->refs));
+	struct disc_ctrl *d = ctrl_new(all, c, root);
+	if (!d) {
+		free(root);
+		return;
+	}
+	connect_now(d);
 }
 
 void gw_discovery_start(struct gw *gw)
@@ -819,25 +936,67 @@ void gw_discovery_start(struct gw *gw)
 	gw->discs = all;
 	reactor_timer_init(&all->fill_timer, fill_timer_fired);
 	reactor_timer_arm(&gw->reactors[0], &all->fill_timer, NSEC_PER_SEC);
-	for (size_t i = 0; i < s->nr; i++) {
-		const struct gw_discovery *c = &s->ctrls[i];
-		struct disc_root *root = calloc(1, sizeof(*root));
-		uint8_t trtype = c->transport == NVMF_TR_RDMA ? NVMF_TRTYPE_RDMA : NVMF_TRTYPE_TCP;
-		if (!root) {
-			log_err("discovery: out of memory");
-			continue;
-		}
-		if (dlog_refs_init(&root->refs, trtype, c->traddr, c->trsvcid) < 0)
-			/* A host name: referrals back to it are caught one
-			 * level later, by the address they give. */
-			memset(&root->refs, 0, sizeof(root->refs));
-		struct disc_ctrl *d = ctrl_new(all, c, root);
-		if (!d) {
-			free(root);
-			continue;
-		}
-		connect_now(d);
+	for (size_t i = 0; i < s->nr; i++)
+		start_entry(all, &s->ctrls[i]);
+}
+
+void gw_discovery_reload(struct gw *gw)
+{
+	const struct gw_discovery_set *s = &gw->cur->cfg->discovery;
+	struct gw_discs *all = gw->discs;
+	struct list_node *pos;
+
+	if (!all) {
+		if (s->nr)
+			log_notice("reload: starting %zu discovery controller%s", s->nr,
+				   s->nr == 1 ? "" : "s");
+		gw_discovery_start(gw);
+		return;
 	}
+	if (all->stopping)
+		return;
+	char **keys = calloc(s->nr + 1, sizeof(*keys));
+	bool *kept = calloc(s->nr + 1, sizeof(*kept));
+	if (!keys || !kept) {
+		free(keys);
+		free(kept);
+		log_err("reload: out of memory; the discovery controllers are left as they are");
+		return;
+	}
+	for (size_t i = 0; i < s->nr; i++)
+		keys[i] = disc_key(&s->ctrls[i]);
+	/* Removed or changed: stopped, with the referrals it followed.  The
+	 * paths it found stay with their targets (a live path is never torn
+	 * down for what discovery says).  Controllers are freed only by
+	 * timers, so the list stays as it is while walked. */
+	for (pos = all->ctrls.next; pos != &all->ctrls; pos = pos->next) {
+		struct disc_ctrl *d = container_of(pos, struct disc_ctrl, link);
+		size_t i;
+		if (d->depth || d->removing)
+			continue;
+		for (i = 0; i < s->nr; i++)
+			if (!kept[i] && keys[i] && d->key && !strcmp(keys[i], d->key))
+				break;
+		if (i < s->nr) {
+			kept[i] = true;
+			dc_log(notice, d, "unchanged by the reload; left as it is (%s)",
+			       state_names[d->state]);
+			continue;
+		}
+		ref_remove(d, "no longer in the configuration, or changed (reload)");
+	}
+	for (size_t i = 0; i < s->nr; i++) {
+		if (kept[i])
+			continue;
+		const struct gw_discovery *c = &s->ctrls[i];
+		log_notice("discovery %s:%s:%s: new in the configuration (reload); connecting",
+			   nvmf_trtype_name(c->transport), c->traddr, c->trsvcid);
+		start_entry(all, c);
+	}
+	for (size_t i = 0; i < s->nr; i++)
+		free(keys[i]);
+	free(keys);
+	free(kept);
 }
 
 static void ctrl_free(struct disc_ctrl *d)
@@ -849,6 +1008,7 @@ static void ctrl_free(struct disc_ctrl *d)
 		nvmf_ctrl_free(&d->ctrl);
 	disc_walk_free(&d->walk);
 	dlog_free(&d->log);
+	free(d->key);
 	list_del(&d->link);
 	if (--root->users == 0)
 		free(root);

@@ -7,10 +7,13 @@
  * A non-persistent entry reads the log once and disconnects.
  *
  * What the logs list is kept as discovered subsystems and their paths
- * (status shows them); each change goes through one step, disc_apply(),
- * that a policy (auto_export) can hook into later.  Today it only reports
- * against the configured targets: paths are not yet added to a running
- * target, nor targets created. */
+ * (status shows them); each change goes through one step, disc_apply().
+ * A target configured without paths (or made by an auto_export policy)
+ * takes every listed port of its subsystem: at its start, and as a new
+ * path of the running target when a log lists another port later.  A port
+ * no longer listed keeps its live path, which is deleted rather than
+ * reconnected once lost.  A target whose file names its paths keeps
+ * those. */
 #ifndef GW_DAEMON_DISCOVERY_H
 #define GW_DAEMON_DISCOVERY_H
 
@@ -22,6 +25,11 @@ struct gw;
 
 /* Starts every configured discovery controller (none: nothing). */
 void gw_discovery_start(struct gw *gw);
+/* After a reload made the new file current: a discovery entry new in it
+ * starts a controller, one no longer in it (or changed) is stopped with
+ * the referrals it followed (the paths it found stay with their targets),
+ * an unchanged one is left connected.  Each logged. */
+void gw_discovery_reload(struct gw *gw);
 /* Shuts them down; true if done(arg) will be called once all are closed,
  * false if there was nothing to close. */
 bool gw_discovery_stop(struct gw *gw, void (*done)(void *arg), void *arg);

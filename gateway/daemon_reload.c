@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gateway/config_diff.h"
+#include "gateway/daemon_discovery.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/base/log.h"
 
@@ -335,6 +336,8 @@ int gw_reload(struct gw *gw, struct control_call *call)
 		return -ENOMEM;
 	}
 	gw_cfgref_put(gw, old);
+	/* The discovery list: started, stopped or left alone per entry. */
+	gw_discovery_reload(gw);
 
 	config_diff_restart_keys(gw->cfg, c->ref->cfg, c->restart, sizeof(c->restart));
 	if (c->restart[0])

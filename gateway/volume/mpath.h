@@ -80,6 +80,21 @@ void mp_target_reset(struct mp_target *t);
  * waiting for its reconnect_delay reconnects now.  why is logged. */
 void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char *why);
 
+/* On t's reactor.  A path added to a running target (a new port of its
+ * subsystem that discovery listed): the target's controller options,
+ * po's address.  It connects, reconnects and joins the volumes as the
+ * others do (a volume uses it once it shows the same namespace).  Returns
+ * its index, -EEXIST (the target has that address: its index is not
+ * returned, see mp_target_find_path), -ENOSPC (MP_MAX_PATHS already, one
+ * log line), -ESHUTDOWN. */
+int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po);
+/* The index of t's path to po's transport, address and port, or -ENOENT. */
+int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *po);
+/* Discovery no longer lists path idx (listed = false): a live path stays,
+ * but once lost it is deleted rather than reconnected.  Listed again: a
+ * path deleted reconnects.  On t's reactor. */
+void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed);
+
 const char *mp_policy_name(enum mp_policy p);
 /* "live" (every path live), "degraded", "reconnecting" (none live),
  * "failed" (every path deleted). */

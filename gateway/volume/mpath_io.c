@@ -42,13 +42,15 @@ static int pick_path(struct rview *v, struct vol_mp *n, struct nvmf_queue **qout
 	unsigned best_load = ~0u;
 	struct nvmf_queue *best_q = NULL;
 
+	unsigned np = mp_nr_paths(t);
+
 	if (!v->cur)
 		return -1;
-	for (unsigned k = 0; k < t->o.nr_paths; k++) {
+	for (unsigned k = 0; k < np; k++) {
 		/* Round-robin starts the scan at a moving index; the others
 		 * always from path 0, so failover sticks to the first good
 		 * path in configuration order. */
-		unsigned i = t->o.policy == MP_ROUND_ROBIN ? (v->rr + k) % t->o.nr_paths : k;
+		unsigned i = t->o.policy == MP_ROUND_ROBIN ? (v->rr + k) % np : k;
 		struct snap_path *sp = &v->cur->p[i];
 		if (!sp->attached || aside_for(v, n, i) || LOAD(n->bad_path[i]))
 			continue;
@@ -99,7 +101,7 @@ static bool ana_usable(uint8_t st)
 /* The group of vol n is changing ANA state behind an attached path. */
 static bool in_transition(struct rview *v, struct vol_mp *n)
 {
-	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
+	for (unsigned i = 0, np = mp_nr_paths(v->t); v->cur && i < np; i++)
 		if (v->cur->p[i].attached &&
 		    ana_of(&v->cur->p[i], LOAD(n->ns.anagrpid)) == NVME_ANA_CHANGE)
 			return true;
@@ -111,7 +113,7 @@ static bool in_transition(struct rview *v, struct vol_mp *n)
  * answer was not. */
 static bool any_put_aside(struct rview *v, struct vol_mp *n)
 {
-	for (unsigned i = 0; v->cur && i < v->t->o.nr_paths; i++)
+	for (unsigned i = 0, np = mp_nr_paths(v->t); v->cur && i < np; i++)
 		if (v->cur->p[i].attached && aside_for(v, n, i))
 			return true;
 	return false;
@@ -324,8 +326,9 @@ void mp_wait_fire(struct reactor_timer *tm)
 	uint64_t now = reactor_now_ns();
 	bool aside = false, reread[MP_MAX_PATHS] = { false };
 	struct list_node *node;
+	unsigned np = mp_nr_paths(t);
 
-	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+	for (unsigned i = 0; i < np; i++) {
 		if (v->stale_until[i] && v->stale_until[i] <= now)
 			v->stale_until[i] = 0;
 		aside |= v->stale_until[i] != 0;
@@ -333,11 +336,11 @@ void mp_wait_fire(struct reactor_timer *tm)
 	for (node = v->parked.next; v->cur && node != &v->parked; node = node->next) {
 		struct vol_io *io = io_of(container_of(node, struct mpio, link));
 		uint32_t grp = LOAD(((struct vol_mp *)io->vol->priv)->ns.anagrpid);
-		for (unsigned i = 0; i < t->o.nr_paths; i++)
+		for (unsigned i = 0; i < np; i++)
 			if (v->cur->p[i].attached && !ana_usable(ana_of(&v->cur->p[i], grp)))
 				reread[i] = true;
 	}
-	for (unsigned i = 0; i < t->o.nr_paths; i++)
+	for (unsigned i = 0; i < np; i++)
 		if (reread[i])
 			ask_ana_refresh(v, i);
 	mp_snap_kick(v);
@@ -586,7 +589,9 @@ static void flush_step(struct rview *v, struct vol_io *io)
 	struct vol_mp *n = io->vol->priv;
 	struct mp_target *t = v->t;
 
-	for (; m->flush_next < t->o.nr_paths; m->flush_next++) {
+	unsigned np = mp_nr_paths(t);
+
+	for (; m->flush_next < np; m->flush_next++) {
 		unsigned i = m->flush_next;
 		struct vpath *vp = &n->vp[i];
 		uint64_t acked = acked_sum(n, i);

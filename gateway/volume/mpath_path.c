@@ -256,6 +256,20 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		enum nvmf_ns_change ch = nvmf_ns_change_classify(&n->ns, ns);
 		bool bad = ch != NVMF_NS_SAME && ch != NVMF_NS_GROWN;
 
+		if (!bad && !(n->v.caps & VOL_CAP_FLUSH) && p->ctrl.id &&
+		    (p->ctrl.id->vwc & NVME_CTRL_VWC_PRESENT)) {
+			/* Exported without flush (no path had a volatile
+			 * cache), and the capability cannot change now: a path
+			 * that has one (added later, or a controller that
+			 * changed) would acknowledge writes nobody flushes. */
+			if (!n->excluded[p->idx])
+				log_warn("%s: path %u of target %s has a volatile write cache and "
+					 "the export offers no flush; not used for it",
+					 n->v.name, p->idx, t->o.ctrl.name);
+			n->excluded[p->idx] = true;
+			STORE(n->bad_path[p->idx], true);
+			continue;
+		}
 		n->excluded[p->idx] = bad;
 		STORE(n->bad_path[p->idx], bad);
 		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
@@ -344,6 +358,8 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			path_delete(p, "the target refused this host");
 		} else if (p->delete_after) {
 			path_delete(p, path_loss_why(p));
+		} else if (p->unlisted) {
+			path_delete(p, "not reached, and discovery no longer lists it");
 		} else {
 			if (!p->lost_ns) {
 				p->lost_ns = reactor_now_ns();
@@ -390,6 +406,12 @@ static void path_detached(struct mp_path *p)
 {
 	if (p->deleted)
 		return;
+	if (p->unlisted) {
+		/* As nvme-discoverd: a port the array no longer lists is not
+		 * chased once its connection is gone. */
+		path_delete(p, "lost, and discovery no longer lists it");
+		return;
+	}
 	schedule_reconnect(p, p->reset_now);
 	p->reset_now = false;
 }
@@ -578,4 +600,94 @@ void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char
 		schedule_reconnect(p, true);
 	else
 		p->reset_now = true; /* still detaching: path_detached reconnects at once */
+}
+
+/* ---- paths added while the target runs (discovery, issue 19) ---- */
+
+static bool same_addr(const struct nvmf_path_opts *a, const struct nvmf_path_opts *b)
+{
+	return a->trtype == b->trtype && !strcmp(a->traddr, b->traddr) &&
+	       !strcmp(a->trsvcid, b->trsvcid);
+}
+
+int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *po)
+{
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		if (same_addr(&t->o.paths[i], po))
+			return (int)i;
+	return -ENOENT;
+}
+
+int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
+{
+	unsigned i = t->o.nr_paths;
+
+	if (t->shutting_down)
+		return -ESHUTDOWN;
+	if (mp_target_find_path(t, po) >= 0)
+		return -EEXIST;
+	if (i >= MP_MAX_PATHS) {
+		target_log(WARN, t, "path %s %s:%s not added: the target has %u paths already "
+			   "(the most)", nvmf_trtype_name(po->trtype), po->traddr, po->trsvcid,
+			   MP_MAX_PATHS);
+		return -ENOSPC;
+	}
+	/* Everything a reader of index i may touch is set before the count
+	 * that lets it look (mp_nr_paths): the arrays indexed by it were
+	 * zeroed at creation and never written for it since. */
+	t->o.paths[i] = *po;
+	struct mp_path *p = &t->paths[i];
+	memset(p, 0, sizeof(*p));
+	p->t = t;
+	p->idx = i;
+	/* Not one of mp_target_connect's first attempts: its result must
+	 * not count towards that callback. */
+	p->first_done = true;
+	/* A port the array lists now is expected to answer: ctrl_loss_tmo
+	 * applies from its first failure, not what is left of the target's
+	 * connect_loss_tmo. */
+	p->ever_live = true;
+	reactor_timer_init(&p->reconnect_timer, mp_reconnect_fire);
+	reactor_timer_init(&p->loss_timer, mp_loss_fire);
+	reactor_timer_init(&p->ana_timer, mp_ana_fire);
+	__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
+	target_log(NOTICE, t, "path %u added: %s %s:%s", i, nvmf_trtype_name(po->trtype),
+		   po->traddr, po->trsvcid);
+	/* Connects as a path that was lost does: mp_reconnect_fire creates
+	 * its controller, path_ready attaches it and broadcasts the snapshot
+	 * that lets the reactors use it. */
+	schedule_reconnect(p, true);
+	return (int)i;
+}
+
+void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed)
+{
+	struct mp_path *p;
+
+	if (idx >= t->o.nr_paths || t->shutting_down)
+		return;
+	p = &t->paths[idx];
+	if (!listed) {
+		if (!p->unlisted)
+			path_log(NOTICE, p, "no longer listed by discovery; %s",
+				 p->attached ? "kept while its connection lasts"
+					     : p->deleted ? "stays deleted" : "not reconnected");
+		p->unlisted = true;
+		if (!p->attached && !p->deleted && !p->connecting) {
+			reactor_timer_cancel(&p->reconnect_timer);
+			path_delete(p, "discovery no longer lists it");
+		}
+		return;
+	}
+	if (p->unlisted)
+		path_log(NOTICE, p, "listed by discovery again");
+	p->unlisted = false;
+	if (p->deleted && !p->attached) {
+		path_log(NOTICE, p, "listed again: reconnecting");
+		p->deleted = false;
+		p->lost_ns = reactor_now_ns();
+		arm_loss(p);
+		schedule_reconnect(p, true);
+		mp_broadcast(t, NULL, NULL);
+	}
 }

@@ -129,6 +129,9 @@ struct mp_path {
 	bool reset_now; /* operator reset: reconnect without delay */
 	bool first_done;
 	bool ever_live; /* connect_loss_tmo applies until it is */
+	/* Its discovery log entry went away (mp_target_path_listed): kept
+	 * while live, deleted instead of reconnected once lost. */
+	bool unlisted;
 	int last_err; /* of the last failed attempt */
 	uint64_t lost_ns;
 	unsigned reconnects;
@@ -212,6 +215,17 @@ struct mpio {
 	bool transition; /* came back with ANA Transition: may wait up to ANATT */
 };
 _Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
+
+/* The paths in use: reactor 0 may add one while the target runs
+ * (mp_target_add_path), initialising it before it stores the new count
+ * with release; the other reactors read it with acquire.  Every per-path
+ * array is MP_MAX_PATHS wide and zeroed, and a path carries I/O only once
+ * a snapshot (a message, sent later) shows it attached, so a reader that
+ * still sees the old count only misses a path it could not use yet. */
+static inline unsigned mp_nr_paths(const struct mp_target *t)
+{
+	return __atomic_load_n(&t->o.nr_paths, __ATOMIC_ACQUIRE);
+}
 
 /* Writes acknowledged on path i by every reactor, from any reactor: each
  * count only grows, so the sum is at least what was acknowledged before

@@ -266,6 +266,11 @@ int faults_command(char *line, char *reply, size_t len)
 		}
 		return 0;
 	}
+	if (!strcmp(w[0], "disc-port") && nw == 3 && !parse_num(w[1], TGT_MAX_PORTS, &v) && v &&
+	    v <= T.nr_ports && (!strcmp(w[2], "hide") || !strcmp(w[2], "show"))) {
+		nvme_disc_port_show((unsigned)v - 1, !strcmp(w[2], "show"));
+		return 0;
+	}
 	if (!strcmp(w[0], "disc-referral-clear") && nw == 1) {
 		nvme_disc_referrals_clear();
 		return 0;
@@ -374,7 +379,7 @@ bad:
 		 "ana-group NQN NSID GRP [noaen] | "
 		 "ns-resize NQN NSID SIZE | ns-remove|ns-add|ns-identity NQN NSID | "
 		 "ns-format NQN NSID BLOCK (each [noaen]) | "
-		 "disc-hide|disc-show NQN | disc-referral ADDR SVC | disc-referral-clear | "
+		 "disc-hide|disc-show NQN | disc-port N hide|show | disc-referral ADDR SVC | disc-referral-clear | "
 		 "lose-cache | clear | stats | port N down|up | aen-hold N on|off | id-ns-fail N SC");
 	return -1;
 }

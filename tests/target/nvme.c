@@ -640,10 +640,12 @@ static uint8_t *log_space(size_t n)
 
 static size_t build_disc_log(struct tgt_ctrl *ctrl)
 {
-	unsigned listed = 0;
+	unsigned listed = 0, ports = 0;
 	for (unsigned i = 0; i < T.nr_subsys; i++)
 		listed += !T.subsys[i].disc_hidden;
-	size_t nrec = (size_t)listed * T.nr_ports + T.nr_disc_refs;
+	for (unsigned p = 0; p < T.nr_ports; p++)
+		ports += !T.ports[p].disc_hidden;
+	size_t nrec = (size_t)listed * ports + T.nr_disc_refs;
 	size_t size = sizeof(struct nvmf_disc_log_hdr) + nrec * sizeof(struct nvmf_disc_log_entry);
 	uint8_t *b = log_space(size);
 	if (!b)
@@ -654,7 +656,7 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 	h->genctr = T.genctr;
 	h->numrec = nrec;
 	for (unsigned p = 0; p < T.nr_ports; p++) {
-		for (unsigned i = 0; i < T.nr_subsys; i++) {
+		for (unsigned i = 0; i < T.nr_subsys && !T.ports[p].disc_hidden; i++) {
 			struct tgt_subsys *ss = &T.subsys[i];
 			if (ss->disc_hidden)
 				continue;
@@ -717,6 +719,15 @@ int nvme_disc_show(const char *nqn, bool show, char *err, size_t errlen)
 	}
 	snprintf(err, errlen, "no subsystem %s", nqn);
 	return -1;
+}
+
+void nvme_disc_port_show(unsigned idx, bool show)
+{
+	if (T.ports[idx].disc_hidden == !show)
+		return;
+	T.ports[idx].disc_hidden = !show;
+	log_notice("discovery log: port %u %s", idx + 1, show ? "listed" : "left out");
+	disc_changed();
 }
 
 int nvme_disc_referral(const char *addr, const char *svc, char *err, size_t errlen)

@@ -240,6 +240,7 @@ struct tgt_port {
 	bool v6;
 	bool down; /* `port N down`: not listening, until `port N up` */
 	bool aen_hold; /* `aen-hold N on`: events for its controllers wait */
+	bool disc_hidden; /* `disc-port N hide`: left out of the discovery log */
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 
@@ -349,6 +350,9 @@ void nvme_lose_cache(void);
  * shown again, referrals added or cleared; the generation counter moves
  * and discovery controllers that enabled the notice get the event. */
 int nvme_disc_show(const char *nqn, bool show, char *err, size_t errlen);
+/* Port idx (0-based) in or out of the discovery log, with the change
+ * event: a subsystem's new port, as an array adds one at run time. */
+void nvme_disc_port_show(unsigned idx, bool show);
 int nvme_disc_referral(const char *addr, const char *svc, char *err, size_t errlen);
 void nvme_disc_referrals_clear(void);
 int subsys_add(const char *spec);
