@@ -20,4 +20,7 @@ case_ nbd-detach-and-busy nbd_case nbd_detach.sh $nqnnbd $nqn512
 # Issue 19: the namespace grown under a mounted ext4 and fio (nvmet's
 # revalidate_size): /dev/nbdN resized live, then reattached at the new size.
 case_ nbd-resize-live nbd_case nbd_resize.sh
+# The same over RDMA (soft-RoCE): the namespace event and the resize do not
+# depend on the transport, the attach and reattach do.
+[[ " $transports " != *" rdma "* ]] || case_ nbd-resize-live-rdma nbd_case nbd_resize.sh rdma
 case_ nbd-ioctl nbd_case nbd_ioctl.sh $nqnnbd $nbd_size

@@ -24,7 +24,7 @@ nbd_start() {
 	NBD_LOG=$NBD_LOGS/$name.log
 	: > "$NBD_LOG"
 	# shellcheck disable=SC2086 # NBD_START_ARGS: extra options, split
-	"$GW" nbd ${NBD_START_ARGS:-} -t tcp -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" "$target" >> "$NBD_LOG" 2>&1 &
+	"$GW" nbd ${NBD_START_ARGS:-} -t "${NBD_TR:-tcp}" -a "$NBD_ADDR" -s "$NBD_PORT" -n "$nqn" "$target" >> "$NBD_LOG" 2>&1 &
 	GW_PID=$!
 	# Bounded wait (120 s) for the NVMe connect and the netlink attach.
 	for _ in $(seq 600); do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nbd_resize.sh GW (in the guest): issue 19's grown namespace through the
+# nbd_resize.sh GW [tcp|rdma] (in the guest): issue 19's grown namespace through the
 # kernel NBD device.  A 64 MiB namespace of its own subsystem is attached as
 # /dev/nbd7 with ext4 mounted on it and fio verify running in a file there;
 # the backing file is grown to 128 MiB, the loop device told (losetup -c)
@@ -11,15 +11,18 @@
 # new size online, the LV and its ext4 grow into it, data intact.
 set -eu -o pipefail
 GW=$1
+# rdma: nvmet's port 2 (soft-RoCE, the same address), the gateway over it.
+NBD_TR=${2:-tcp}
+case $NBD_TR in tcp) port=1 ;; rdma) port=2 ;; *) exit 2 ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 . "$here/nbd_lib.sh"
 trap nbd_cleanup EXIT
 cd /tmp # fio writes its verify state file into the cwd
-nqn=nqn.2014-08.org.nvmf-gateway:interop-resize
+nqn=nqn.2014-08.org.nvmf-gateway:interop-resize${NBD_TR#tcp}
 img=$NVMET_WORK/$nqn.img
 nvmet_subsys $nqn 64M 4096
-nvmet_link $nqn 1
+nvmet_link $nqn $port
 loopdev=$(losetup -j "$img" -n -O NAME)
 
 nbd_start "$nqn" /dev/nbd7 resize1
@@ -96,4 +99,4 @@ vgchange "${C[@]}" -an "$NBD_VG"
 NBD_VG=
 nbd_stop
 nbd_detached /dev/nbd7
-nvmet_unlink $nqn 1
+nvmet_unlink $nqn $port
