@@ -28,6 +28,15 @@
  * (write BIO and send buffer, outside the buffer budget) whatever the
  * size of the replies. */
 #define TLS_SEAL_MAX (256u * 1024)
+/* What TLS may have to say by itself (answers to the client's key
+ * updates) before the connection stops reading: a client that sends key
+ * update requests and never reads its socket must not grow the write BIO
+ * without bound (it is outside the buffer budget). */
+#define TLS_WBIO_MAX (16u * 1024)
+/* Reads in a row that brought no application data but made TLS answer
+ * (each read takes what one receive brought: many records): a client
+ * doing nothing but that is cut off. */
+#define TLS_CTL_MAX 1024u
 
 struct psk_entry {
 	char *identity;
@@ -49,6 +58,7 @@ struct nbd_tls_conn {
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
+	unsigned ctl_in_row; /* see TLS_CTL_MAX */
 	/* Plaintext of the send batch not sealed yet (slices of txv). */
 	struct iovec pv[2 * NBD_TX_BATCH + 1];
 	unsigned pv_first, pv_cnt;
@@ -450,11 +460,19 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 		c->rx_tail -= c->rx_head;
 		c->rx_head = 0;
 	}
+	/* Its answers not sent yet: read on once they are (the send's end
+	 * runs the parser, which comes back here). */
+	if (BIO_ctrl_pending(tc->wbio) > TLS_WBIO_MAX) {
+		nbd_conn_tx_kick(c);
+		return false;
+	}
 	room = NBD_RXBUF_SIZE - c->rx_tail;
+	size_t said = BIO_ctrl_pending(tc->wbio);
 	ERR_clear_error();
 	ret = SSL_read(tc->ssl, c->rx + c->rx_tail, (int)room);
 	if (ret > 0) {
 		c->rx_tail += (size_t)ret;
+		tc->ctl_in_row = 0;
 		return true;
 	}
 	int e = SSL_get_error(tc->ssl, ret);
@@ -462,8 +480,15 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 	switch (e) {
 	case SSL_ERROR_WANT_READ:
 		/* SSL_read may have answered something (a key update). */
+		if (BIO_ctrl_pending(tc->wbio) > said && ++tc->ctl_in_row > TLS_CTL_MAX) {
+			nbd_conn_fail(c, -EPROTO, "TLS: %u reads in a row brought no data and made "
+				      "TLS answer (key update requests?)", tc->ctl_in_row);
+			return false;
+		}
 		if (BIO_ctrl_pending(tc->wbio))
 			nbd_conn_tx_kick(c);
+		if (BIO_ctrl_pending(tc->wbio) > TLS_WBIO_MAX)
+			return false; /* as above: once the answers are sent */
 		tls_recv(c);
 		return false;
 	case SSL_ERROR_ZERO_RETURN:
