@@ -216,17 +216,29 @@ static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 	po->data_digest = c->data_digest;
 }
 
+/* The running discovered target of e's subsystem (NULL: none), e's path
+ * options for it in *po, and that path's index in it (or -ENOENT). */
+static struct gw_tgt *entry_target(struct gw *gw, const struct dlog_entry *e,
+				   struct nvmf_path_opts *po, int *idx)
+{
+	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
+
+	if (t) {
+		entry_path(e, t->cfg, po);
+		*idx = mp_target_find_path(t->mp, po);
+	}
+	return t;
+}
+
 /* A port listed (again) for a subsystem whose target runs: a path of it. */
 static void path_listed(struct gw *gw, const struct dlog_entry *e)
 {
-	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
 	struct nvmf_path_opts po;
 	int idx;
+	struct gw_tgt *t = entry_target(gw, e, &po, &idx);
 
 	if (!t)
 		return;
-	entry_path(e, t->cfg, &po);
-	idx = mp_target_find_path(t->mp, &po);
 	if (idx >= 0) {
 		mp_target_path_listed(t->mp, (unsigned)idx, true);
 		return;
@@ -241,15 +253,11 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 
 static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
 {
-	struct gw_tgt *t = discovered_tgt(gw, e->subnqn);
 	struct nvmf_path_opts po;
 	int idx;
+	struct gw_tgt *t = entry_target(gw, e, &po, &idx);
 
-	if (!t)
-		return;
-	entry_path(e, t->cfg, &po);
-	idx = mp_target_find_path(t->mp, &po);
-	if (idx >= 0)
+	if (t && idx >= 0)
 		mp_target_path_listed(t->mp, (unsigned)idx, false);
 }
 

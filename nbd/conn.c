@@ -179,13 +179,7 @@ static bool rx_arm(struct nbd_conn *c)
 		reactor_recv(c->r, &c->rx_op, c->fd, c->cur->buf + c->cur_got,
 			     c->cur->length - c->cur_got, 0);
 	} else {
-		if (c->rx_head == c->rx_tail) {
-			c->rx_head = c->rx_tail = 0;
-		} else if (c->rx_head && NBD_RXBUF_SIZE - c->rx_tail < 512) {
-			memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
-			c->rx_tail -= c->rx_head;
-			c->rx_head = 0;
-		}
+		nbd_rx_compact(c);
 		c->rx_direct = false;
 		reactor_recv(c->r, &c->rx_op, c->fd, c->rx + c->rx_tail,
 			     NBD_RXBUF_SIZE - c->rx_tail, 0);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -153,6 +154,19 @@ struct nbd_conn {
 	struct reactor_msg fin_msg, kick_msg;
 	bool fin_queued, kick_queued;
 };
+
+/* Before a receive into rx: an empty buffer starts over; a tail too short
+ * to be worth a read moves what is unparsed to the front. */
+static inline void nbd_rx_compact(struct nbd_conn *c)
+{
+	if (c->rx_head == c->rx_tail) {
+		c->rx_head = c->rx_tail = 0;
+	} else if (c->rx_head && NBD_RXBUF_SIZE - c->rx_tail < 512) {
+		memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
+		c->rx_tail -= c->rx_head;
+		c->rx_head = 0;
+	}
+}
 
 /* conn.c */
 struct nbd_conn *nbd_conn_alloc(int fd, const char *peer);

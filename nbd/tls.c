@@ -453,13 +453,7 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 
 	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
 		return false;
-	if (c->rx_head == c->rx_tail) {
-		c->rx_head = c->rx_tail = 0;
-	} else if (c->rx_head && NBD_RXBUF_SIZE - c->rx_tail < 512) {
-		memmove(c->rx, c->rx + c->rx_head, c->rx_tail - c->rx_head);
-		c->rx_tail -= c->rx_head;
-		c->rx_head = 0;
-	}
+	nbd_rx_compact(c);
 	/* Its answers not sent yet: read on once they are (the send's end
 	 * runs the parser, which comes back here). */
 	if (BIO_ctrl_pending(tc->wbio) > TLS_WBIO_MAX) {
@@ -480,14 +474,15 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 	switch (e) {
 	case SSL_ERROR_WANT_READ:
 		/* SSL_read may have answered something (a key update). */
-		if (BIO_ctrl_pending(tc->wbio) > said && ++tc->ctl_in_row > TLS_CTL_MAX) {
+		size_t now = BIO_ctrl_pending(tc->wbio);
+		if (now > said && ++tc->ctl_in_row > TLS_CTL_MAX) {
 			nbd_conn_fail(c, -EPROTO, "TLS: %u reads in a row brought no data and made "
 				      "TLS answer (key update requests?)", tc->ctl_in_row);
 			return false;
 		}
-		if (BIO_ctrl_pending(tc->wbio))
+		if (now)
 			nbd_conn_tx_kick(c);
-		if (BIO_ctrl_pending(tc->wbio) > TLS_WBIO_MAX)
+		if (now > TLS_WBIO_MAX)
 			return false; /* as above: once the answers are sent */
 		tls_recv(c);
 		return false;
