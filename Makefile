@@ -39,7 +39,7 @@ DEPS ?= tests/deps.sh
 
 OPT ?= -O2
 SAN ?=
-CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE \
+CFLAGS_ALL = -std=gnu11 -Wall -Wextra -Werror $(if $(findstring clang,$(CC)),,-Wc11-c2x-compat) $(OPT) -g -D_GNU_SOURCE \
 	-DNVMF_GATEWAY_VERSION='"$(VERSION)"' -I. -MMD -MP \
 	$(PKG_CFLAGS) $(if $(NO_IO_URING),-DGW_NO_IO_URING) $(SAN) $(CPPFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(LDFLAGS) $(PKG_LIBS) -lpthread $(LDLIBS)

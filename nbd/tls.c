@@ -472,7 +472,7 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 	int e = SSL_get_error(tc->ssl, ret);
 
 	switch (e) {
-	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_READ: {
 		/* SSL_read may have answered something (a key update). */
 		size_t now = BIO_ctrl_pending(tc->wbio);
 		if (now > said && ++tc->ctl_in_row > TLS_CTL_MAX) {
@@ -486,6 +486,7 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 			return false; /* as above: once the answers are sent */
 		tls_recv(c);
 		return false;
+	}
 	case SSL_ERROR_ZERO_RETURN:
 		nbd_conn_fail(c, -ECONNRESET, "client closed TLS (close_notify)");
 		return false;

@@ -114,8 +114,8 @@ crc32c_update_hw(uint32_t crc, const void *buf, size_t len)
 		c = _mm_crc32_u8((uint32_t)c, *p++);
 		len--;
 	}
-	c = crc_3way(c, &p, &len, LONG_BLOCK, shift_long);
-	c = crc_3way(c, &p, &len, SHORT_BLOCK, shift_short);
+	c = crc_3way(c, &p, &len, LONG_BLOCK, (const uint32_t (*)[256])shift_long);
+	c = crc_3way(c, &p, &len, SHORT_BLOCK, (const uint32_t (*)[256])shift_short);
 	for (; len >= 8; p += 8, len -= 8)
 		c = _mm_crc32_u64(c, load64(p));
 	while (len--)
