@@ -211,7 +211,8 @@ TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 	$(BUILD)/results/systemd.res \
 	build-asan/results/unit.res build-fuzz/results/fuzz.res
 TEST_STEPS := $(BUILD)/test-steps
-test_step = echo "== make test: $(1)"; $(MAKE) $(1); echo "$(1) $$?" >> $(TEST_STEPS);
+test_step = echo "== make test: $(1)"; t0=$$(date +%s); $(MAKE) $(1); st=$$?; \
+	echo "$(1) $$st $$(($$(date +%s) - t0))" >> $(TEST_STEPS);
 test:
 	$(DEPS) deb
 	@rm -rf $(sort $(dir $(TEST_RESULTS)))

@@ -2,9 +2,11 @@
 # Adds up the result files of every suite and prints the closing line.
 # Usage: summary.sh [--steps FILE] [--expect RESFILE]... DIR...
 #   DIR/*.res      the suites' result lines (tests/lib/report.sh)
-#   --steps FILE   "NAME STATUS" lines, one per step of make test: a step
-#                  that exited non-zero fails the run even with no FAIL line
-#                  (a build error, a runner that died)
+#   --steps FILE   "NAME STATUS [SECONDS]" lines, one per step of make test:
+#                  a step that exited non-zero fails the run even with no
+#                  FAIL line (a build error, a runner that died)
+# Also prints each step's time and the slowest cases (DIR/*.times), so that
+# a run near the CI time limit shows where the time went.
 #   --expect RES   a result file that must exist and hold at least one
 #                  result: a suite that never ran, or ran nothing, fails
 # Exit 0 only when something passed, nothing failed, every step exited 0
@@ -44,12 +46,17 @@ if [ -n "$steps" ]; then
 		echo "NO STEPS: $steps is missing or empty"
 		bad=$((bad + 1))
 	fi
-	while read -r name st; do
+	times=
+	while read -r name st secs; do
+		times="$times $name ${secs:-?}s"
 		[ "$st" = 0 ] && continue
 		echo "STEP FAILED $name: exit $st"
 		bad=$((bad + 1))
 	done < "${steps:-/dev/null}" 2> /dev/null
+	echo "step times:$times"
 fi
+slow=$(for d in "$@"; do cat "${d%/}"/*.times 2> /dev/null; done | sort -rn | head -12 | awk '{printf " %s %ss", $2, $1}')
+[ -n "$slow" ] && echo "slowest cases:$slow"
 extra=
 [ "$bad" -gt 0 ] && extra=", $bad step(s) failed or without results"
 echo "total: $pass passed, $fail failed, $skip skipped$extra"
