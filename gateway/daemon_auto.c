@@ -21,11 +21,12 @@
 
 #define AUTO_SCAN_NS NSEC_PER_SEC
 #define AUTO_MAX_NS 1024
-#define AUTO_SKIPS_MAX 256
 
 /* A namespace or subsystem the policies cannot serve (name clash, bad
  * template result) or must not (its export taken away by export-remove):
- * logged once, not tried again until a reload.  nsid 0: a subsystem. */
+ * logged once, not tried again until a reload.  nsid 0: a subsystem.
+ * The list grows as needed: a cap would let an export removed by hand
+ * come back (it is remembered here or nowhere). */
 struct skip {
 	char what[NVMF_NQN_SIZE];
 	uint32_t nsid;
@@ -34,34 +35,39 @@ struct skip {
 struct gw_autos {
 	struct gw *gw;
 	struct reactor_timer timer;
-	struct skip skips[AUTO_SKIPS_MAX];
-	unsigned nr_skips;
-	bool skips_full; /* said once; later ones are not logged */
+	struct skip *skips;
+	size_t nr_skips, cap_skips;
+	bool skips_oom; /* said once */
 	uint32_t nsids[AUTO_MAX_NS];
 };
 
 /* True the first time (what, nsid) is seen: the caller logs then. */
 static bool skip_first(struct gw_autos *a, const char *what, uint32_t nsid)
 {
-	for (unsigned i = 0; i < a->nr_skips; i++)
+	for (size_t i = 0; i < a->nr_skips; i++)
 		if (a->skips[i].nsid == nsid && !strcmp(a->skips[i].what, what))
 			return false;
-	if (a->nr_skips < AUTO_SKIPS_MAX) {
-		snprintf(a->skips[a->nr_skips].what, sizeof(a->skips[0].what), "%s", what);
-		a->skips[a->nr_skips++].nsid = nsid;
-		return true;
+	if (a->nr_skips == a->cap_skips) {
+		size_t cap = a->cap_skips ? 2 * a->cap_skips : 32;
+		struct skip *s = realloc(a->skips, cap * sizeof(*s));
+		if (!s) {
+			if (!a->skips_oom)
+				log_err("auto_export: out of memory for the list of namespaces set "
+					"aside; %s nsid %u is tried again each scan", what, nsid);
+			a->skips_oom = true;
+			return false;
+		}
+		a->skips = s;
+		a->cap_skips = cap;
 	}
-	/* Full: not remembered, so not said again (it would be every second). */
-	if (!a->skips_full)
-		log_warn("auto_export: more than %u namespaces set aside; the others are not "
-			 "logged until a reload", AUTO_SKIPS_MAX);
-	a->skips_full = true;
-	return false;
+	snprintf(a->skips[a->nr_skips].what, sizeof(a->skips[0].what), "%s", what);
+	a->skips[a->nr_skips++].nsid = nsid;
+	return true;
 }
 
 static bool skipped(const struct gw_autos *a, const char *what, uint32_t nsid)
 {
-	for (unsigned i = 0; i < a->nr_skips; i++)
+	for (size_t i = 0; i < a->nr_skips; i++)
 		if (a->skips[i].nsid == nsid && !strcmp(a->skips[i].what, what))
 			return true;
 	return false;
@@ -259,6 +265,7 @@ void gw_auto_stop(struct gw *gw)
 	if (!gw->autos)
 		return;
 	reactor_timer_cancel(&gw->autos->timer);
+	free(gw->autos->skips);
 	free(gw->autos);
 	gw->autos = NULL;
 }
@@ -330,7 +337,7 @@ void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **st
 
 	if (gw->autos) {
 		gw->autos->nr_skips = 0; /* the new file may settle them */
-		gw->autos->skips_full = false;
+		gw->autos->skips_oom = false;
 	}
 	list_for_each_safe(pos, tmp, &gw->tgts) {
 		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
