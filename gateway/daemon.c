@@ -265,15 +265,24 @@ void gw_op_finished(struct gw *gw)
 	unsigned total, ok = gw_exports_running(gw, &total);
 
 	notify_sendf("STATUS=%u of %u exports running", ok, total);
+	struct control_call *call = gw->reload_call;
 	if (gw->stop_requested) {
 		gw->reload_queued = false;
+		if (call) {
+			gw->reload_call = NULL;
+			log_warn("reload: refused: the gateway is stopping");
+			control_reply_error(call, "reload: the gateway is stopping");
+		}
 		gw_stop(gw);
 		return;
 	}
-	if (gw->reload_queued && gw->state == GW_RUNNING && !gw->busy) {
+	if ((call || gw->reload_queued) && gw->state == GW_RUNNING && !gw->busy) {
+		/* One reload answers both a queued call and a SIGHUP. */
+		gw->reload_call = NULL;
+		log_notice("gateway: reloading %s (%s while busy)", gw->path,
+			   call ? "control request" : "SIGHUP");
 		gw->reload_queued = false;
-		log_notice("gateway: reloading %s (SIGHUP while busy)", gw->path);
-		gw_reload(gw, NULL);
+		gw_reload(gw, call);
 	}
 	gw_wait_resume(gw);
 }

@@ -122,6 +122,9 @@ struct gw {
 	bool stop_requested; /* a signal while busy: stop once done */
 	bool busy; /* a reload or export-add/remove is being applied */
 	bool reload_queued; /* SIGHUP while busy or starting */
+	/* A control reload that came while another change was applied: it
+	 * runs, and is answered, once that change is done (one at a time). */
+	struct control_call *reload_call;
 	int sfd;
 	struct reactor_op sig_op;
 	unsigned char siginfo[sizeof(struct signalfd_siginfo)];

@@ -288,6 +288,13 @@ int gw_reload(struct gw *gw, struct control_call *call)
 	size_t nt = 0, ne = 0, nr_stop_exps = 0;
 	int ret = -ENOMEM;
 
+	if (call && gw->state == GW_RUNNING && gw->busy && !gw->reload_call) {
+		/* An operator's reload (systemctl reload) must not fail
+		 * because an auto_export batch or export-add is under way. */
+		log_notice("reload: queued until the change being applied is done");
+		gw->reload_call = call;
+		return 0;
+	}
 	if (!may_change(gw, call, "reload"))
 		return -EBUSY;
 	n = load_file(gw, call, "reload");

@@ -12,6 +12,10 @@
 #include "gateway/base/log.h"
 
 #define MAX_CONNS 16
+/* How long a stop waits for replies being sent (or still to come) before
+ * it cuts their connections: a client that does not read cannot hold the
+ * gateway's exit. */
+#define STOP_GRACE_NS (5 * NSEC_PER_SEC)
 
 struct control_call {
 	struct control_conn *c;
@@ -45,12 +49,14 @@ struct control_srv {
 	struct list_node conns;
 	unsigned nr_conns, next_id;
 	bool stopping, finishing;
+	struct reactor_timer stop_timer;
 	void (*done)(void *);
 	void *done_arg;
 	struct reactor_msg done_msg;
 };
 
 static void arm_accept(struct control_srv *s);
+static void stop_grace_over(struct reactor_timer *t);
 static void conn_next(struct control_conn *c);
 
 static void srv_finish(struct reactor_msg *m)
@@ -71,6 +77,7 @@ static void srv_maybe_done(struct control_srv *s)
 	if (!s->stopping || s->finishing || s->accepting || s->nr_conns)
 		return;
 	s->finishing = true;
+	reactor_timer_cancel(&s->stop_timer);
 	if (s->lfd >= 0) {
 		close(s->lfd);
 		unlink(s->path);
@@ -459,6 +466,7 @@ int control_start_access(struct reactor *r, const char *path, const struct gw_ac
 		free(s);
 		return -ENOMEM;
 	}
+	reactor_timer_init(&s->stop_timer, stop_grace_over);
 	/* Commands stop exports and reset controllers: the owner (root, or the
 	 * user running an unprivileged gateway) only. */
 	fd = gw_listen_unix(path, 16, acc, 0600);
@@ -483,6 +491,25 @@ int control_start_access(struct reactor *r, const char *path, const struct gw_ac
 	return 0;
 }
 
+static void stop_grace_over(struct reactor_timer *t)
+{
+	struct control_srv *s = container_of(t, struct control_srv, stop_timer);
+	struct list_node *pos, *tmp;
+
+	list_for_each_safe(pos, tmp, &s->conns) {
+		struct control_conn *c = container_of(pos, struct control_conn, link);
+		log_warn("control: client %u: %s after %llu s of stopping; closing it", c->id,
+			 c->call.outstanding ? "still no reply" : "the reply is not taken",
+			 (unsigned long long)(STOP_GRACE_NS / NSEC_PER_SEC));
+		c->eof = true;
+		if (c->busy)
+			shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
+		else if (c->call.outstanding)
+			c->call.outstanding = false; /* a late reply finds eof */
+		conn_maybe_free(c);
+	}
+}
+
 void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
 {
 	struct list_node *pos, *tmp;
@@ -497,13 +524,22 @@ void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
 	s->done_arg = arg;
 	if (s->accepting)
 		reactor_cancel(s->r, &s->accept_op);
+	/* A request being answered (a reload that finished as the stop came,
+	 * or one refused because of it) gets its reply: the reply is sent,
+	 * then the connection closes.  Idle and reading connections close
+	 * now. */
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct control_conn *c = container_of(pos, struct control_conn, link);
+		bool replying = c->call.outstanding || (c->busy && c->op.fn == sent);
+		if (replying)
+			continue;
 		c->eof = true;
 		if (c->busy)
 			shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
 		else
 			conn_maybe_free(c);
 	}
+	if (s->nr_conns)
+		reactor_timer_arm(s->r, &s->stop_timer, STOP_GRACE_NS);
 	srv_maybe_done(s);
 }
