@@ -157,7 +157,9 @@ static void io_kick(struct nvmf_io *io)
 int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_xfer,
 		   struct nvmf_io *io)
 {
-	uint64_t mask = ns->lba_size - 1, size = ns->nsze << ns->lba_shift;
+	/* nsze grows while I/O runs (a resize stored by reactor 0). */
+	uint64_t mask = ns->lba_size - 1,
+		 size = __atomic_load_n(&ns->nsze, __ATOMIC_RELAXED) << ns->lba_shift;
 
 	if (io->op != NVMF_IO_FLUSH) {
 		if ((io->offset | io->len) & mask || !io->len || io->offset > size ||
