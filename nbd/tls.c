@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -37,6 +38,9 @@
  * (each read takes what one receive brought: many records): a client
  * doing nothing but that is cut off. */
 #define TLS_CTL_MAX 1024u
+/* What a failing TLS may still say (its alert, with the rest of a flight
+ * it had not sent): sent with one non-blocking send before the close. */
+#define TLS_LAST_WORDS_MAX 4096u
 
 struct psk_entry {
 	char *identity;
@@ -55,6 +59,7 @@ struct nbd_tls_conn {
 	SSL *ssl;
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool ready; /* handshake done */
+	bool bye_sealed; /* close_notify is in the ciphertext (orderly end) */
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
@@ -318,6 +323,30 @@ void nbd_tls_conn_free(struct nbd_conn *c)
 	c->tls = NULL;
 }
 
+/* Before a hard close: the alert TLS wrote (why it gives up) goes to the
+ * client, or the client sees a bare EOF and cannot say what was wrong.
+ * The ring's send would be too late (the close shuts the socket before it
+ * runs), so one non-blocking send of at most TLS_LAST_WORDS_MAX here:
+ * nothing waits for a client that does not read.  Not while a send of ours
+ * is in flight: these bytes must not overtake it. */
+static void last_words(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	uint8_t buf[TLS_LAST_WORDS_MAX];
+	size_t n = BIO_ctrl_pending(tc->wbio);
+	ssize_t sent;
+
+	if (!n || c->tx_busy || c->state >= NBD_CONN_CLOSING)
+		return;
+	if (n > sizeof(buf))
+		return; /* more than an alert: not ours to flush now */
+	if (BIO_read(tc->wbio, buf, (int)n) != (int)n)
+		return;
+	sent = send(c->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (sent != (ssize_t)n)
+		log_debug("nbd %s: TLS alert not sent whole (%zd of %zu bytes)", c->peer, sent, n);
+}
+
 /* e is SSL_get_error's, taken before anything else touches the
  * thread's error queue. */
 static void fail_ssl(struct nbd_conn *c, const char *what, int e)
@@ -333,6 +362,7 @@ static void fail_ssl(struct nbd_conn *c, const char *what, int e)
 	else
 		snprintf(buf, sizeof(buf), "SSL error %d", e);
 
+	last_words(c);
 	nbd_conn_fail(c, -EPROTO, "TLS %s failed: %s%s%s", what, s, tc->why[0] ? "; " : "",
 		      tc->why);
 }
@@ -357,10 +387,8 @@ static void handshake_step(struct nbd_conn *c)
 	ret = SSL_do_handshake(tc->ssl);
 	e = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(tc->ssl, ret);
 	if (e == SSL_ERROR_SSL) {
-		/* The reason, before sealing (tx_kick) clears the queue. */
 		ossl_err(ebuf, sizeof(ebuf));
-		/* Our alert goes out before the close. */
-		nbd_conn_tx_kick(c);
+		last_words(c);
 		nbd_conn_fail(c, -EPROTO, "TLS handshake failed: %s%s%s", ebuf,
 			      tc->why[0] ? "; " : "", tc->why);
 		return;
@@ -542,6 +570,25 @@ static int seal_some(struct nbd_conn *c)
 	return 1;
 }
 
+/* An orderly end (NBD_CMD_DISC, NBD_OPT_ABORT, the server stopping: the
+ * connection drains) says close_notify once its last reply is sealed, so
+ * that the client can tell it from a cut connection.  Nothing is written
+ * after it; the client's own close_notify is not waited for (the socket is
+ * shut once this is sent). */
+static void seal_bye(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	char buf[256];
+
+	if (!tc->ready || tc->bye_sealed || c->state != NBD_CONN_DRAINING || c->inflight ||
+	    !list_empty(&c->replyq))
+		return;
+	tc->bye_sealed = true;
+	ERR_clear_error();
+	if (SSL_shutdown(tc->ssl) < 0)
+		log_debug("nbd %s: TLS close_notify: %s", c->peer, ossl_err(buf, sizeof(buf)));
+}
+
 int nbd_tls_seal(struct nbd_conn *c, unsigned n)
 {
 	struct nbd_tls_conn *tc = c->tls;
@@ -549,6 +596,8 @@ int nbd_tls_seal(struct nbd_conn *c, unsigned n)
 	memcpy(tc->pv, c->txv, n * sizeof(c->txv[0]));
 	tc->pv_first = 0;
 	tc->pv_cnt = n;
+	if (!n)
+		seal_bye(c);
 	return seal_some(c);
 }
 
