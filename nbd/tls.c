@@ -17,7 +17,9 @@
 #include <sys/socket.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 
 #include "gateway/base/log.h"
 #include "nbd/internal.h"
@@ -48,14 +50,27 @@ struct psk_entry {
 	size_t key_len;
 };
 
-struct nbd_tls {
-	enum nbd_tls_mode mode;
+/* One reading of the key files.  A reload that finds their content
+ * changed puts a new one in place; handshakes under way and sessions keep
+ * the one they started with (a reference each). */
+struct tls_keys {
 	SSL_CTX *ctx;
 	struct psk_entry *psk;
 	unsigned nr_psk;
+	unsigned char digest[32]; /* of the files' content */
+	unsigned refs; /* atomic */
+};
+
+struct nbd_tls {
+	enum nbd_tls_mode mode;
+	/* Taking a reference to keys (reactors) against replacing it (the
+	 * main thread's reload). */
+	pthread_mutex_t lock;
+	struct tls_keys *keys;
 };
 
 struct nbd_tls_conn {
+	struct tls_keys *keys; /* a reference */
 	SSL *ssl;
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool ready; /* handshake done */
@@ -130,7 +145,7 @@ int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *k
 	return 0;
 }
 
-static int load_psk(struct nbd_tls *t, const char *file, char *err, size_t errlen)
+static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errlen)
 {
 	FILE *f = fopen(file, "re");
 	char line[1024];
@@ -189,7 +204,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 		    SSL_SESSION **sess)
 {
 	struct nbd_conn *c = SSL_get_app_data(ssl);
-	const struct nbd_tls *t = c->tls_cfg;
+	const struct tls_keys *t = c->tls->keys;
 	static const unsigned char aes128[] = { 0x13, 0x01 };
 
 	*sess = NULL;
@@ -217,7 +232,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 	return 1;
 }
 
-static int load_x509(struct nbd_tls *t, const char *dir, bool verify, char *err, size_t errlen)
+static int load_x509(struct tls_keys *t, const char *dir, bool verify, char *err, size_t errlen)
 {
 	char path[4096], e[256];
 
@@ -241,25 +256,87 @@ bad:
 	return -EINVAL;
 }
 
-int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen)
+/* SHA-256 of a file's bytes, into md. */
+static int digest_file(EVP_MD_CTX *md, const char *path, char *err, size_t errlen)
 {
-	struct nbd_tls *t;
+	FILE *f = fopen(path, "re");
+	unsigned char buf[4096];
+	size_t n;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), f)))
+		EVP_DigestUpdate(md, buf, n);
+	fclose(f);
+	return 0;
+}
+
+static int keys_digest(const struct nbd_tls_opts *o, unsigned char out[32], char *err,
+		       size_t errlen)
+{
+	static const char *const x509[] = { "server-cert.pem", "server-key.pem", "ca-cert.pem" };
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char path[4096];
+	int ret = 0;
+
+	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (o->psk_file) {
+		ret = digest_file(md, o->psk_file, err, errlen);
+	} else {
+		for (unsigned i = 0; i < (o->verify_peer ? 3u : 2u) && !ret; i++) {
+			snprintf(path, sizeof(path), "%s/%s", o->cert_dir, x509[i]);
+			ret = digest_file(md, path, err, errlen);
+		}
+	}
+	if (!ret)
+		EVP_DigestFinal_ex(md, out, NULL);
+	EVP_MD_CTX_free(md);
+	return ret;
+}
+
+static void keys_put(struct tls_keys *k)
+{
+	if (!k || __atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	for (unsigned i = 0; i < k->nr_psk; i++) {
+		OPENSSL_cleanse(k->psk[i].key, sizeof(k->psk[i].key));
+		free(k->psk[i].identity);
+	}
+	free(k->psk);
+	SSL_CTX_free(k->ctx);
+	free(k);
+}
+
+static struct tls_keys *keys_get(struct nbd_tls *t)
+{
+	struct tls_keys *k;
+
+	pthread_mutex_lock(&t->lock);
+	k = t->keys;
+	__atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->lock);
+	return k;
+}
+
+static int keys_new(const struct nbd_tls_opts *o, struct tls_keys **out, char *err, size_t errlen)
+{
+	struct tls_keys *t;
 	int ret;
 
 	*out = NULL;
-	if (o->mode == NBD_TLS_OFF)
-		return 0;
-	if (!!o->psk_file == !!o->cert_dir) {
-		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
-		return -EINVAL;
-	}
 	t = calloc(1, sizeof(*t));
 	if (!t || !(t->ctx = SSL_CTX_new(TLS_server_method()))) {
 		free(t);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	t->mode = o->mode;
+	t->refs = 1;
 	/* No session tickets: nothing to resume, nothing sent after the
 	 * handshake that the option parser would have to wait for. */
 	SSL_CTX_set_num_tickets(t->ctx, 0);
@@ -275,6 +352,36 @@ int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, s
 	} else {
 		ret = load_x509(t, o->cert_dir, o->verify_peer, err, errlen);
 	}
+	if (!ret)
+		ret = keys_digest(o, t->digest, err, errlen);
+	if (ret < 0) {
+		keys_put(t);
+		return ret;
+	}
+	*out = t;
+	return 0;
+}
+
+int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen)
+{
+	struct nbd_tls *t;
+	int ret;
+
+	*out = NULL;
+	if (o->mode == NBD_TLS_OFF)
+		return 0;
+	if (!!o->psk_file == !!o->cert_dir) {
+		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
+		return -EINVAL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	t->mode = o->mode;
+	pthread_mutex_init(&t->lock, NULL);
+	ret = keys_new(o, &t->keys, err, errlen);
 	if (ret < 0) {
 		nbd_tls_free(t);
 		return ret;
@@ -283,16 +390,40 @@ int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, s
 	return 0;
 }
 
+int nbd_tls_reload(struct nbd_tls *t, const struct nbd_tls_opts *o, bool *changed, char *err,
+		   size_t errlen)
+{
+	struct tls_keys *k, *old;
+	int ret;
+
+	*changed = false;
+	if (!!o->psk_file == !!o->cert_dir) {
+		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
+		return -EINVAL;
+	}
+	ret = keys_new(o, &k, err, errlen);
+	if (ret < 0)
+		return ret;
+	/* Only this (main) thread replaces keys: reading it unlocked is fine. */
+	if (!memcmp(k->digest, t->keys->digest, sizeof(k->digest))) {
+		keys_put(k);
+		return 0;
+	}
+	pthread_mutex_lock(&t->lock);
+	old = t->keys;
+	t->keys = k;
+	pthread_mutex_unlock(&t->lock);
+	keys_put(old);
+	*changed = true;
+	return 0;
+}
+
 void nbd_tls_free(struct nbd_tls *t)
 {
 	if (!t)
 		return;
-	for (unsigned i = 0; i < t->nr_psk; i++) {
-		OPENSSL_cleanse(t->psk[i].key, sizeof(t->psk[i].key));
-		free(t->psk[i].identity);
-	}
-	free(t->psk);
-	SSL_CTX_free(t->ctx);
+	keys_put(t->keys);
+	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
@@ -317,6 +448,7 @@ void nbd_tls_conn_free(struct nbd_conn *c)
 	if (!tc)
 		return;
 	SSL_free(tc->ssl);
+	keys_put(tc->keys);
 	free(tc->rxc);
 	free(tc->txc);
 	free(tc);
@@ -437,7 +569,8 @@ void nbd_tls_begin(struct nbd_conn *c)
 	}
 	c->tls = tc;
 	ERR_clear_error();
-	tc->ssl = SSL_new(c->tls_cfg->ctx);
+	tc->keys = keys_get((struct nbd_tls *)c->tls_cfg);
+	tc->ssl = SSL_new(tc->keys->ctx);
 	tc->rbio = BIO_new(BIO_s_mem());
 	tc->wbio = BIO_new(BIO_s_mem());
 	if (!tc->ssl || !tc->rbio || !tc->wbio) {
