@@ -209,7 +209,9 @@ static void reload_nbd_tls(struct gw_exp *e)
 	if (nbd_tls_reload(e->tls, &(struct nbd_tls_opts){ .mode = (enum nbd_tls_mode)n->tls,
 							     .psk_file = n->tls_psk_file,
 							     .cert_dir = n->tls_certificates,
-							     .verify_peer = n->tls_verify_peer },
+							     .verify_peer = n->tls_verify_peer,
+							     .max_handshakes =
+								     (unsigned)n->tls_max_handshakes },
 			   &changed, err, sizeof(err)) < 0)
 		log_err("export %s: NBD TLS keys not re-read, the old ones stay: %s", e->name, err);
 	else if (changed)

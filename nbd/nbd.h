@@ -41,7 +41,13 @@ struct nbd_tls_opts {
 	const char *psk_file; /* psktool format: IDENTITY:HEXKEY lines */
 	const char *cert_dir; /* server-cert.pem, server-key.pem, ca-cert.pem */
 	bool verify_peer; /* x509: a client certificate signed by ca-cert.pem */
+	/* TLS handshakes in progress at once on the listener; the next
+	 * STARTTLS is closed with a log line (a flood of slow handshakes must
+	 * not take the reactors from the data path).  0: the default. */
+	unsigned max_handshakes;
 };
+
+#define NBD_TLS_DEFAULT_MAX_HANDSHAKES 16u
 
 struct nbd_tls;
 /* Loads the credentials; *out stays NULL when mode is off.  -errno with

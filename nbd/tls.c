@@ -63,6 +63,8 @@ struct tls_keys {
 
 struct nbd_tls {
 	enum nbd_tls_mode mode;
+	unsigned max_handshakes; /* atomic (a reload may change it) */
+	unsigned handshakes; /* atomic: in progress, over all reactors */
 	/* Taking a reference to keys (reactors) against replacing it (the
 	 * main thread's reload). */
 	pthread_mutex_t lock;
@@ -75,6 +77,7 @@ struct nbd_tls_conn {
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool ready; /* handshake done */
 	bool bye_sealed; /* close_notify is in the ciphertext (orderly end) */
+	bool counted; /* in the listener's handshakes (until ready or freed) */
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
@@ -380,6 +383,7 @@ int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, s
 		return -ENOMEM;
 	}
 	t->mode = o->mode;
+	t->max_handshakes = o->max_handshakes ? o->max_handshakes : NBD_TLS_DEFAULT_MAX_HANDSHAKES;
 	pthread_mutex_init(&t->lock, NULL);
 	ret = keys_new(o, &t->keys, err, errlen);
 	if (ret < 0) {
@@ -404,6 +408,9 @@ int nbd_tls_reload(struct nbd_tls *t, const struct nbd_tls_opts *o, bool *change
 	ret = keys_new(o, &k, err, errlen);
 	if (ret < 0)
 		return ret;
+	__atomic_store_n(&t->max_handshakes,
+			 o->max_handshakes ? o->max_handshakes : NBD_TLS_DEFAULT_MAX_HANDSHAKES,
+			 __ATOMIC_RELAXED);
 	/* Only this (main) thread replaces keys: reading it unlocked is fine. */
 	if (!memcmp(k->digest, t->keys->digest, sizeof(k->digest))) {
 		keys_put(k);
@@ -441,12 +448,24 @@ enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
 
 /* ---- a connection ---- */
 
+/* The connection's handshake is over (done, failed or abandoned). */
+static void handshake_uncount(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (!tc->counted)
+		return;
+	tc->counted = false;
+	__atomic_sub_fetch(&((struct nbd_tls *)c->tls_cfg)->handshakes, 1, __ATOMIC_RELAXED);
+}
+
 void nbd_tls_conn_free(struct nbd_conn *c)
 {
 	struct nbd_tls_conn *tc = c->tls;
 
 	if (!tc)
 		return;
+	handshake_uncount(c);
 	SSL_free(tc->ssl);
 	keys_put(tc->keys);
 	free(tc->rxc);
@@ -535,6 +554,7 @@ static void handshake_step(struct nbd_conn *c)
 			snprintf(tc->why, sizeof(tc->why), "client certificate %s", subj);
 		}
 		tc->ready = true;
+		handshake_uncount(c);
 		if (!nbd_conn_set_state(c, NBD_CONN_OPTIONS))
 			return;
 		log_info("nbd %s: TLS established (%s, %s%s%s)", c->peer,
@@ -568,8 +588,20 @@ void nbd_tls_begin(struct nbd_conn *c)
 		return;
 	}
 	c->tls = tc;
+	/* The listener's own count, shared by its reactors: c->tls_cfg is
+	 * const to the rest of the server, not to this file. */
+	struct nbd_tls *t = (struct nbd_tls *)c->tls_cfg;
+	unsigned max = __atomic_load_n(&t->max_handshakes, __ATOMIC_RELAXED);
+	unsigned now = __atomic_add_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
+	tc->counted = true;
+	if (now > max) {
+		/* Freeing the connection uncounts it. */
+		nbd_conn_fail(c, -EBUSY, "refused: %u TLS handshakes already in progress on this "
+			      "listener (tls_max_handshakes %u)", now - 1, max);
+		return;
+	}
 	ERR_clear_error();
-	tc->keys = keys_get((struct nbd_tls *)c->tls_cfg);
+	tc->keys = keys_get(t);
 	tc->ssl = SSL_new(tc->keys->ctx);
 	tc->rbio = BIO_new(BIO_s_mem());
 	tc->wbio = BIO_new(BIO_s_mem());
