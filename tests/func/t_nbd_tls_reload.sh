@@ -78,5 +78,15 @@ grep -qF "$psk:2: the key is not an even number of hex digits" "$tmp/reload.out"
 	fail "the refusal does not name the file and line: $(cat "$tmp/reload.out")"
 [ "$(size "$tmp/good.psk")" = 16777216 ] || fail "the keys in use were dropped by a refused reload"
 echo "malformed key file: reload refused with the file and line; keys kept"
+
+# SIGHUP does the same.
+(umask 077; echo "alice:$(openssl rand -hex 32)" > "$psk.new")
+mv "$psk.new" "$psk"
+kill -HUP "$GW_PID"
+wait_for 30 '[ "$(grep -c "NBD TLS keys re-read" "$tmp/gw.log")" = 2 ]' ||
+	fail "SIGHUP did not re-read the changed keys"
+[ "$(size "$psk")" = 16777216 ] || fail "the key read at SIGHUP is refused"
+size "$tmp/good.psk" > /dev/null && fail "the key replaced at SIGHUP still works"
+echo "SIGHUP: the changed keys re-read"
 gw_stop
 echo "OK"

@@ -144,6 +144,68 @@ START_TEST(reload_sees_tls_change)
 }
 END_TEST
 
+/* Same path, new content: the reload takes the new keys (changed), the
+ * same content is left alone, and a file that does not load is an error
+ * with its file and line (the keys in use stay: the next reload of the
+ * good content finds nothing changed). */
+START_TEST(reload_by_content)
+{
+	char tdir[] = "/tmp/test_nbd_tls_reload.XXXXXX";
+	char p[256], err[512], cmd[300];
+	struct nbd_tls *t;
+	bool changed = true;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	snprintf(p, sizeof(p), "%s/keys.psk", tdir);
+	f = fopen(p, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "alice:%s\n", K32);
+	fclose(f);
+	struct nbd_tls_opts o = { .mode = NBD_TLS_REQUIRE, .psk_file = p };
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), 0);
+
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+
+	f = fopen(p, "w");
+	fprintf(f, "alice:%.62s77\n", K32);
+	fclose(f);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(changed);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+
+	f = fopen(p, "w");
+	fprintf(f, "# keys\nalice:zz\n");
+	fclose(f);
+	changed = true;
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), -EINVAL);
+	ck_assert(!changed);
+	ck_assert_ptr_nonnull(strstr(err, "keys.psk:2: the key is not an even number"));
+
+	f = fopen(p, "w");
+	fprintf(f, "alice:%.62s77\n", K32);
+	fclose(f);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+	nbd_tls_free(t);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* tls_max_handshakes is applied in place by a reload, not a restart. */
+START_TEST(max_handshakes_no_restart)
+{
+	struct gw_export a = { .name = "e", .nbd = { .tls = NBD_TLS_ON, .tls_psk_file = "/k" } };
+	struct gw_export b = a;
+
+	b.nbd.tls_max_handshakes = 4;
+	ck_assert(config_export_equal(&a, &b));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("nbd_tls");
@@ -154,6 +216,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, x509_missing);
 	tcase_add_test(tc, mode_names);
 	tcase_add_test(tc, reload_sees_tls_change);
+	tcase_add_test(tc, reload_by_content);
+	tcase_add_test(tc, max_handshakes_no_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }
