@@ -498,6 +498,20 @@ static void last_words(struct nbd_conn *c)
 		log_debug("nbd %s: TLS alert not sent whole (%zd of %zu bytes)", c->peer, sent, n);
 }
 
+void nbd_tls_bye_now(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	char buf[256];
+
+	if (!tc || !tc->ready || tc->bye_sealed)
+		return;
+	tc->bye_sealed = true;
+	ERR_clear_error();
+	if (SSL_shutdown(tc->ssl) < 0)
+		log_debug("nbd %s: TLS close_notify: %s", c->peer, ossl_err(buf, sizeof(buf)));
+	last_words(c);
+}
+
 /* e is SSL_get_error's, taken before anything else touches the
  * thread's error queue. */
 static void fail_ssl(struct nbd_conn *c, const char *what, int e)

@@ -24,15 +24,24 @@ done
 [ "$(nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/psk/keys.psk")" = \
 	33554432 ] || fail "nbdinfo after the orderly ends"
 
-# The gateway stops under a client in transmission.
+# The gateway stops under a client in transmission and one in option
+# haggling (after the TLS handshake).
 "$tmp/tls_bye" "$sock" alice "$hex" wait > "$tmp/wait.out" 2>&1 &
 cpid=$!
 cleanup_fn stop_pid "$cpid"
-wait_for 30 'grep -q ready "$tmp/wait.out"' || fail "the waiting client did not get in: $(cat "$tmp/wait.out")"
+"$tmp/tls_bye" "$sock" alice "$hex" owait > "$tmp/owait.out" 2>&1 &
+opid=$!
+cleanup_fn stop_pid "$opid"
+wait_for 30 'grep -q ready "$tmp/wait.out" && grep -q ready "$tmp/owait.out"' ||
+	fail "the waiting clients did not get in: $(cat "$tmp/wait.out" "$tmp/owait.out")"
 gw_stop
 st=0
 wait "$cpid" || st=$?
 grep -q "^close_notify" "$tmp/wait.out" ||
-	fail "stop: the client saw no close_notify (status $st): $(cat "$tmp/wait.out")"
-echo "server stop: close_notify"
+	fail "stop: the client in transmission saw no close_notify (status $st): $(cat "$tmp/wait.out")"
+st=0
+wait "$opid" || st=$?
+grep -q "^close_notify" "$tmp/owait.out" ||
+	fail "stop: the client in option haggling saw no close_notify (status $st): $(cat "$tmp/owait.out")"
+echo "server stop: close_notify in transmission and in option haggling"
 echo pass

@@ -3,6 +3,7 @@
  *   disc   NBD_OPT_GO, then NBD_CMD_DISC
  *   abort  NBD_OPT_ABORT after the handshake
  *   wait   NBD_OPT_GO, prints "ready", then waits for the server to end
+ *   owait  as wait, but stays in option haggling (no NBD_OPT_GO)
  * Then it reads until the end and prints "close_notify" (the server said
  * TLS's orderly goodbye) or "eof" (the connection was cut without it).
  * For a wrong key (any mode), prints the handshake's error instead, which
@@ -126,7 +127,9 @@ int main(int argc, char **argv)
 		printf("handshake failed: %s\n", e ? buf : "no error (EOF)");
 		return 1;
 	}
-	if (!strcmp(mode, "abort")) {
+	if (!strcmp(mode, "owait")) {
+		printf("ready\n");
+	} else if (!strcmp(mode, "abort")) {
 		oh.opt = htobe32(2); /* NBD_OPT_ABORT */
 		SSL_write(s, &oh, sizeof(oh));
 		if (opt_reply(s) != 1)
