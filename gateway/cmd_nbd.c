@@ -253,6 +253,7 @@ static void usage(void)
 	       "      --tls-psk-file FILE      TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
 	       "      --tls-certificates DIR   server-cert.pem, server-key.pem (ca-cert.pem)\n"
 	       "      --tls-verify-peer        x509: require a client certificate from ca-cert.pem\n"
+	       "      --tls-max-handshakes N   TLS handshakes in progress at once (default 16)\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 
@@ -270,6 +271,7 @@ int cmd_nbd(int argc, char **argv)
 		{ "tls-psk-file", required_argument, 0, 3007 },
 		{ "tls-certificates", required_argument, 0, 3008 },
 		{ "tls-verify-peer", no_argument, 0, 3009 },
+		{ "tls-max-handshakes", required_argument, 0, 3010 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -330,6 +332,17 @@ int cmd_nbd(int argc, char **argv)
 		case 3009:
 			n.tls_opts.verify_peer = true;
 			break;
+		case 3010: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || v < 1 || v > 4096) {
+				fprintf(stderr, "nvmf-gateway nbd: --tls-max-handshakes '%s': 1 to 4096\n",
+					optarg);
+				return 1;
+			}
+			n.tls_opts.max_handshakes = (unsigned)v;
+			break;
+		}
 		case 3001:
 			s.read_only = true;
 			n.export.read_only = true;

@@ -75,6 +75,7 @@ struct gw_nbd {
 	char *tls_psk_file;
 	char *tls_certificates;
 	bool tls_verify_peer;
+	int tls_max_handshakes;	/* 0: NBD_TLS_DEFAULT_MAX_HANDSHAKES */
 };
 
 /* The TLS keys of two NBD groups are the same (reload). */

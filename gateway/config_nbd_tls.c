@@ -1,6 +1,7 @@
 /* The NBD listener's TLS keys (exports[].nbd: tls, tls_psk_file,
  * tls_certificates, tls_verify_peer), checked as a whole once the export
- * is parsed: the credentials are loaded here as the server will load them,
+ * is parsed (and tls_max_handshakes, the listener's bound on handshakes in
+ * progress): the credentials are loaded here as the server will load them,
  * so that `nvmf-gateway check` finds a bad key file before a start does. */
 #include <errno.h>
 #include <libconfig.h>
@@ -32,6 +33,9 @@ void cfg_check_nbd_tls(struct ctx *c, struct gw_export *e, const config_setting_
 						"tls_certificates" : "tls_verify_peer"),
 			       "exports[%zu].nbd: TLS credentials given but tls is off "
 			       "(tls = \"on\" or \"require\")", i);
+		else if (n->tls_max_handshakes)
+			err_at(c, at(nbd, "tls_max_handshakes"),
+			       "exports[%zu].nbd.tls_max_handshakes: applies with tls on or require", i);
 		return;
 	}
 	if (n->listen.kind == GW_LISTEN_NONE) {

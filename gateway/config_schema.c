@@ -452,6 +452,7 @@ static const struct field nbd_fields[] = {
 	F_STR(E, "tls_psk_file", nbd.tls_psk_file, chk_abspath, false),
 	F_STR(E, "tls_certificates", nbd.tls_certificates, chk_abspath, false),
 	F_BOOL(E, "tls_verify_peer", nbd.tls_verify_peer),
+	F_INT(E, "tls_max_handshakes", nbd.tls_max_handshakes, 1, 4096),
 	F_END,
 };
 

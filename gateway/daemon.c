@@ -587,7 +587,9 @@ static int start_export(struct gw *gw, struct gw_exp *e)
 						  .mode = (enum nbd_tls_mode)c->nbd.tls,
 						  .psk_file = c->nbd.tls_psk_file,
 						  .cert_dir = c->nbd.tls_certificates,
-						  .verify_peer = c->nbd.tls_verify_peer },
+						  .verify_peer = c->nbd.tls_verify_peer,
+						  .max_handshakes =
+							  (unsigned)c->nbd.tls_max_handshakes },
 					  &e->tls, err, sizeof(err));
 			if (ret < 0) {
 				log_err("export %s: NBD TLS: %s", c->name, err);

@@ -194,6 +194,31 @@ static void exp_stopped(void *arg)
 	tgt_stopped(c);
 }
 
+/* A kept export's NBD TLS keys: same paths (else the export changed), so
+ * the content is what may be new.  New connections get the new keys;
+ * sessions keep theirs.  The new file's check loaded the keys already, so
+ * an error here is a file changed since: the old keys stay. */
+static void reload_nbd_tls(struct gw_exp *e)
+{
+	const struct gw_nbd *n = &e->cfg->nbd;
+	char err[512];
+	bool changed;
+
+	if (!e->tls)
+		return;
+	if (nbd_tls_reload(e->tls, &(struct nbd_tls_opts){ .mode = (enum nbd_tls_mode)n->tls,
+							     .psk_file = n->tls_psk_file,
+							     .cert_dir = n->tls_certificates,
+							     .verify_peer = n->tls_verify_peer,
+							     .max_handshakes =
+								     (unsigned)n->tls_max_handshakes },
+			   &changed, err, sizeof(err)) < 0)
+		log_err("export %s: NBD TLS keys not re-read, the old ones stay: %s", e->name, err);
+	else if (changed)
+		log_notice("export %s: NBD TLS keys re-read (%s changed): new connections use them",
+			   e->name, n->tls_psk_file ? n->tls_psk_file : n->tls_certificates);
+}
+
 /* Fills the change's lists from the diff; untouched objects are moved to
  * the new file now. */
 static int plan(struct change *c, struct gw_tgt **tg, size_t nt, struct gw_exp **ex, size_t ne,
@@ -267,6 +292,7 @@ static int plan(struct change *c, struct gw_tgt **tg, size_t nt, struct gw_exp *
 			continue;
 		}
 		gw_exp_repoint(gw, e, c->ref, &n->exports[d.old_e[i].peer]);
+		reload_nbd_tls(e);
 	}
 	config_diff_free(&d);
 	gw_auto_reload(gw, n, c->stop_tgts, &c->nr_stop_tgts, *stop_exps, nr_stop_exps);

@@ -211,6 +211,10 @@ int nbd_tls_seal(struct nbd_conn *c, unsigned n);
 /* The ciphertext is sent: seal the next part of the batch (as above). */
 int nbd_tls_seal_more(struct nbd_conn *c);
 void nbd_tls_conn_free(struct nbd_conn *c);
+/* Before an orderly close outside transmission (the server stopping during
+ * option haggling): close_notify, sent at once if nothing of ours is being
+ * sent (bounded as an alert is).  Nothing without an established session. */
+void nbd_tls_bye_now(struct nbd_conn *c);
 
 /* transmit.c */
 size_t nbd_req_hdr_size(const struct nbd_conn *c);

@@ -41,13 +41,25 @@ struct nbd_tls_opts {
 	const char *psk_file; /* psktool format: IDENTITY:HEXKEY lines */
 	const char *cert_dir; /* server-cert.pem, server-key.pem, ca-cert.pem */
 	bool verify_peer; /* x509: a client certificate signed by ca-cert.pem */
+	/* TLS handshakes in progress at once on the listener; the next
+	 * STARTTLS is closed with a log line (a flood of slow handshakes must
+	 * not take the reactors from the data path).  0: the default. */
+	unsigned max_handshakes;
 };
+
+#define NBD_TLS_DEFAULT_MAX_HANDSHAKES 16u
 
 struct nbd_tls;
 /* Loads the credentials; *out stays NULL when mode is off.  -errno with
  * the reason (file, line, OpenSSL's words) in err. */
 int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen);
 void nbd_tls_free(struct nbd_tls *t);
+/* Reads the key files again (same paths): when their content changed, new
+ * handshakes use the new keys (*changed); sessions and handshakes under
+ * way keep theirs.  On an error the old keys stay.  Not concurrent with
+ * itself or nbd_tls_free (the main thread's); handshakes may run. */
+int nbd_tls_reload(struct nbd_tls *t, const struct nbd_tls_opts *o, bool *changed, char *err,
+		   size_t errlen);
 enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t);
 /* "off", "on", "require"; "?" past the end (the config's enum walk). */
 const char *nbd_tls_mode_name(int mode);

@@ -322,10 +322,12 @@ static void stop_on_reactor(struct reactor_msg *m)
 	 * this walk. */
 	list_for_each_safe(pos, tmp, &sr->conns) {
 		struct nbd_conn *c = container_of(pos, struct nbd_conn, srv_link);
-		if (c->state == NBD_CONN_TRANSMISSION)
+		if (c->state == NBD_CONN_TRANSMISSION) {
 			nbd_conn_drain(c, -ESHUTDOWN, "server stopping");
-		else
+		} else {
+			nbd_tls_bye_now(c);
 			nbd_conn_fail(c, -ESHUTDOWN, "server stopping");
+		}
 	}
 	if (sr != &sr->s->per[0]) {
 		/* The server (and this message) may be freed only once

@@ -14,9 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 
 #include "gateway/base/log.h"
 #include "nbd/internal.h"
@@ -37,6 +40,9 @@
  * (each read takes what one receive brought: many records): a client
  * doing nothing but that is cut off. */
 #define TLS_CTL_MAX 1024u
+/* What a failing TLS may still say (its alert, with the rest of a flight
+ * it had not sent): sent with one non-blocking send before the close. */
+#define TLS_LAST_WORDS_MAX 4096u
 
 struct psk_entry {
 	char *identity;
@@ -44,17 +50,34 @@ struct psk_entry {
 	size_t key_len;
 };
 
-struct nbd_tls {
-	enum nbd_tls_mode mode;
+/* One reading of the key files.  A reload that finds their content
+ * changed puts a new one in place; handshakes under way and sessions keep
+ * the one they started with (a reference each). */
+struct tls_keys {
 	SSL_CTX *ctx;
 	struct psk_entry *psk;
 	unsigned nr_psk;
+	unsigned char digest[32]; /* of the files' content */
+	unsigned refs; /* atomic */
+};
+
+struct nbd_tls {
+	enum nbd_tls_mode mode;
+	unsigned max_handshakes; /* atomic (a reload may change it) */
+	unsigned handshakes; /* atomic: in progress, over all reactors */
+	/* Taking a reference to keys (reactors) against replacing it (the
+	 * main thread's reload). */
+	pthread_mutex_t lock;
+	struct tls_keys *keys;
 };
 
 struct nbd_tls_conn {
+	struct tls_keys *keys; /* a reference */
 	SSL *ssl;
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool ready; /* handshake done */
+	bool bye_sealed; /* close_notify is in the ciphertext (orderly end) */
+	bool counted; /* in the listener's handshakes (until ready or freed) */
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
@@ -125,7 +148,7 @@ int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *k
 	return 0;
 }
 
-static int load_psk(struct nbd_tls *t, const char *file, char *err, size_t errlen)
+static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errlen)
 {
 	FILE *f = fopen(file, "re");
 	char line[1024];
@@ -184,7 +207,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 		    SSL_SESSION **sess)
 {
 	struct nbd_conn *c = SSL_get_app_data(ssl);
-	const struct nbd_tls *t = c->tls_cfg;
+	const struct tls_keys *t = c->tls->keys;
 	static const unsigned char aes128[] = { 0x13, 0x01 };
 
 	*sess = NULL;
@@ -212,7 +235,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 	return 1;
 }
 
-static int load_x509(struct nbd_tls *t, const char *dir, bool verify, char *err, size_t errlen)
+static int load_x509(struct tls_keys *t, const char *dir, bool verify, char *err, size_t errlen)
 {
 	char path[4096], e[256];
 
@@ -236,25 +259,87 @@ bad:
 	return -EINVAL;
 }
 
-int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen)
+/* SHA-256 of a file's bytes, into md. */
+static int digest_file(EVP_MD_CTX *md, const char *path, char *err, size_t errlen)
 {
-	struct nbd_tls *t;
+	FILE *f = fopen(path, "re");
+	unsigned char buf[4096];
+	size_t n;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while ((n = fread(buf, 1, sizeof(buf), f)))
+		EVP_DigestUpdate(md, buf, n);
+	fclose(f);
+	return 0;
+}
+
+static int keys_digest(const struct nbd_tls_opts *o, unsigned char out[32], char *err,
+		       size_t errlen)
+{
+	static const char *const x509[] = { "server-cert.pem", "server-key.pem", "ca-cert.pem" };
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	char path[4096];
+	int ret = 0;
+
+	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (o->psk_file) {
+		ret = digest_file(md, o->psk_file, err, errlen);
+	} else {
+		for (unsigned i = 0; i < (o->verify_peer ? 3u : 2u) && !ret; i++) {
+			snprintf(path, sizeof(path), "%s/%s", o->cert_dir, x509[i]);
+			ret = digest_file(md, path, err, errlen);
+		}
+	}
+	if (!ret)
+		EVP_DigestFinal_ex(md, out, NULL);
+	EVP_MD_CTX_free(md);
+	return ret;
+}
+
+static void keys_put(struct tls_keys *k)
+{
+	if (!k || __atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	for (unsigned i = 0; i < k->nr_psk; i++) {
+		OPENSSL_cleanse(k->psk[i].key, sizeof(k->psk[i].key));
+		free(k->psk[i].identity);
+	}
+	free(k->psk);
+	SSL_CTX_free(k->ctx);
+	free(k);
+}
+
+static struct tls_keys *keys_get(struct nbd_tls *t)
+{
+	struct tls_keys *k;
+
+	pthread_mutex_lock(&t->lock);
+	k = t->keys;
+	__atomic_add_fetch(&k->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->lock);
+	return k;
+}
+
+static int keys_new(const struct nbd_tls_opts *o, struct tls_keys **out, char *err, size_t errlen)
+{
+	struct tls_keys *t;
 	int ret;
 
 	*out = NULL;
-	if (o->mode == NBD_TLS_OFF)
-		return 0;
-	if (!!o->psk_file == !!o->cert_dir) {
-		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
-		return -EINVAL;
-	}
 	t = calloc(1, sizeof(*t));
 	if (!t || !(t->ctx = SSL_CTX_new(TLS_server_method()))) {
 		free(t);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	t->mode = o->mode;
+	t->refs = 1;
 	/* No session tickets: nothing to resume, nothing sent after the
 	 * handshake that the option parser would have to wait for. */
 	SSL_CTX_set_num_tickets(t->ctx, 0);
@@ -270,6 +355,37 @@ int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, s
 	} else {
 		ret = load_x509(t, o->cert_dir, o->verify_peer, err, errlen);
 	}
+	if (!ret)
+		ret = keys_digest(o, t->digest, err, errlen);
+	if (ret < 0) {
+		keys_put(t);
+		return ret;
+	}
+	*out = t;
+	return 0;
+}
+
+int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, size_t errlen)
+{
+	struct nbd_tls *t;
+	int ret;
+
+	*out = NULL;
+	if (o->mode == NBD_TLS_OFF)
+		return 0;
+	if (!!o->psk_file == !!o->cert_dir) {
+		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
+		return -EINVAL;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	t->mode = o->mode;
+	t->max_handshakes = o->max_handshakes ? o->max_handshakes : NBD_TLS_DEFAULT_MAX_HANDSHAKES;
+	pthread_mutex_init(&t->lock, NULL);
+	ret = keys_new(o, &t->keys, err, errlen);
 	if (ret < 0) {
 		nbd_tls_free(t);
 		return ret;
@@ -278,16 +394,43 @@ int nbd_tls_new(const struct nbd_tls_opts *o, struct nbd_tls **out, char *err, s
 	return 0;
 }
 
+int nbd_tls_reload(struct nbd_tls *t, const struct nbd_tls_opts *o, bool *changed, char *err,
+		   size_t errlen)
+{
+	struct tls_keys *k, *old;
+	int ret;
+
+	*changed = false;
+	if (!!o->psk_file == !!o->cert_dir) {
+		snprintf(err, errlen, "TLS needs either a PSK file or a certificate directory");
+		return -EINVAL;
+	}
+	ret = keys_new(o, &k, err, errlen);
+	if (ret < 0)
+		return ret;
+	__atomic_store_n(&t->max_handshakes,
+			 o->max_handshakes ? o->max_handshakes : NBD_TLS_DEFAULT_MAX_HANDSHAKES,
+			 __ATOMIC_RELAXED);
+	/* Only this (main) thread replaces keys: reading it unlocked is fine. */
+	if (!memcmp(k->digest, t->keys->digest, sizeof(k->digest))) {
+		keys_put(k);
+		return 0;
+	}
+	pthread_mutex_lock(&t->lock);
+	old = t->keys;
+	t->keys = k;
+	pthread_mutex_unlock(&t->lock);
+	keys_put(old);
+	*changed = true;
+	return 0;
+}
+
 void nbd_tls_free(struct nbd_tls *t)
 {
 	if (!t)
 		return;
-	for (unsigned i = 0; i < t->nr_psk; i++) {
-		OPENSSL_cleanse(t->psk[i].key, sizeof(t->psk[i].key));
-		free(t->psk[i].identity);
-	}
-	free(t->psk);
-	SSL_CTX_free(t->ctx);
+	keys_put(t->keys);
+	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
@@ -305,17 +448,68 @@ enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
 
 /* ---- a connection ---- */
 
+/* The connection's handshake is over (done, failed or abandoned). */
+static void handshake_uncount(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (!tc->counted)
+		return;
+	tc->counted = false;
+	__atomic_sub_fetch(&((struct nbd_tls *)c->tls_cfg)->handshakes, 1, __ATOMIC_RELAXED);
+}
+
 void nbd_tls_conn_free(struct nbd_conn *c)
 {
 	struct nbd_tls_conn *tc = c->tls;
 
 	if (!tc)
 		return;
+	handshake_uncount(c);
 	SSL_free(tc->ssl);
+	keys_put(tc->keys);
 	free(tc->rxc);
 	free(tc->txc);
 	free(tc);
 	c->tls = NULL;
+}
+
+/* Before a hard close: the alert TLS wrote (why it gives up) goes to the
+ * client, or the client sees a bare EOF and cannot say what was wrong.
+ * The ring's send would be too late (the close shuts the socket before it
+ * runs), so one non-blocking send of at most TLS_LAST_WORDS_MAX here:
+ * nothing waits for a client that does not read.  Not while a send of ours
+ * is in flight: these bytes must not overtake it. */
+static void last_words(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	uint8_t buf[TLS_LAST_WORDS_MAX];
+	size_t n = BIO_ctrl_pending(tc->wbio);
+	ssize_t sent;
+
+	if (!n || c->tx_busy || c->state >= NBD_CONN_CLOSING)
+		return;
+	if (n > sizeof(buf))
+		return; /* more than an alert: not ours to flush now */
+	if (BIO_read(tc->wbio, buf, (int)n) != (int)n)
+		return;
+	sent = send(c->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (sent != (ssize_t)n)
+		log_debug("nbd %s: TLS alert not sent whole (%zd of %zu bytes)", c->peer, sent, n);
+}
+
+void nbd_tls_bye_now(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	char buf[256];
+
+	if (!tc || !tc->ready || tc->bye_sealed)
+		return;
+	tc->bye_sealed = true;
+	ERR_clear_error();
+	if (SSL_shutdown(tc->ssl) < 0)
+		log_debug("nbd %s: TLS close_notify: %s", c->peer, ossl_err(buf, sizeof(buf)));
+	last_words(c);
 }
 
 /* e is SSL_get_error's, taken before anything else touches the
@@ -333,6 +527,7 @@ static void fail_ssl(struct nbd_conn *c, const char *what, int e)
 	else
 		snprintf(buf, sizeof(buf), "SSL error %d", e);
 
+	last_words(c);
 	nbd_conn_fail(c, -EPROTO, "TLS %s failed: %s%s%s", what, s, tc->why[0] ? "; " : "",
 		      tc->why);
 }
@@ -357,10 +552,8 @@ static void handshake_step(struct nbd_conn *c)
 	ret = SSL_do_handshake(tc->ssl);
 	e = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(tc->ssl, ret);
 	if (e == SSL_ERROR_SSL) {
-		/* The reason, before sealing (tx_kick) clears the queue. */
 		ossl_err(ebuf, sizeof(ebuf));
-		/* Our alert goes out before the close. */
-		nbd_conn_tx_kick(c);
+		last_words(c);
 		nbd_conn_fail(c, -EPROTO, "TLS handshake failed: %s%s%s", ebuf,
 			      tc->why[0] ? "; " : "", tc->why);
 		return;
@@ -375,6 +568,7 @@ static void handshake_step(struct nbd_conn *c)
 			snprintf(tc->why, sizeof(tc->why), "client certificate %s", subj);
 		}
 		tc->ready = true;
+		handshake_uncount(c);
 		if (!nbd_conn_set_state(c, NBD_CONN_OPTIONS))
 			return;
 		log_info("nbd %s: TLS established (%s, %s%s%s)", c->peer,
@@ -408,8 +602,21 @@ void nbd_tls_begin(struct nbd_conn *c)
 		return;
 	}
 	c->tls = tc;
+	/* The listener's own count, shared by its reactors: c->tls_cfg is
+	 * const to the rest of the server, not to this file. */
+	struct nbd_tls *t = (struct nbd_tls *)c->tls_cfg;
+	unsigned max = __atomic_load_n(&t->max_handshakes, __ATOMIC_RELAXED);
+	unsigned now = __atomic_add_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
+	tc->counted = true;
+	if (now > max) {
+		/* Freeing the connection uncounts it. */
+		nbd_conn_fail(c, -EBUSY, "refused: %u TLS handshakes already in progress on this "
+			      "listener (tls_max_handshakes %u)", now - 1, max);
+		return;
+	}
 	ERR_clear_error();
-	tc->ssl = SSL_new(c->tls_cfg->ctx);
+	tc->keys = keys_get(t);
+	tc->ssl = SSL_new(tc->keys->ctx);
 	tc->rbio = BIO_new(BIO_s_mem());
 	tc->wbio = BIO_new(BIO_s_mem());
 	if (!tc->ssl || !tc->rbio || !tc->wbio) {
@@ -542,6 +749,25 @@ static int seal_some(struct nbd_conn *c)
 	return 1;
 }
 
+/* An orderly end (NBD_CMD_DISC, NBD_OPT_ABORT, the server stopping: the
+ * connection drains) says close_notify once its last reply is sealed, so
+ * that the client can tell it from a cut connection.  Nothing is written
+ * after it; the client's own close_notify is not waited for (the socket is
+ * shut once this is sent). */
+static void seal_bye(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	char buf[256];
+
+	if (!tc->ready || tc->bye_sealed || c->state != NBD_CONN_DRAINING || c->inflight ||
+	    !list_empty(&c->replyq))
+		return;
+	tc->bye_sealed = true;
+	ERR_clear_error();
+	if (SSL_shutdown(tc->ssl) < 0)
+		log_debug("nbd %s: TLS close_notify: %s", c->peer, ossl_err(buf, sizeof(buf)));
+}
+
 int nbd_tls_seal(struct nbd_conn *c, unsigned n)
 {
 	struct nbd_tls_conn *tc = c->tls;
@@ -549,6 +775,8 @@ int nbd_tls_seal(struct nbd_conn *c, unsigned n)
 	memcpy(tc->pv, c->txv, n * sizeof(c->txv[0]));
 	tc->pv_first = 0;
 	tc->pv_cnt = n;
+	if (!n)
+		seal_bye(c);
 	return seal_some(c);
 }
 

@@ -43,11 +43,15 @@ bad "exports[0].nbd.tls: the kernel's NBD client (/dev/nbdN) has no TLS" \
 bad "exports[0].nbd: TLS credentials given but tls is off" \
 	"listen = \"unix:$sock\"; tls_psk_file = \"$psk\";"
 bad "give tls_psk_file or tls_certificates" "$L"
+bad "exports[0].nbd.tls_max_handshakes = 0 is out of range 1..4096" \
+	"$L tls_psk_file = \"$psk\"; tls_max_handshakes = 0;"
+bad "exports[0].nbd.tls_max_handshakes: applies with tls on or require" \
+	"listen = \"unix:$sock\"; tls_max_handshakes = 8;"
 bad "exports[0].nbd.tls: unknown value \"maybe\" (expected off|on|require)" "listen = \"unix:$sock\"; tls = \"maybe\";"
 echo "check: each mistake named with its file and line"
 
 target_start "$nqn:16M"
-conf "$L tls_psk_file = \"$psk\";"
+conf "$L tls_psk_file = \"$psk\"; tls_max_handshakes = 8;"
 gw_start run "$tmp/gw.conf"
 [ "$(nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$psk")" = 16777216 ] ||
 	fail "nbdinfo over TLS through the daemon"

@@ -8,6 +8,9 @@
 
 #include <check.h>
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +147,133 @@ START_TEST(reload_sees_tls_change)
 }
 END_TEST
 
+/* Same path, new content: the reload takes the new keys (changed), the
+ * same content is left alone, and a file that does not load is an error
+ * with its file and line (the keys in use stay: the next reload of the
+ * good content finds nothing changed). */
+START_TEST(reload_by_content)
+{
+	char tdir[] = "/tmp/test_nbd_tls_reload.XXXXXX";
+	char p[256], err[512], cmd[300];
+	struct nbd_tls *t;
+	bool changed = true;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	snprintf(p, sizeof(p), "%s/keys.psk", tdir);
+	f = fopen(p, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "alice:%s\n", K32);
+	fclose(f);
+	struct nbd_tls_opts o = { .mode = NBD_TLS_REQUIRE, .psk_file = p };
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), 0);
+
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+
+	f = fopen(p, "w");
+	fprintf(f, "alice:%.62s77\n", K32);
+	fclose(f);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(changed);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+
+	f = fopen(p, "w");
+	fprintf(f, "# keys\nalice:zz\n");
+	fclose(f);
+	changed = true;
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), -EINVAL);
+	ck_assert(!changed);
+	ck_assert_ptr_nonnull(strstr(err, "keys.psk:2: the key is not an even number"));
+
+	f = fopen(p, "w");
+	fprintf(f, "alice:%.62s77\n", K32);
+	fclose(f);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+	nbd_tls_free(t);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* A fresh self-signed server certificate and key in d. */
+static void make_x509(const char *d)
+{
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	char p[256];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_ptr_nonnull(x);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, k);
+	X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+				   (const unsigned char *)"test", -1, -1, 0);
+	X509_set_issuer_name(x, X509_get_subject_name(x));
+	ck_assert_int_gt(X509_sign(x, k, EVP_sha256()), 0);
+	snprintf(p, sizeof(p), "%s/server-cert.pem", d);
+	ck_assert_ptr_nonnull(f = fopen(p, "w"));
+	PEM_write_X509(f, x);
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/server-key.pem", d);
+	ck_assert_ptr_nonnull(f = fopen(p, "w"));
+	PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+	fclose(f);
+	X509_free(x);
+	EVP_PKEY_free(k);
+}
+
+/* x509: a new certificate and key in the same directory are re-read. */
+START_TEST(reload_x509_by_content)
+{
+	char tdir[] = "/tmp/test_nbd_tls_x509.XXXXXX";
+	char err[512], cmd[300];
+	struct nbd_tls *t;
+	bool changed = true;
+
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	make_x509(tdir);
+	struct nbd_tls_opts o = { .mode = NBD_TLS_ON, .cert_dir = tdir };
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), 0);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+	make_x509(tdir);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(changed);
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), 0);
+	ck_assert(!changed);
+	/* A key that does not match the certificate: refused, the old stay. */
+	snprintf(cmd, sizeof(cmd), "cp %s/server-key.pem %s/k.pem", tdir, tdir);
+	ck_assert_int_eq(system(cmd), 0);
+	make_x509(tdir);
+	snprintf(cmd, sizeof(cmd), "mv %s/k.pem %s/server-key.pem", tdir, tdir);
+	ck_assert_int_eq(system(cmd), 0);
+	changed = true;
+	ck_assert_int_eq(nbd_tls_reload(t, &o, &changed, err, sizeof(err)), -EINVAL);
+	ck_assert(!changed);
+	ck_assert_ptr_nonnull(strstr(err, "server-key.pem: "));
+	nbd_tls_free(t);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* tls_max_handshakes is applied in place by a reload, not a restart. */
+START_TEST(max_handshakes_no_restart)
+{
+	struct gw_export a = { .name = "e", .nbd = { .tls = NBD_TLS_ON, .tls_psk_file = "/k" } };
+	struct gw_export b = a;
+
+	b.nbd.tls_max_handshakes = 4;
+	ck_assert(config_export_equal(&a, &b));
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("nbd_tls");
@@ -154,6 +284,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, x509_missing);
 	tcase_add_test(tc, mode_names);
 	tcase_add_test(tc, reload_sees_tls_change);
+	tcase_add_test(tc, reload_by_content);
+	tcase_add_test(tc, reload_x509_by_content);
+	tcase_add_test(tc, max_handshakes_no_restart);
 	suite_add_tcase(s, tc);
 	return s;
 }
