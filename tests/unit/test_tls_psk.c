@@ -18,6 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #define H "nqn.2014-08.org.nvmf-gateway:host-tls"
 #define S "nqn.2014-08.org.nvmf-gateway:interop-tls"
 
@@ -271,6 +274,138 @@ START_TEST(key_file_checks)
 }
 END_TEST
 
+
+/* ---- the handshake, both sides in this process over a BIO pair ---- */
+
+struct pair {
+	SSL_CTX *cctx, *sctx;
+	SSL *c, *s;
+};
+
+static void pair_new(struct pair *pr, const struct nvmf_tls_psk *cp, const struct nvmf_tls_psk *sp)
+{
+	BIO *cb = NULL, *sb = NULL;
+
+	ck_assert_ptr_nonnull(pr->cctx = SSL_CTX_new(TLS_client_method()));
+	ck_assert_ptr_nonnull(pr->sctx = SSL_CTX_new(TLS_server_method()));
+	ck_assert_ptr_nonnull(pr->c = SSL_new(pr->cctx));
+	ck_assert_ptr_nonnull(pr->s = SSL_new(pr->sctx));
+	ck_assert_int_eq(nvmf_tls_ssl_setup(pr->c, cp), 0);
+	ck_assert_int_eq(nvmf_tls_ssl_setup(pr->s, sp), 0);
+	ck_assert_int_eq(BIO_new_bio_pair(&cb, 0, &sb, 0), 1);
+	SSL_set_bio(pr->c, cb, cb);
+	SSL_set_bio(pr->s, sb, sb);
+	SSL_set_connect_state(pr->c);
+	SSL_set_accept_state(pr->s);
+}
+
+/* Steps both sides until both are done (1) or one fails (0). */
+static int pair_handshake(struct pair *pr)
+{
+	int cdone = 0, sdone = 0;
+
+	for (int i = 0; i < 20 && !(cdone && sdone); i++) {
+		if (!cdone) {
+			int r = SSL_do_handshake(pr->c);
+			if (r == 1)
+				cdone = 1;
+			else if (SSL_get_error(pr->c, r) != SSL_ERROR_WANT_READ)
+				return 0;
+		}
+		if (!sdone) {
+			int r = SSL_do_handshake(pr->s);
+			if (r == 1)
+				sdone = 1;
+			else if (SSL_get_error(pr->s, r) != SSL_ERROR_WANT_READ)
+				return 0;
+		}
+	}
+	return cdone && sdone;
+}
+
+static void pair_free(struct pair *pr)
+{
+	SSL_free(pr->c);
+	SSL_free(pr->s);
+	SSL_CTX_free(pr->cctx);
+	SSL_CTX_free(pr->sctx);
+}
+
+static void derive(const char *key, int version, struct nvmf_tls_psk *p)
+{
+	struct nvmf_tls_key k;
+	const char *why = NULL;
+
+	ck_assert_int_eq(nvmf_tls_key_parse(key, &k, &why), 0);
+	ck_assert_int_eq(nvmf_tls_derive(&k, H, S, version, NVMF_TLS_KDF_RFC8446, p), 0);
+}
+
+START_TEST(handshake_same_key)
+{
+	static const char *const keys[] = { key_256, key_384 };
+	static const char *const suites[] = { "TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384" };
+	struct nvmf_tls_psk p;
+	struct pair pr;
+	char buf[16];
+
+	derive(keys[_i], 0, &p);
+	pair_new(&pr, &p, &p);
+	ck_assert_int_eq(pair_handshake(&pr), 1);
+	ck_assert_str_eq(SSL_get_version(pr.c), "TLSv1.3");
+	ck_assert_str_eq(SSL_CIPHER_get_name(SSL_get_current_cipher(pr.c)), suites[_i]);
+	ck_assert_str_eq(SSL_CIPHER_get_name(SSL_get_current_cipher(pr.s)), suites[_i]);
+	/* Records flow both ways under the handshake's keys. */
+	ck_assert_int_eq(SSL_write(pr.c, "icreq", 5), 5);
+	ck_assert_int_eq(SSL_read(pr.s, buf, sizeof(buf)), 5);
+	ck_assert_mem_eq(buf, "icreq", 5);
+	ck_assert_int_eq(SSL_write(pr.s, "icresp", 6), 6);
+	ck_assert_int_eq(SSL_read(pr.c, buf, sizeof(buf)), 6);
+	ck_assert_mem_eq(buf, "icresp", 6);
+	/* No certificate was involved. */
+	ck_assert_ptr_null(SSL_get0_peer_certificate(pr.c));
+	pair_free(&pr);
+}
+END_TEST
+
+START_TEST(handshake_wrong_key)
+{
+	struct nvmf_tls_psk cp, sp;
+	struct pair pr;
+	char why[256];
+
+	/* Same identity, a different key: the server cannot verify the
+	 * client's binder. */
+	derive(key_256, 0, &cp);
+	derive(key_md, 0, &sp);
+	ck_assert_str_eq(cp.identity, sp.identity);
+	pair_new(&pr, &cp, &sp);
+	ERR_clear_error();
+	ck_assert_int_eq(pair_handshake(&pr), 0);
+	nvmf_tls_ssl_why(why, sizeof(why));
+	ck_assert_msg(strstr(why, "different TLS key"), "why: %s", why);
+	pair_free(&pr);
+}
+END_TEST
+
+START_TEST(handshake_wrong_identity)
+{
+	struct nvmf_tls_psk cp, sp;
+	struct pair pr;
+	char why[256];
+
+	/* The same key under version 1's identity: the server knows only the
+	 * version 0 one, and has no certificate to fall back on. */
+	derive(key_256, 1, &cp);
+	derive(key_256, 0, &sp);
+	pair_new(&pr, &cp, &sp);
+	ERR_clear_error();
+	ck_assert_int_eq(pair_handshake(&pr), 0);
+	ck_assert_ptr_nonnull(nvmf_tls_ssl_why(why, sizeof(why)));
+	ck_assert_msg(strstr(why, "PSK identity"), "why: %s", why);
+	pair_free(&pr);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tls_psk");
@@ -283,6 +418,9 @@ int main(void)
 	tcase_add_test(tc, derive_vectors);
 	tcase_add_test(tc, derive_refuses);
 	tcase_add_test(tc, key_file_checks);
+	tcase_add_loop_test(tc, handshake_same_key, 0, 2);
+	tcase_add_test(tc, handshake_wrong_key);
+	tcase_add_test(tc, handshake_wrong_identity);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

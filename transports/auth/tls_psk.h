@@ -86,4 +86,21 @@ const char *nvmf_tls_kdf_name(enum nvmf_tls_kdf kdf);
 void nvmf_tls_key_clear(struct nvmf_tls_key *k);
 void nvmf_tls_psk_clear(struct nvmf_tls_psk *p);
 
+/* ---- the handshake's side (tls_ssl.c) ---- */
+
+struct ssl_st;
+
+/* Sets ssl (either side, OpenSSL's SSL) up for NVMe/TCP: TLS 1.3 only,
+ * the one cipher suite of p's hash, p->psk as the external PSK under
+ * p->identity, no certificates, no session tickets.  A server accepts that
+ * identity only: any other leaves it without a key, so the handshake
+ * fails.  p must stay put until SSL_free.  0, or -EIO (OpenSSL's error
+ * queue says why). */
+int nvmf_tls_ssl_setup(struct ssl_st *ssl, const struct nvmf_tls_psk *p);
+
+/* One line for a failed handshake: OpenSSL's reason, with a hint when it
+ * is the one a different key gives (the peer's binder or Finished did not
+ * verify).  Drains the calling thread's OpenSSL error queue. */
+const char *nvmf_tls_ssl_why(char *buf, size_t len);
+
 #endif
