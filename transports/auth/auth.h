@@ -29,6 +29,14 @@ struct nvmf_dhchap_key {
 /* 0, or -EINVAL with *why saying what is wrong (never the secret). */
 int nvmf_dhchap_key_parse(const char *s, struct nvmf_dhchap_key *out, const char **why);
 
+/* The body shared by "DHHC-1:" secrets and "NVMeTLSkey-1:" TLS PSKs (both
+ * from nvme-cli/libnvme): n characters of base64(key || CRC-32 LE).  The
+ * key, of one of the lengths in lens (0-terminated), goes to out.  0;
+ * -EINVAL with *why for bad base64 or a CRC mismatch; -EMSGSIZE for any
+ * other length, which the caller explains in its own format's terms. */
+int nvmf_key_decode_b64crc(const char *b64, size_t n, const uint8_t *lens, uint8_t *out,
+			   size_t *klen, const char **why);
+
 /* Digest bytes of a hash identifier; 0 when unknown. */
 size_t nvmf_dhchap_hash_len(uint8_t hashid);
 const char *nvmf_dhchap_hash_name(uint8_t hashid);

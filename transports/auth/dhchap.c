@@ -77,12 +77,70 @@ static uint32_t crc32_ieee(const uint8_t *p, size_t n)
 	return ~crc;
 }
 
+int nvmf_key_decode_b64crc(const char *b64, size_t n, const uint8_t *lens, uint8_t *out,
+			   size_t *klen, const char **why)
+{
+	/* The largest key (64 bytes) and its CRC, rounded up to whole base64
+	 * groups. */
+	uint8_t raw[72];
+	size_t pad = 0, len;
+	bool len_ok = false;
+	int got;
+
+	*klen = 0;
+	if (n > 4 * (sizeof(raw) / 3))
+		return -EMSGSIZE;
+	if (n == 0 || n % 4 || memchr(b64, ':', n)) {
+		*why = "the key is not valid base64";
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = b64[i];
+		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			  (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+			  (c == '=' && i + 2 >= n);
+		if (!ok) {
+			*why = "the key is not valid base64";
+			return -EINVAL;
+		}
+	}
+	if (b64[n - 1] == '=')
+		pad = (n > 1 && b64[n - 2] == '=') ? 2 : 1;
+	got = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
+	if (got < 0) {
+		*why = "the key is not valid base64";
+		return -EINVAL;
+	}
+	got -= (int)pad;
+	len = got >= 4 ? (size_t)got - 4 : 0;
+	for (const uint8_t *l = lens; *l; l++)
+		len_ok |= *l == len && got >= 4;
+	/* The length first: a truncated key would fail its CRC too, and the
+	 * length says more. */
+	if (!len_ok) {
+		OPENSSL_cleanse(raw, sizeof(raw));
+		return -EMSGSIZE;
+	}
+	uint32_t want = crc32_ieee(raw, len);
+	uint32_t have = (uint32_t)raw[len] | (uint32_t)raw[len + 1] << 8 |
+			(uint32_t)raw[len + 2] << 16 | (uint32_t)raw[len + 3] << 24;
+	if (want != have) {
+		OPENSSL_cleanse(raw, sizeof(raw));
+		*why = "the key's CRC-32 does not match (mistyped or truncated)";
+		return -EINVAL;
+	}
+	memcpy(out, raw, len);
+	*klen = len;
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return 0;
+}
+
 int nvmf_dhchap_key_parse(const char *s, struct nvmf_dhchap_key *out, const char **why)
 {
-	uint8_t raw[72];
-	size_t n, pad = 0;
+	static const uint8_t lens[] = { 32, 48, 64, 0 };
 	const char *b64;
-	int got;
+	size_t n, klen;
+	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (strncmp(s, "DHHC-1:", 7) != 0) {
@@ -98,46 +156,15 @@ int nvmf_dhchap_key_parse(const char *s, struct nvmf_dhchap_key *out, const char
 	/* nvme-cli ends the secret with ':'; the kernel accepts it missing. */
 	if (n && b64[n - 1] == ':')
 		n--;
-	if (memchr(b64, ':', n) || n % 4 || n > 4 * (sizeof(raw) / 3)) {
-		*why = "the key is not base64 of 36, 52 or 68 bytes";
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		char c = b64[i];
-		bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-			  (c >= '0' && c <= '9') || c == '+' || c == '/' ||
-			  (c == '=' && i + 2 >= n);
-		if (!ok) {
-			*why = "the key is not valid base64";
-			return -EINVAL;
-		}
-	}
-	if (n && b64[n - 1] == '=')
-		pad = (n > 1 && b64[n - 2] == '=') ? 2 : 1;
-	got = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
-	if (got < 0) {
-		*why = "the key is not valid base64";
-		return -EINVAL;
-	}
-	got -= (int)pad;
-	if (got != 36 && got != 52 && got != 68) {
-		OPENSSL_cleanse(raw, sizeof(raw));
+	ret = nvmf_key_decode_b64crc(b64, n, lens, out->key, &klen, why);
+	if (ret == -EMSGSIZE) {
 		*why = "the key must be 32, 48 or 64 bytes (plus its CRC-32)";
-		return -EINVAL;
+		ret = -EINVAL;
 	}
-	size_t klen = (size_t)got - 4;
-	uint32_t want = crc32_ieee(raw, klen);
-	uint32_t have = (uint32_t)raw[klen] | (uint32_t)raw[klen + 1] << 8 |
-			(uint32_t)raw[klen + 2] << 16 | (uint32_t)raw[klen + 3] << 24;
-	if (want != have) {
-		OPENSSL_cleanse(raw, sizeof(raw));
-		*why = "the key's CRC-32 does not match (mistyped or truncated)";
-		return -EINVAL;
-	}
+	if (ret < 0)
+		return ret;
 	out->hmac = (uint8_t)(s[8] - '0');
 	out->len = (uint8_t)klen;
-	memcpy(out->key, raw, klen);
-	OPENSSL_cleanse(raw, sizeof(raw));
 	return 0;
 }
 
