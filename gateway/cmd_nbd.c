@@ -253,7 +253,7 @@ static void usage(void)
 	       "      --tls-psk-file FILE      TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
 	       "      --tls-certificates DIR   server-cert.pem, server-key.pem (ca-cert.pem)\n"
 	       "      --tls-verify-peer        x509: require a client certificate from ca-cert.pem\n"
-	       "      --tls-max-handshakes N   TLS handshakes in progress at once (default 16)\n"
+	       "      --tls-max-handshakes N   TLS handshakes in progress at once (default: no limit)\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 

@@ -726,6 +726,7 @@ static void finish_now(struct reactor_msg *m)
 	reactor_timer_cancel(&c->house_timer);
 	close(c->fd);
 	c->fd = -1;
+	nbd_tls_conn_closing(c);
 	if (closed)
 		closed(arg, err);
 	conn_release(c);

@@ -210,6 +210,7 @@ bool nbd_tls_rx_arm(struct nbd_conn *c);
 int nbd_tls_seal(struct nbd_conn *c, unsigned n);
 /* The ciphertext is sent: seal the next part of the batch (as above). */
 int nbd_tls_seal_more(struct nbd_conn *c);
+void nbd_tls_conn_closing(struct nbd_conn *c);
 void nbd_tls_conn_free(struct nbd_conn *c);
 /* Before an orderly close outside transmission (the server stopping during
  * option haggling): close_notify, sent at once if nothing of ours is being

@@ -11,6 +11,7 @@
 #ifndef NBD_NBD_H
 #define NBD_NBD_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,7 +48,10 @@ struct nbd_tls_opts {
 	unsigned max_handshakes;
 };
 
-#define NBD_TLS_DEFAULT_MAX_HANDSHAKES 16u
+/* No limit of its own by default: max_connections bounds the handshakes,
+ * and a small limit would let a few idle clients (each held up to the 30 s
+ * handshake deadline) lock every TLS client out. */
+#define NBD_TLS_DEFAULT_MAX_HANDSHAKES UINT_MAX
 
 struct nbd_tls;
 /* Loads the credentials; *out stays NULL when mode is off.  -errno with

@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 #include <pthread.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "nbd/internal.h"
 
@@ -429,6 +430,10 @@ void nbd_tls_free(struct nbd_tls *t)
 {
 	if (!t)
 		return;
+	/* Every connection gives its slot back before it tells the server it
+	 * is gone (nbd_tls_conn_closing), so none can touch t after this. */
+	INVARIANT(__atomic_load_n(&t->handshakes, __ATOMIC_RELAXED) == 0,
+		  "an NBD TLS listener freed with handshakes still counted");
 	keys_put(t->keys);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -457,6 +462,14 @@ static void handshake_uncount(struct nbd_conn *c)
 		return;
 	tc->counted = false;
 	__atomic_sub_fetch(&((struct nbd_tls *)c->tls_cfg)->handshakes, 1, __ATOMIC_RELAXED);
+}
+
+/* Before the connection tells its owner it is gone: after that, reactor 0
+ * may free the export and the listener's count with it. */
+void nbd_tls_conn_closing(struct nbd_conn *c)
+{
+	if (c->tls)
+		handshake_uncount(c);
 }
 
 void nbd_tls_conn_free(struct nbd_conn *c)

@@ -496,17 +496,18 @@ static void stop_grace_over(struct reactor_timer *t)
 	struct control_srv *s = container_of(t, struct control_srv, stop_timer);
 	struct list_node *pos, *tmp;
 
+	/* Only replies the client does not take are cut.  A call still owed
+	 * keeps its connection (and the server): the call lives in it, and
+	 * its owner answers every call before it stops (gw_stop waits for
+	 * the change that holds it). */
 	list_for_each_safe(pos, tmp, &s->conns) {
 		struct control_conn *c = container_of(pos, struct control_conn, link);
-		log_warn("control: client %u: %s after %llu s of stopping; closing it", c->id,
-			 c->call.outstanding ? "still no reply" : "the reply is not taken",
-			 (unsigned long long)(STOP_GRACE_NS / NSEC_PER_SEC));
+		if (c->call.outstanding || !c->busy)
+			continue;
+		log_warn("control: client %u: the reply is not taken after %llu s of stopping; "
+			 "closing it", c->id, (unsigned long long)(STOP_GRACE_NS / NSEC_PER_SEC));
 		c->eof = true;
-		if (c->busy)
-			shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
-		else if (c->call.outstanding)
-			c->call.outstanding = false; /* a late reply finds eof */
-		conn_maybe_free(c);
+		shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
 	}
 }
 

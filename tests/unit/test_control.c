@@ -31,6 +31,22 @@ static void handler(void *arg, struct control_call *call, const struct json_val 
 		later_call = call; /* answered by the test */
 		return;
 	}
+	if (!strcmp(cmd, "big")) {
+		/* 4 MiB: more than the socket takes while the client does not read */
+		size_t n = 4u << 20;
+		char *big = malloc(n);
+		ck_assert_ptr_nonnull(big);
+		memset(big, 'x', n - 1);
+		big[n - 1] = 0;
+		struct json_buf j;
+		json_buf_init(&j);
+		json_obj_begin(&j);
+		json_kv_str(&j, "big", big);
+		json_obj_end(&j);
+		free(big);
+		control_reply(call, &j);
+		return;
+	}
 	if (!strcmp(cmd, "fail"))
 		return control_reply_error(call, "failed as asked");
 	struct json_buf j;
@@ -251,6 +267,73 @@ START_TEST(stop_waits_for_outstanding_call)
 }
 END_TEST
 
+/* A reply handed over just as the server stops (a reload that finished as
+ * SIGTERM came) reaches the client: it used to be cut by the stop's
+ * shutdown while its send was in the ring. */
+START_TEST(stop_delivers_reply_being_sent)
+{
+	int fd = client();
+
+	send_str(fd, "{\"cmd\":\"later\"}\n");
+	recv_lines(fd, 0);
+	for (int i = 0; i < 50 && !later_call; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_ptr_nonnull(later_call);
+	control_reply_ok(later_call); /* its send is queued, not done */
+	control_stop(srv, on_stopped, NULL);
+	srv = NULL;
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"ok\":true}\n");
+	for (int i = 0; i < 100 && !stopped; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert(stopped);
+	close(fd);
+}
+END_TEST
+
+/* A call still owed when the 5 s stop grace ends keeps its connection
+ * (the call lives in it): answered later, it is delivered, then the server
+ * finishes.  Freed at the grace, the late reply was a use-after-free. */
+START_TEST(owed_call_outlives_grace)
+{
+	int fd = client();
+
+	send_str(fd, "{\"cmd\":\"later\"}\n");
+	recv_lines(fd, 0);
+	for (int i = 0; i < 50 && !later_call; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_ptr_nonnull(later_call);
+	control_stop(srv, on_stopped, NULL);
+	srv = NULL;
+	for (int i = 0; i < 600; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC); /* past the grace */
+	ck_assert(!stopped);
+	control_reply_ok(later_call);
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"ok\":true}\n");
+	for (int i = 0; i < 100 && !stopped; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert(stopped);
+	close(fd);
+}
+END_TEST
+
+/* A client that does not read its reply cannot hold the stop: cut after
+ * the grace (counted in reactor polls of 10 ms, bounded at 15 s). */
+START_TEST(unread_reply_cut_after_grace)
+{
+	int fd = client();
+
+	send_str(fd, "{\"cmd\":\"big\"}\n");
+	for (int i = 0; i < 50; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	control_stop(srv, on_stopped, NULL);
+	srv = NULL;
+	for (int i = 0; i < 1500 && !stopped; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert(stopped);
+	close(fd);
+}
+END_TEST
+
 START_TEST(second_server_refused)
 {
 	struct control_srv *other = NULL;
@@ -277,6 +360,10 @@ int main(void)
 	tcase_add_test(tc, last_line_without_newline);
 	tcase_add_test(tc, stop_waits_for_outstanding_call);
 	tcase_add_test(tc, second_server_refused);
+	tcase_add_test(tc, stop_delivers_reply_being_sent);
+	tcase_add_test(tc, owed_call_outlives_grace);
+	tcase_add_test(tc, unread_reply_cut_after_grace);
+	tcase_set_timeout(tc, 40);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
