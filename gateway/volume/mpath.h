@@ -90,9 +90,12 @@ void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char
 int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po);
 /* The index of t's path to po's transport, address and port, or -ENOENT. */
 int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *po);
-/* Discovery no longer lists path idx (listed = false): a live path stays,
- * but once lost it is deleted rather than reconnected.  Listed again: a
- * path deleted reconnects.  On t's reactor. */
+/* Discovery no longer lists path idx (listed = false): a live path stays;
+ * once lost (or at once if it has no connection) it reconnects as any lost
+ * path for a grace, ctrl_loss_tmo or MP_UNLISTED_GRACE_S (60 s) when that
+ * is off, never less than fast_io_fail_tmo, and is deleted at its end
+ * unless it reconnected.  Listed again: the grace is cancelled, a path
+ * deleted reconnects.  On t's reactor. */
 void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed);
 
 const char *mp_policy_name(enum mp_policy p);

@@ -50,8 +50,10 @@ static void path_delete(struct mp_path *p, const char *why)
 		t->o.paths[p->idx].trsvcid, why);
 	p->deleted = true;
 	p->delete_after = false;
+	p->unlisted_over = false;
 	reactor_timer_cancel(&p->reconnect_timer);
 	reactor_timer_cancel(&p->loss_timer);
+	reactor_timer_cancel(&p->unlisted_timer);
 	if (p->started && p->ctrl.state != NVMF_CTRL_DEAD) {
 		if (p->ctrl.state == NVMF_CTRL_CONNECTING || p->ctrl.state == NVMF_CTRL_RESETTING)
 			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DELETING);
@@ -156,6 +158,51 @@ void mp_loss_fire(struct reactor_timer *tm)
 		return;
 	}
 	path_delete(p, path_loss_why(p));
+}
+
+/* How long a lost path that discovery no longer lists keeps
+ * reconnecting: ctrl_loss_tmo when set (as any lost path), else
+ * MP_UNLISTED_GRACE_S; never less than fast_io_fail_tmo, so that an
+ * entry missing from the log for a moment never fails I/O sooner than the
+ * loss alone would. */
+static uint64_t unlisted_grace_ns(const struct mp_target *t)
+{
+	uint64_t g = t->o.ctrl_loss_tmo_s >= 0 ? (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC
+					       : (uint64_t)MP_UNLISTED_GRACE_S * NSEC_PER_SEC;
+
+	if (t->o.fast_io_fail_tmo_s >= 0 && (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC > g)
+		g = (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC;
+	return g;
+}
+
+/* An unlisted path without a connection: its grace starts (once). */
+static void unlisted_arm(struct mp_path *p)
+{
+	if (!p->unlisted || p->attached || p->deleted || p->unlisted_timer.armed)
+		return;
+	reactor_timer_arm(p->t->r, &p->unlisted_timer, unlisted_grace_ns(p->t));
+}
+
+static void unlisted_delete(struct mp_path *p)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "not listed by discovery for %.0f s and not reconnected",
+		 (double)unlisted_grace_ns(p->t) / 1e9);
+	path_delete(p, why);
+}
+
+void mp_unlisted_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, unlisted_timer);
+
+	if (!p->unlisted || p->attached || p->deleted || p->t->shutting_down)
+		return;
+	if (p->connecting) {
+		p->unlisted_over = true; /* the attempt decides */
+		return;
+	}
+	unlisted_delete(p);
 }
 
 static void schedule_reconnect(struct mp_path *p, bool now)
@@ -358,13 +405,14 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			path_delete(p, "the target refused this host");
 		} else if (p->delete_after) {
 			path_delete(p, path_loss_why(p));
-		} else if (p->unlisted) {
-			path_delete(p, "not reached, and discovery no longer lists it");
+		} else if (p->unlisted_over) {
+			unlisted_delete(p);
 		} else {
 			if (!p->lost_ns) {
 				p->lost_ns = reactor_now_ns();
 				arm_loss(p);
 			}
+			unlisted_arm(p);
 			schedule_reconnect(p, false);
 		}
 		if (first)
@@ -374,6 +422,10 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	mp_check_identity(p, true);
 	p->regroups_seen = p->ctrl.ana_regroups;
 	reactor_timer_cancel(&p->loss_timer);
+	/* Reachable: an entry missing from the log does not tear a live
+	 * connection down; a later loss starts a new grace. */
+	reactor_timer_cancel(&p->unlisted_timer);
+	p->unlisted_over = false;
 	if (p->lost_ns)
 		log_notice("target %s: path %u live again after %.1f s", t->o.ctrl.name, p->idx,
 			   (double)(reactor_now_ns() - p->lost_ns) / 1e9);
@@ -406,12 +458,8 @@ static void path_detached(struct mp_path *p)
 {
 	if (p->deleted)
 		return;
-	if (p->unlisted) {
-		/* As nvme-discoverd: a port the array no longer lists is not
-		 * chased once its connection is gone. */
-		path_delete(p, "lost, and discovery no longer lists it");
-		return;
-	}
+	/* Unlisted too, it reconnects as any lost path, for its grace
+	 * only (unlisted_arm in path_lost). */
 	schedule_reconnect(p, p->reset_now);
 	p->reset_now = false;
 }
@@ -453,6 +501,10 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	if (!mp_any_attached(t) && t->o.fast_io_fail_tmo_s >= 0 && !t->fast_timer.armed)
 		reactor_timer_arm(t->r, &t->fast_timer,
 				  (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC);
+	/* A port discovery no longer lists is not chased for ever (as
+	 * nvme-discoverd), but not given up at once either: the log may be
+	 * missing it only for a moment. */
+	unlisted_arm(p);
 	mp_broadcast(t, path_detached, p);
 }
 
@@ -650,6 +702,7 @@ int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
 	reactor_timer_init(&p->reconnect_timer, mp_reconnect_fire);
 	reactor_timer_init(&p->loss_timer, mp_loss_fire);
 	reactor_timer_init(&p->ana_timer, mp_ana_fire);
+	reactor_timer_init(&p->unlisted_timer, mp_unlisted_fire);
 	__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
 	target_log(NOTICE, t, "path %u added: %s %s:%s", i, nvmf_trtype_name(po->trtype),
 		   po->traddr, po->trsvcid);
@@ -668,20 +721,25 @@ void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed)
 		return;
 	p = &t->paths[idx];
 	if (!listed) {
-		if (!p->unlisted)
-			path_log(NOTICE, p, "no longer listed by discovery; %s",
-				 p->attached ? "kept while its connection lasts"
-					     : p->deleted ? "stays deleted" : "not reconnected");
-		p->unlisted = true;
-		if (!p->attached && !p->deleted && !p->connecting) {
-			reactor_timer_cancel(&p->reconnect_timer);
-			path_delete(p, "discovery no longer lists it");
+		if (!p->unlisted) {
+			if (p->attached || p->deleted)
+				path_log(NOTICE, p, "no longer listed by discovery; %s",
+					 p->attached ? "kept while its connection lasts"
+						     : "stays deleted");
+			else
+				path_log(NOTICE, p, "no longer listed by discovery; reconnecting for "
+					 "up to %.0f s unless listed again",
+					 (double)unlisted_grace_ns(t) / 1e9);
 		}
+		p->unlisted = true;
+		unlisted_arm(p);
 		return;
 	}
 	if (p->unlisted)
 		path_log(NOTICE, p, "listed by discovery again");
 	p->unlisted = false;
+	p->unlisted_over = false;
+	reactor_timer_cancel(&p->unlisted_timer);
 	if (p->deleted && !p->attached) {
 		path_log(NOTICE, p, "listed again: reconnecting");
 		p->deleted = false;

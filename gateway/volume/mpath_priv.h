@@ -33,6 +33,11 @@
 #define MP_RETRY_DELAY_MAX_NS (5 * NSEC_PER_SEC)
 /* ANATT when Identify says 0. */
 #define MP_DEFAULT_ANATT_S 10
+/* How long a lost path that discovery no longer lists keeps reconnecting
+ * when ctrl_loss_tmo is off (-1): an array's discovery service may come
+ * back before its subsystems are relinked, but a port it dropped for good
+ * is not chased for ever.  See mp_unlisted_grace_ns. */
+#define MP_UNLISTED_GRACE_S 60
 #define MP_FOREVER UINT64_MAX
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -130,8 +135,12 @@ struct mp_path {
 	bool first_done;
 	bool ever_live; /* connect_loss_tmo applies until it is */
 	/* Its discovery log entry went away (mp_target_path_listed): kept
-	 * while live, deleted instead of reconnected once lost. */
+	 * while live; once lost it reconnects as any lost path for a grace
+	 * (unlisted_timer, see mp_unlisted_grace_ns), then is deleted unless
+	 * listed again or reconnected. */
 	bool unlisted;
+	bool unlisted_over; /* the grace ended during an attempt: delete after it */
+	struct reactor_timer unlisted_timer;
 	int last_err; /* of the last failed attempt */
 	uint64_t lost_ns;
 	unsigned reconnects;
@@ -259,6 +268,7 @@ bool mp_any_attached(const struct mp_target *t);
 void mp_broadcast(struct mp_target *t, void (*then)(struct mp_path *p), struct mp_path *p);
 
 /* mpath_path.c */
+void mp_unlisted_fire(struct reactor_timer *tm);
 void mp_ana_fire(struct reactor_timer *tm);
 void mp_fast_fire(struct reactor_timer *tm);
 void mp_reconnect_fire(struct reactor_timer *tm);
