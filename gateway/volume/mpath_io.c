@@ -580,7 +580,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 /* The FLUSH rule: a flush is answered only after every path that
  * acknowledged a write before it has flushed; if a path was reset while
  * holding acknowledged, unflushed writes (they may have been lost with its
- * volatile cache), path_lost records the loss (vol_note_loss) and the
+ * volatile cache), mp_path_lost records the loss (vol_note_loss) and the
  * volume layer fails the flushes that cannot vouch for them: never a
  * false success. */
 static void flush_step(struct rview *v, struct vol_io *io)
@@ -600,7 +600,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
 		if (!sp || !sp->attached) {
 			/* Writes acknowledged on the path and neither flushed
-			 * nor recorded as lost: path_lost moves flushed_upto
+			 * nor recorded as lost: mp_path_lost moves flushed_upto
 			 * up to them (after vol_note_loss) before it tells
 			 * the reactors, so the path is attached on reactor 0
 			 * and this reactor's snapshot is older than the one

@@ -15,7 +15,6 @@
 /* ---- paths: connect, lose, reconnect, delete (on reactor 0) ---- */
 
 static void path_ready(struct nvmf_ctrl *c, int err);
-static void path_lost(struct nvmf_ctrl *c, int err);
 static void path_ana(struct nvmf_ctrl *c);
 static void path_ns(struct nvmf_ctrl *c);
 
@@ -80,6 +79,15 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 
 	if (t->shutting_down || p->deleted)
 		return;
+	/* One attempt at a time, and none before every reactor has dropped
+	 * the lost path's queues (path_detached reconnects then). */
+	if (p->connecting || p->attached || p->detaching) {
+		path_log(DEBUG, p, "reconnect not started: %s",
+			 p->connecting ? "an attempt is running"
+			 : p->attached ? "attached"
+				       : "the reactors are still dropping its queues");
+		return;
+	}
 	p->connecting = true;
 	p->reconnects++;
 	path_log(INFO, p, "reconnecting (attempt %u)", p->reconnects);
@@ -93,7 +101,7 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 		for (unsigned q = 0; q < co.nr_io_queues; q++)
 			qr[q] = t->reactors[q % t->nr_reactors];
 		p->ctrl.owner = p;
-		p->ctrl.lost_cb = path_lost;
+		p->ctrl.lost_cb = mp_path_lost;
 		p->ctrl.ana_cb = path_ana;
 		p->ctrl.ns_cb = path_ns;
 		p->started = true;
@@ -211,6 +219,17 @@ static void schedule_reconnect(struct mp_path *p, bool now)
 	uint64_t delay = now ? 0 : (uint64_t)t->o.reconnect_delay_ms * NSEC_PER_MSEC;
 
 	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
+}
+
+/* Reconnect without delay (operator reset, listed again): while the
+ * reactors still drop the lost path's queues, path_detached does it,
+ * at once. */
+static void reconnect_now(struct mp_path *p)
+{
+	if (p->detaching)
+		p->reset_now = true;
+	else
+		schedule_reconnect(p, true);
 }
 
 /* The target says the namespace of vol n is now in ANA group grp (path p
@@ -456,21 +475,23 @@ static void path_ready(struct nvmf_ctrl *c, int err)
  * the reconnect. */
 static void path_detached(struct mp_path *p)
 {
+	p->detaching = false;
 	if (p->deleted)
 		return;
 	/* Unlisted too, it reconnects as any lost path, for its grace
-	 * only (unlisted_arm in path_lost). */
+	 * only (unlisted_arm in mp_path_lost). */
 	schedule_reconnect(p, p->reset_now);
 	p->reset_now = false;
 }
 
-static void path_lost(struct nvmf_ctrl *c, int err)
+void mp_path_lost(struct nvmf_ctrl *c, int err)
 {
 	struct mp_path *p = c->owner;
 	struct mp_target *t = p->t;
 
 	(void)err;
 	p->attached = false;
+	p->detaching = true;
 	p->lost_ns = reactor_now_ns();
 	p->change_ns = 0;
 	reactor_timer_cancel(&p->ana_timer);
@@ -620,9 +641,9 @@ void mp_target_reset(struct mp_target *t)
 			if (t->o.ctrl_loss_tmo_s >= 0)
 				reactor_timer_arm(t->r, &p->loss_timer,
 						  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
-			schedule_reconnect(p, true);
+			reconnect_now(p);
 		} else if (!p->connecting) {
-			schedule_reconnect(p, true);
+			reconnect_now(p);
 		}
 	}
 	mp_broadcast(t, NULL, NULL);
@@ -741,11 +762,12 @@ void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed)
 	p->unlisted_over = false;
 	reactor_timer_cancel(&p->unlisted_timer);
 	if (p->deleted && !p->attached) {
-		path_log(NOTICE, p, "listed again: reconnecting");
+		path_log(NOTICE, p, "listed again: reconnecting%s",
+			 p->detaching ? " once the reactors have dropped its old queues" : "");
 		p->deleted = false;
 		p->lost_ns = reactor_now_ns();
 		arm_loss(p);
-		schedule_reconnect(p, true);
+		reconnect_now(p);
 		mp_broadcast(t, NULL, NULL);
 	}
 }

@@ -130,6 +130,9 @@ struct mp_path {
 	bool attached; /* the reactors may use its queues */
 	bool deleted; /* no more reconnects until an operator reset */
 	bool connecting; /* an attempt is running */
+	/* mp_path_lost ran and path_detached has not yet: some reactor may
+	 * still hold the old queues, which a reconnect would free. */
+	bool detaching;
 	bool delete_after; /* ctrl_loss_tmo passed during an attempt */
 	bool reset_now; /* operator reset: reconnect without delay */
 	bool first_done;
@@ -268,6 +271,9 @@ bool mp_any_attached(const struct mp_target *t);
 void mp_broadcast(struct mp_target *t, void (*then)(struct mp_path *p), struct mp_path *p);
 
 /* mpath_path.c */
+/* The controller's lost_cb (on t's reactor; the unit tests call it to play
+ * a controller that failed). */
+void mp_path_lost(struct nvmf_ctrl *c, int err);
 void mp_unlisted_fire(struct reactor_timer *tm);
 void mp_ana_fire(struct reactor_timer *tm);
 void mp_fast_fire(struct reactor_timer *tm);

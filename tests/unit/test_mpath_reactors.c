@@ -1,10 +1,13 @@
-/* The multipath FLUSH rule across reactors (gateway/volume/mpath_io.c):
- * a flush must reach every path holding acknowledged, unflushed writes,
- * even when the reactor that takes the flush still has a snapshot in
- * which that path is not attached (it became attached, or was added,
- * after the snapshot this reactor applied last).  Two reactors polled by
- * hand, paths whose queues are the production queues with a fake
- * transport that records each command and completes it when told. */
+/* Multipath across reactors (gateway/volume/mpath_*.c), with two reactors
+ * polled by hand and paths whose queues are the production queues with a
+ * fake transport that records each command and completes it when told:
+ * - the FLUSH rule: a flush reaches every path holding acknowledged,
+ *   unflushed writes, even when the reactor that takes it still has a
+ *   snapshot in which that path is not attached (it became attached, or
+ *   was added, after the snapshot this reactor applied last);
+ * - a lost path is reconnected only once every reactor has dropped its
+ *   queues, also when it is deleted and listed again meanwhile, and never
+ *   by two attempts at once. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +33,8 @@ static struct sent {
 	uint8_t opcode;
 } sent[16];
 static unsigned nsent;
+/* Each path's fake queues, also once a reconnect has reset its ctrl. */
+static struct nvmf_queue *fakeq[2];
 
 static int fake_submit(struct nvmf_queue *q, struct nvmf_req *req)
 {
@@ -57,7 +62,7 @@ static void path_live(struct mp_target *t, unsigned i)
 	struct mp_path *p = &t->paths[i];
 	struct nvmf_path_opts o = { .trtype = NVMF_TR_TCP, .tos = -1 };
 
-	p->ctrl.ioq = calloc(NR_R, sizeof(*p->ctrl.ioq));
+	p->ctrl.ioq = fakeq[i] = calloc(NR_R, sizeof(*p->ctrl.ioq));
 	ck_assert_ptr_nonnull(p->ctrl.ioq);
 	for (unsigned k = 0; k < NR_R; k++) {
 		struct nvmf_queue *q = &p->ctrl.ioq[k];
@@ -80,12 +85,12 @@ static void path_live(struct mp_target *t, unsigned i)
 
 static void path_free(struct mp_target *t, unsigned i)
 {
-	struct mp_path *p = &t->paths[i];
-
-	for (unsigned k = 0; p->ctrl.ioq && k < NR_R; k++)
-		nvmf_queue_free(&p->ctrl.ioq[k]);
-	free(p->ctrl.ioq);
-	p->ctrl.ioq = NULL;
+	for (unsigned k = 0; fakeq[i] && k < NR_R; k++)
+		nvmf_queue_free(&fakeq[i][k]);
+	free(fakeq[i]);
+	fakeq[i] = NULL;
+	if (!t->paths[i].started)
+		t->paths[i].ctrl.ioq = NULL;
 }
 
 static unsigned cb_count;
@@ -96,6 +101,50 @@ static void io_cb(struct vol_io *io, int err)
 	(void)io;
 	cb_count++;
 	cb_err = err;
+}
+
+static void shut_cb(struct mp_target *t, int err, void *arg)
+{
+	(void)t;
+	(void)err;
+	*(int *)arg = 1;
+}
+
+static struct mp_target *target_new(int ctrl_loss_tmo_s)
+{
+	struct mp_target_opts o;
+	struct mp_target *t;
+
+	for (unsigned k = 0; k < NR_R; k++)
+		ck_assert_int_eq(reactor_init(&rs[k], k, 64), 0);
+	memset(&idc, 0, sizeof(idc));
+	idc.vwc = NVME_CTRL_VWC_PRESENT;
+	memset(&o, 0, sizeof(o));
+	snprintf(o.ctrl.name, sizeof(o.ctrl.name), "t");
+	o.ctrl.nr_io_queues = NR_R;
+	o.nr_paths = 2;
+	o.reconnect_delay_ms = 1000;
+	o.ctrl_loss_tmo_s = ctrl_loss_tmo_s;
+	o.fast_io_fail_tmo_s = 30; /* waits are bounded, by far not reached */
+	ck_assert_int_eq(mp_target_create(&o, rps, NR_R, &t), 0);
+	npending = nsent = cb_count = 0;
+	return t;
+}
+
+static void target_free(struct mp_target *t)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		t->paths[i].attached = false;
+		if (!t->paths[i].started) {
+			/* The test's own tables; a started one is the ctrl's. */
+			t->paths[i].ctrl.ns = NULL;
+			t->paths[i].ctrl.nr_ns = 0;
+		}
+		path_free(t, i);
+	}
+	mp_target_free(t);
+	for (unsigned k = 0; k < NR_R; k++)
+		reactor_fini(&rs[k]);
 }
 
 static void poll_all(unsigned k)
@@ -120,24 +169,9 @@ static void complete_pending(void)
  * success that skipped it. */
 START_TEST(flush_waits_for_stale_snapshot)
 {
-	struct mp_target_opts o;
-	struct mp_target *t;
+	struct mp_target *t = target_new(-1);
 	struct volume *vol;
 	struct vol_io io;
-
-	for (unsigned k = 0; k < NR_R; k++)
-		ck_assert_int_eq(reactor_init(&rs[k], k, 64), 0);
-	memset(&idc, 0, sizeof(idc));
-	idc.vwc = NVME_CTRL_VWC_PRESENT;
-	memset(&o, 0, sizeof(o));
-	snprintf(o.ctrl.name, sizeof(o.ctrl.name), "t");
-	o.ctrl.nr_io_queues = NR_R;
-	o.nr_paths = 2;
-	o.reconnect_delay_ms = 1000;
-	o.ctrl_loss_tmo_s = -1;
-	o.fast_io_fail_tmo_s = 30; /* the wait is bounded, by far not reached */
-	ck_assert_int_eq(mp_target_create(&o, rps, NR_R, &t), 0);
-	npending = nsent = cb_count = 0;
 
 	path_live(t, 0);
 	ck_assert_int_eq(vol_mp_create("v", t, 1, false, &vol), 0);
@@ -192,27 +226,83 @@ START_TEST(flush_waits_for_stale_snapshot)
 	ck_assert_uint_eq(nsent, 1);
 
 	vol_destroy(vol);
-	for (unsigned i = 0; i < 2; i++) {
-		t->paths[i].attached = false;
-		t->paths[i].ctrl.ns = NULL;
-		t->paths[i].ctrl.nr_ns = 0;
+	target_free(t);
+}
+END_TEST
+
+/* Path 0 is lost; reactor 0 has applied the snapshot without it, reactor
+ * 1 not yet (it may still use the old queues).  ctrl_loss_tmo 0 deletes
+ * the path meanwhile, and discovery lists it again: the reconnect, which
+ * frees the old queues, waits for reactor 1; it then runs at once. */
+START_TEST(relisted_while_detaching)
+{
+	struct mp_target *t = target_new(0);
+	struct mp_path *p = &t->paths[0];
+	struct mp_path_info pi[2];
+
+	path_live(t, 0);
+	p->ctrl.owner = p;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	ck_assert(t->views[1].cur->p[0].attached);
+
+	mp_path_lost(&p->ctrl, -ECONNRESET);
+	poll_all(0); /* its snapshot, and ctrl_loss_tmo (0 s) deletes it */
+	ck_assert(!t->views[0].cur->p[0].attached);
+	ck_assert(t->views[1].cur->p[0].attached);
+	ck_assert(p->deleted);
+	ck_assert(!p->reconnect_timer.armed);
+
+	/* Its next ctrl_loss_tmo must not end the test's reconnect early. */
+	t->o.ctrl_loss_tmo_s = 60;
+	mp_target_path_listed(t, 0, true);
+	ck_assert(!p->deleted);
+	ck_assert_msg(!p->reconnect_timer.armed,
+		      "a reconnect was scheduled while reactor 1 still holds the old queues");
+	/* A reconnect timer firing now (one armed before the loss, say)
+	 * starts nothing either. */
+	unsigned tries = p->reconnects;
+	mp_reconnect_fire(&p->reconnect_timer);
+	ck_assert_uint_eq(p->reconnects, tries);
+	ck_assert(!p->connecting);
+
+	/* Reactor 1 drops the queues: the reconnect runs, at once (the
+	 * path has no address: the attempt begins, then fails). */
+	poll_all(1);
+	ck_assert(!t->views[1].cur->p[0].attached);
+	for (int n = 0; n < 8 && p->reconnects == tries; n++)
+		reactor_poll(&rs[0], 0);
+	ck_assert(!p->detaching);
+	ck_assert_uint_eq(p->reconnects, tries + 1);
+	ck_assert(p->started && p->connecting);
+	mp_target_paths(t, pi, 2);
+	ck_assert_int_ne(pi[0].state, NVMF_CTRL_DEAD);
+
+	/* While it runs, a second one does not start. */
+	mp_reconnect_fire(&p->reconnect_timer);
+	ck_assert_uint_eq(p->reconnects, tries + 1);
+
+	int done = 0;
+	mp_target_shutdown(t, shut_cb, &done);
+	for (int n = 0; n < 200 && !done; n++) {
+		reactor_poll(&rs[0], NSEC_PER_MSEC);
+		reactor_poll(&rs[1], 0);
 	}
-	for (unsigned i = 0; i < 2; i++)
-		path_free(t, i);
-	mp_target_free(t);
-	for (unsigned k = 0; k < NR_R; k++)
-		reactor_fini(&rs[k]);
+	ck_assert(done);
+	target_free(t);
 }
 END_TEST
 
 int main(void)
 {
-	Suite *s = suite_create("mpath_flush");
+	Suite *s = suite_create("mpath_reactors");
 	TCase *tc = tcase_create("core");
 	SRunner *sr;
 	int failed;
 
 	tcase_add_test(tc, flush_waits_for_stale_snapshot);
+	tcase_add_test(tc, relisted_while_detaching);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
