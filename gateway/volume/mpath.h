@@ -85,8 +85,9 @@ void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char
  * po's address.  It connects, reconnects and joins the volumes as the
  * others do (a volume uses it once it shows the same namespace).  Returns
  * its index, -EEXIST (the target has that address: its index is not
- * returned, see mp_target_find_path), -ENOSPC (MP_MAX_PATHS already, one
- * log line), -ESHUTDOWN. */
+ * returned, see mp_target_find_path), -ENOSPC (MP_MAX_PATHS already and
+ * none of them deleted and released by every reactor, whose slot it would
+ * take; one log line), -ESHUTDOWN. */
 int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po);
 /* The index of t's path to po's transport, address and port, or -ENOENT. */
 int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *po);

@@ -691,23 +691,81 @@ int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *
 	return -ENOENT;
 }
 
+/* Once every slot is used: a deleted path nothing refers to any more,
+ * whose slot a new address may take.  Every reactor has applied a snapshot
+ * without it (not detaching), no attempt runs or closes its queues, and no
+ * reactor's request about it waits in reactor 0's queue. */
+static int reusable_slot(struct mp_target *t)
+{
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		const struct mp_path *p = &t->paths[i];
+		bool asked = false;
+		if (!p->deleted || p->attached || p->connecting || p->detaching ||
+		    (p->started && p->ctrl.teardown_running))
+			continue;
+		for (unsigned k = 0; k < t->nr_reactors; k++)
+			asked |= LOAD(t->views[k].ana_req[i].busy) || LOAD(t->views[k].reset_req[i].busy);
+		if (!asked)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Slot i (reusable_slot) forgets its deleted path.  Its counters are
+ * written by the reactors only for I/O on it, and none has any since its
+ * loss.  The flush bookkeeping stays: its acknowledged counts equal
+ * flushed_upto since mp_path_lost, and the new path's writes add to
+ * both as before.  The volumes re-check the namespace behind it when it
+ * attaches (mp_check_identity). */
+static void slot_clear(struct mp_target *t, unsigned i)
+{
+	struct mp_path *p = &t->paths[i];
+
+	target_log(NOTICE, t, "path %u (%s %s:%s, deleted) gives its slot to a new address", i,
+		   nvmf_trtype_name(t->o.paths[i].trtype), t->o.paths[i].traddr,
+		   t->o.paths[i].trsvcid);
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	reactor_timer_cancel(&p->ana_timer);
+	reactor_timer_cancel(&p->unlisted_timer);
+	if (p->started) {
+		free(p->ctrl.io_reactors);
+		nvmf_ctrl_free(&p->ctrl);
+	}
+	for (unsigned k = 0; k < t->nr_reactors; k++) {
+		struct pstats *st = &t->views[k].st[i];
+		STORE(st->reads, 0);
+		STORE(st->writes, 0);
+		STORE(st->read_bytes, 0);
+		STORE(st->write_bytes, 0);
+		STORE(st->errors, 0);
+		STORE(st->retries, 0);
+	}
+}
+
 int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
 {
 	unsigned i = t->o.nr_paths;
+	int reuse = -1;
 
 	if (t->shutting_down)
 		return -ESHUTDOWN;
 	if (mp_target_find_path(t, po) >= 0)
 		return -EEXIST;
-	if (i >= MP_MAX_PATHS) {
+	if (i >= MP_MAX_PATHS && (reuse = reusable_slot(t)) < 0) {
 		target_log(WARN, t, "path %s %s:%s not added: the target has %u paths already "
-			   "(the most)", nvmf_trtype_name(po->trtype), po->traddr, po->trsvcid,
-			   MP_MAX_PATHS);
+			   "(the most) and none deleted whose slot it could take",
+			   nvmf_trtype_name(po->trtype), po->traddr, po->trsvcid, MP_MAX_PATHS);
 		return -ENOSPC;
+	}
+	if (reuse >= 0) {
+		i = (unsigned)reuse;
+		slot_clear(t, i);
 	}
 	/* Everything a reader of index i may touch is set before the count
 	 * that lets it look (mp_nr_paths): the arrays indexed by it were
-	 * zeroed at creation and never written for it since. */
+	 * zeroed at creation and never written for it since.  A reused slot
+	 * is shown attached by no snapshot until the new path attaches. */
 	t->o.paths[i] = *po;
 	struct mp_path *p = &t->paths[i];
 	memset(p, 0, sizeof(*p));
@@ -724,7 +782,8 @@ int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
 	reactor_timer_init(&p->loss_timer, mp_loss_fire);
 	reactor_timer_init(&p->ana_timer, mp_ana_fire);
 	reactor_timer_init(&p->unlisted_timer, mp_unlisted_fire);
-	__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
+	if (reuse < 0)
+		__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
 	target_log(NOTICE, t, "path %u added: %s %s:%s", i, nvmf_trtype_name(po->trtype),
 		   po->traddr, po->trsvcid);
 	/* Connects as a path that was lost does: mp_reconnect_fire creates

@@ -7,7 +7,9 @@
  *   was added, after the snapshot this reactor applied last);
  * - a lost path is reconnected only once every reactor has dropped its
  *   queues, also when it is deleted and listed again meanwhile, and never
- *   by two attempts at once. */
+ *   by two attempts at once;
+ * - with every slot used, a new address takes the slot of a deleted path,
+ *   once nothing refers to that path any more. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -294,6 +296,88 @@ START_TEST(relisted_while_detaching)
 }
 END_TEST
 
+static struct nvmf_path_opts path_at(unsigned port)
+{
+	struct nvmf_path_opts po;
+
+	memset(&po, 0, sizeof(po));
+	po.trtype = NVMF_TR_TCP;
+	po.tos = -1;
+	snprintf(po.traddr, sizeof(po.traddr), "127.0.0.1");
+	snprintf(po.trsvcid, sizeof(po.trsvcid), "%u", port);
+	return po;
+}
+
+/* Path 0 is lost, its reconnect attempt starts a controller (and fails:
+ * the path has no address), then ctrl_loss_tmo deletes it.  The target
+ * gets its other six paths; a ninth address takes slot 0 only once no
+ * reactor and no request refers to path 0, with fresh counters. */
+START_TEST(deleted_slot_reused)
+{
+	struct mp_target *t = target_new(60);
+	struct mp_path *p = &t->paths[0];
+	struct mp_path_info pi[MP_MAX_PATHS];
+
+	path_live(t, 0);
+	p->ctrl.owner = p;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	mp_path_lost(&p->ctrl, -ECONNRESET);
+	poll_all(0);
+	poll_all(1);
+	for (int n = 0; n < 8 && p->detaching; n++)
+		reactor_poll(&rs[0], 0);
+	ck_assert(!p->detaching);
+	reactor_timer_cancel(&p->reconnect_timer);
+	mp_reconnect_fire(&p->reconnect_timer); /* as its timer would */
+	ck_assert(p->started && p->connecting);
+	for (int n = 0; n < 200 && p->connecting; n++) {
+		reactor_poll(&rs[0], NSEC_PER_MSEC);
+		reactor_poll(&rs[1], 0);
+	}
+	ck_assert(!p->connecting);
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	mp_loss_fire(&p->loss_timer); /* ctrl_loss_tmo is over */
+	ck_assert(p->deleted && p->started);
+
+	for (unsigned i = 2; i < MP_MAX_PATHS; i++) {
+		struct nvmf_path_opts po = path_at(100 + i);
+		ck_assert_int_eq(mp_target_add_path(t, &po), (int)i);
+	}
+	struct nvmf_path_opts nine = path_at(999), ten = path_at(1000);
+	/* A reactor's request about path 0 still waits: not yet. */
+	STORE(t->views[1].ana_req[0].busy, 1);
+	ck_assert_int_eq(mp_target_add_path(t, &nine), -ENOSPC);
+	STORE(t->views[1].ana_req[0].busy, 0);
+	/* (As if) a reactor still held its queues: not yet. */
+	p->detaching = true;
+	ck_assert_int_eq(mp_target_add_path(t, &nine), -ENOSPC);
+	p->detaching = false;
+
+	STORE(t->views[1].st[0].writes, 5);
+	ck_assert_int_eq(mp_target_add_path(t, &nine), 0);
+	ck_assert_int_eq(mp_target_find_path(t, &nine), 0);
+	ck_assert_uint_eq(mp_target_paths(t, pi, MP_MAX_PATHS), MP_MAX_PATHS);
+	ck_assert_str_eq(pi[0].opts->trsvcid, "999");
+	ck_assert_int_ne(pi[0].state, NVMF_CTRL_DEAD);
+	ck_assert_uint_eq(pi[0].reconnects, 0);
+	ck_assert_uint_eq(pi[0].writes, 0);
+	ck_assert_uint_ne(pi[0].next_attempt_ns, 0);
+	ck_assert(!p->started && !p->deleted);
+	/* No deleted slot left. */
+	ck_assert_int_eq(mp_target_add_path(t, &ten), -ENOSPC);
+
+	int done = 0;
+	mp_target_shutdown(t, shut_cb, &done);
+	ck_assert(done);
+	poll_all(0);
+	poll_all(1);
+	target_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mpath_reactors");
@@ -303,6 +387,7 @@ int main(void)
 
 	tcase_add_test(tc, flush_waits_for_stale_snapshot);
 	tcase_add_test(tc, relisted_while_detaching);
+	tcase_add_test(tc, deleted_slot_reused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
