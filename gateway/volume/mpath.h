@@ -85,14 +85,18 @@ void mp_target_link_event(struct mp_target *t, unsigned idx, bool up, const char
  * po's address.  It connects, reconnects and joins the volumes as the
  * others do (a volume uses it once it shows the same namespace).  Returns
  * its index, -EEXIST (the target has that address: its index is not
- * returned, see mp_target_find_path), -ENOSPC (MP_MAX_PATHS already, one
- * log line), -ESHUTDOWN. */
+ * returned, see mp_target_find_path), -ENOSPC (MP_MAX_PATHS already and
+ * none of them deleted and released by every reactor, whose slot it would
+ * take; one log line), -ESHUTDOWN. */
 int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po);
 /* The index of t's path to po's transport, address and port, or -ENOENT. */
 int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *po);
-/* Discovery no longer lists path idx (listed = false): a live path stays,
- * but once lost it is deleted rather than reconnected.  Listed again: a
- * path deleted reconnects.  On t's reactor. */
+/* Discovery no longer lists path idx (listed = false): a live path stays;
+ * once lost (or at once if it has no connection) it reconnects as any lost
+ * path for a grace, ctrl_loss_tmo or MP_UNLISTED_GRACE_S (60 s) when that
+ * is off, never less than fast_io_fail_tmo, and is deleted at its end
+ * unless it reconnected.  Listed again: the grace is cancelled, a path
+ * deleted reconnects.  On t's reactor. */
 void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed);
 
 const char *mp_policy_name(enum mp_policy p);

@@ -580,26 +580,38 @@ static void nio_done(struct nvmf_io *nio, int err)
 /* The FLUSH rule: a flush is answered only after every path that
  * acknowledged a write before it has flushed; if a path was reset while
  * holding acknowledged, unflushed writes (they may have been lost with its
- * volatile cache), path_lost records the loss (vol_note_loss) and the
+ * volatile cache), mp_path_lost records the loss (vol_note_loss) and the
  * volume layer fails the flushes that cannot vouch for them: never a
  * false success. */
 static void flush_step(struct rview *v, struct vol_io *io)
 {
 	struct mpio *m = mpio_of(io);
 	struct vol_mp *n = io->vol->priv;
-	struct mp_target *t = v->t;
 
-	unsigned np = mp_nr_paths(t);
-
-	for (; m->flush_next < np; m->flush_next++) {
+	/* Every slot, not mp_nr_paths: a path added while the target runs
+	 * may carry writes acknowledged on another reactor before this one
+	 * reads the new count; a slot never used has nothing acknowledged. */
+	for (; m->flush_next < MP_MAX_PATHS; m->flush_next++) {
 		unsigned i = m->flush_next;
 		struct vpath *vp = &n->vp[i];
 		uint64_t acked = acked_sum(n, i);
 		if (acked <= __atomic_load_n(&vp->flushed_upto, __ATOMIC_ACQUIRE))
 			continue;
 		struct snap_path *sp = v->cur ? &v->cur->p[i] : NULL;
-		if (!sp || !sp->attached)
-			continue; /* detached: its loss, if any, is recorded */
+		if (!sp || !sp->attached) {
+			/* Writes acknowledged on the path and neither flushed
+			 * nor recorded as lost: mp_path_lost moves flushed_upto
+			 * up to them (after vol_note_loss) before it tells
+			 * the reactors, so the path is attached on reactor 0
+			 * and this reactor's snapshot is older than the one
+			 * the writes went out with (path_ready or a path added
+			 * since).  The newer one is already on its way: wait
+			 * for it (parked I/O is kicked by snap_apply), within
+			 * the usual wait deadline, then look again.  Answered
+			 * now, the flush would vouch for writes it skipped. */
+			wait_for_path(v, io);
+			return;
+		}
 		/* The same rules as a write: a path put aside, in an ANA state
 		 * that carries no I/O, or resetting, is waited for (bounded),
 		 * never sent to again at once. */

@@ -15,7 +15,6 @@
 /* ---- paths: connect, lose, reconnect, delete (on reactor 0) ---- */
 
 static void path_ready(struct nvmf_ctrl *c, int err);
-static void path_lost(struct nvmf_ctrl *c, int err);
 static void path_ana(struct nvmf_ctrl *c);
 static void path_ns(struct nvmf_ctrl *c);
 
@@ -50,8 +49,10 @@ static void path_delete(struct mp_path *p, const char *why)
 		t->o.paths[p->idx].trsvcid, why);
 	p->deleted = true;
 	p->delete_after = false;
+	p->unlisted_over = false;
 	reactor_timer_cancel(&p->reconnect_timer);
 	reactor_timer_cancel(&p->loss_timer);
+	reactor_timer_cancel(&p->unlisted_timer);
 	if (p->started && p->ctrl.state != NVMF_CTRL_DEAD) {
 		if (p->ctrl.state == NVMF_CTRL_CONNECTING || p->ctrl.state == NVMF_CTRL_RESETTING)
 			nvmf_ctrl_set_state(&p->ctrl, NVMF_CTRL_DELETING);
@@ -78,6 +79,15 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 
 	if (t->shutting_down || p->deleted)
 		return;
+	/* One attempt at a time, and none before every reactor has dropped
+	 * the lost path's queues (path_detached reconnects then). */
+	if (p->connecting || p->attached || p->detaching) {
+		path_log(DEBUG, p, "reconnect not started: %s",
+			 p->connecting ? "an attempt is running"
+			 : p->attached ? "attached"
+				       : "the reactors are still dropping its queues");
+		return;
+	}
 	p->connecting = true;
 	p->reconnects++;
 	path_log(INFO, p, "reconnecting (attempt %u)", p->reconnects);
@@ -91,7 +101,7 @@ void mp_reconnect_fire(struct reactor_timer *tm)
 		for (unsigned q = 0; q < co.nr_io_queues; q++)
 			qr[q] = t->reactors[q % t->nr_reactors];
 		p->ctrl.owner = p;
-		p->ctrl.lost_cb = path_lost;
+		p->ctrl.lost_cb = mp_path_lost;
 		p->ctrl.ana_cb = path_ana;
 		p->ctrl.ns_cb = path_ns;
 		p->started = true;
@@ -158,12 +168,68 @@ void mp_loss_fire(struct reactor_timer *tm)
 	path_delete(p, path_loss_why(p));
 }
 
+/* How long a lost path that discovery no longer lists keeps
+ * reconnecting: ctrl_loss_tmo when set (as any lost path), else
+ * MP_UNLISTED_GRACE_S; never less than fast_io_fail_tmo, so that an
+ * entry missing from the log for a moment never fails I/O sooner than the
+ * loss alone would. */
+static uint64_t unlisted_grace_ns(const struct mp_target *t)
+{
+	uint64_t g = t->o.ctrl_loss_tmo_s >= 0 ? (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC
+					       : (uint64_t)MP_UNLISTED_GRACE_S * NSEC_PER_SEC;
+
+	if (t->o.fast_io_fail_tmo_s >= 0 && (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC > g)
+		g = (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC;
+	return g;
+}
+
+/* An unlisted path without a connection: its grace starts (once). */
+static void unlisted_arm(struct mp_path *p)
+{
+	if (!p->unlisted || p->attached || p->deleted || p->unlisted_timer.armed)
+		return;
+	reactor_timer_arm(p->t->r, &p->unlisted_timer, unlisted_grace_ns(p->t));
+}
+
+static void unlisted_delete(struct mp_path *p)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "not listed by discovery for %.0f s and not reconnected",
+		 (double)unlisted_grace_ns(p->t) / 1e9);
+	path_delete(p, why);
+}
+
+void mp_unlisted_fire(struct reactor_timer *tm)
+{
+	struct mp_path *p = container_of(tm, struct mp_path, unlisted_timer);
+
+	if (!p->unlisted || p->attached || p->deleted || p->t->shutting_down)
+		return;
+	if (p->connecting) {
+		p->unlisted_over = true; /* the attempt decides */
+		return;
+	}
+	unlisted_delete(p);
+}
+
 static void schedule_reconnect(struct mp_path *p, bool now)
 {
 	struct mp_target *t = p->t;
 	uint64_t delay = now ? 0 : (uint64_t)t->o.reconnect_delay_ms * NSEC_PER_MSEC;
 
 	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
+}
+
+/* Reconnect without delay (operator reset, listed again): while the
+ * reactors still drop the lost path's queues, path_detached does it,
+ * at once. */
+static void reconnect_now(struct mp_path *p)
+{
+	if (p->detaching)
+		p->reset_now = true;
+	else
+		schedule_reconnect(p, true);
 }
 
 /* The target says the namespace of vol n is now in ANA group grp (path p
@@ -358,13 +424,14 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			path_delete(p, "the target refused this host");
 		} else if (p->delete_after) {
 			path_delete(p, path_loss_why(p));
-		} else if (p->unlisted) {
-			path_delete(p, "not reached, and discovery no longer lists it");
+		} else if (p->unlisted_over) {
+			unlisted_delete(p);
 		} else {
 			if (!p->lost_ns) {
 				p->lost_ns = reactor_now_ns();
 				arm_loss(p);
 			}
+			unlisted_arm(p);
 			schedule_reconnect(p, false);
 		}
 		if (first)
@@ -374,6 +441,10 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 	mp_check_identity(p, true);
 	p->regroups_seen = p->ctrl.ana_regroups;
 	reactor_timer_cancel(&p->loss_timer);
+	/* Reachable: an entry missing from the log does not tear a live
+	 * connection down; a later loss starts a new grace. */
+	reactor_timer_cancel(&p->unlisted_timer);
+	p->unlisted_over = false;
 	if (p->lost_ns)
 		log_notice("target %s: path %u live again after %.1f s", t->o.ctrl.name, p->idx,
 			   (double)(reactor_now_ns() - p->lost_ns) / 1e9);
@@ -404,25 +475,23 @@ static void path_ready(struct nvmf_ctrl *c, int err)
  * the reconnect. */
 static void path_detached(struct mp_path *p)
 {
+	p->detaching = false;
 	if (p->deleted)
 		return;
-	if (p->unlisted) {
-		/* As nvme-discoverd: a port the array no longer lists is not
-		 * chased once its connection is gone. */
-		path_delete(p, "lost, and discovery no longer lists it");
-		return;
-	}
+	/* Unlisted too, it reconnects as any lost path, for its grace
+	 * only (unlisted_arm in mp_path_lost). */
 	schedule_reconnect(p, p->reset_now);
 	p->reset_now = false;
 }
 
-static void path_lost(struct nvmf_ctrl *c, int err)
+void mp_path_lost(struct nvmf_ctrl *c, int err)
 {
 	struct mp_path *p = c->owner;
 	struct mp_target *t = p->t;
 
 	(void)err;
 	p->attached = false;
+	p->detaching = true;
 	p->lost_ns = reactor_now_ns();
 	p->change_ns = 0;
 	reactor_timer_cancel(&p->ana_timer);
@@ -453,6 +522,10 @@ static void path_lost(struct nvmf_ctrl *c, int err)
 	if (!mp_any_attached(t) && t->o.fast_io_fail_tmo_s >= 0 && !t->fast_timer.armed)
 		reactor_timer_arm(t->r, &t->fast_timer,
 				  (uint64_t)t->o.fast_io_fail_tmo_s * NSEC_PER_SEC);
+	/* A port discovery no longer lists is not chased for ever (as
+	 * nvme-discoverd), but not given up at once either: the log may be
+	 * missing it only for a moment. */
+	unlisted_arm(p);
 	mp_broadcast(t, path_detached, p);
 }
 
@@ -568,9 +641,9 @@ void mp_target_reset(struct mp_target *t)
 			if (t->o.ctrl_loss_tmo_s >= 0)
 				reactor_timer_arm(t->r, &p->loss_timer,
 						  (uint64_t)t->o.ctrl_loss_tmo_s * NSEC_PER_SEC);
-			schedule_reconnect(p, true);
+			reconnect_now(p);
 		} else if (!p->connecting) {
-			schedule_reconnect(p, true);
+			reconnect_now(p);
 		}
 	}
 	mp_broadcast(t, NULL, NULL);
@@ -618,23 +691,81 @@ int mp_target_find_path(const struct mp_target *t, const struct nvmf_path_opts *
 	return -ENOENT;
 }
 
+/* Once every slot is used: a deleted path nothing refers to any more,
+ * whose slot a new address may take.  Every reactor has applied a snapshot
+ * without it (not detaching), no attempt runs or closes its queues, and no
+ * reactor's request about it waits in reactor 0's queue. */
+static int reusable_slot(struct mp_target *t)
+{
+	for (unsigned i = 0; i < t->o.nr_paths; i++) {
+		const struct mp_path *p = &t->paths[i];
+		bool asked = false;
+		if (!p->deleted || p->attached || p->connecting || p->detaching ||
+		    (p->started && p->ctrl.teardown_running))
+			continue;
+		for (unsigned k = 0; k < t->nr_reactors; k++)
+			asked |= LOAD(t->views[k].ana_req[i].busy) || LOAD(t->views[k].reset_req[i].busy);
+		if (!asked)
+			return (int)i;
+	}
+	return -1;
+}
+
+/* Slot i (reusable_slot) forgets its deleted path.  Its counters are
+ * written by the reactors only for I/O on it, and none has any since its
+ * loss.  The flush bookkeeping stays: its acknowledged counts equal
+ * flushed_upto since mp_path_lost, and the new path's writes add to
+ * both as before.  The volumes re-check the namespace behind it when it
+ * attaches (mp_check_identity). */
+static void slot_clear(struct mp_target *t, unsigned i)
+{
+	struct mp_path *p = &t->paths[i];
+
+	target_log(NOTICE, t, "path %u (%s %s:%s, deleted) gives its slot to a new address", i,
+		   nvmf_trtype_name(t->o.paths[i].trtype), t->o.paths[i].traddr,
+		   t->o.paths[i].trsvcid);
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	reactor_timer_cancel(&p->ana_timer);
+	reactor_timer_cancel(&p->unlisted_timer);
+	if (p->started) {
+		free(p->ctrl.io_reactors);
+		nvmf_ctrl_free(&p->ctrl);
+	}
+	for (unsigned k = 0; k < t->nr_reactors; k++) {
+		struct pstats *st = &t->views[k].st[i];
+		STORE(st->reads, 0);
+		STORE(st->writes, 0);
+		STORE(st->read_bytes, 0);
+		STORE(st->write_bytes, 0);
+		STORE(st->errors, 0);
+		STORE(st->retries, 0);
+	}
+}
+
 int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
 {
 	unsigned i = t->o.nr_paths;
+	int reuse = -1;
 
 	if (t->shutting_down)
 		return -ESHUTDOWN;
 	if (mp_target_find_path(t, po) >= 0)
 		return -EEXIST;
-	if (i >= MP_MAX_PATHS) {
+	if (i >= MP_MAX_PATHS && (reuse = reusable_slot(t)) < 0) {
 		target_log(WARN, t, "path %s %s:%s not added: the target has %u paths already "
-			   "(the most)", nvmf_trtype_name(po->trtype), po->traddr, po->trsvcid,
-			   MP_MAX_PATHS);
+			   "(the most) and none deleted whose slot it could take",
+			   nvmf_trtype_name(po->trtype), po->traddr, po->trsvcid, MP_MAX_PATHS);
 		return -ENOSPC;
+	}
+	if (reuse >= 0) {
+		i = (unsigned)reuse;
+		slot_clear(t, i);
 	}
 	/* Everything a reader of index i may touch is set before the count
 	 * that lets it look (mp_nr_paths): the arrays indexed by it were
-	 * zeroed at creation and never written for it since. */
+	 * zeroed at creation and never written for it since.  A reused slot
+	 * is shown attached by no snapshot until the new path attaches. */
 	t->o.paths[i] = *po;
 	struct mp_path *p = &t->paths[i];
 	memset(p, 0, sizeof(*p));
@@ -650,7 +781,9 @@ int mp_target_add_path(struct mp_target *t, const struct nvmf_path_opts *po)
 	reactor_timer_init(&p->reconnect_timer, mp_reconnect_fire);
 	reactor_timer_init(&p->loss_timer, mp_loss_fire);
 	reactor_timer_init(&p->ana_timer, mp_ana_fire);
-	__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
+	reactor_timer_init(&p->unlisted_timer, mp_unlisted_fire);
+	if (reuse < 0)
+		__atomic_store_n(&t->o.nr_paths, i + 1, __ATOMIC_RELEASE);
 	target_log(NOTICE, t, "path %u added: %s %s:%s", i, nvmf_trtype_name(po->trtype),
 		   po->traddr, po->trsvcid);
 	/* Connects as a path that was lost does: mp_reconnect_fire creates
@@ -668,26 +801,32 @@ void mp_target_path_listed(struct mp_target *t, unsigned idx, bool listed)
 		return;
 	p = &t->paths[idx];
 	if (!listed) {
-		if (!p->unlisted)
-			path_log(NOTICE, p, "no longer listed by discovery; %s",
-				 p->attached ? "kept while its connection lasts"
-					     : p->deleted ? "stays deleted" : "not reconnected");
-		p->unlisted = true;
-		if (!p->attached && !p->deleted && !p->connecting) {
-			reactor_timer_cancel(&p->reconnect_timer);
-			path_delete(p, "discovery no longer lists it");
+		if (!p->unlisted) {
+			if (p->attached || p->deleted)
+				path_log(NOTICE, p, "no longer listed by discovery; %s",
+					 p->attached ? "kept while its connection lasts"
+						     : "stays deleted");
+			else
+				path_log(NOTICE, p, "no longer listed by discovery; reconnecting for "
+					 "up to %.0f s unless listed again",
+					 (double)unlisted_grace_ns(t) / 1e9);
 		}
+		p->unlisted = true;
+		unlisted_arm(p);
 		return;
 	}
 	if (p->unlisted)
 		path_log(NOTICE, p, "listed by discovery again");
 	p->unlisted = false;
+	p->unlisted_over = false;
+	reactor_timer_cancel(&p->unlisted_timer);
 	if (p->deleted && !p->attached) {
-		path_log(NOTICE, p, "listed again: reconnecting");
+		path_log(NOTICE, p, "listed again: reconnecting%s",
+			 p->detaching ? " once the reactors have dropped its old queues" : "");
 		p->deleted = false;
 		p->lost_ns = reactor_now_ns();
 		arm_loss(p);
-		schedule_reconnect(p, true);
+		reconnect_now(p);
 		mp_broadcast(t, NULL, NULL);
 	}
 }

@@ -33,6 +33,11 @@
 #define MP_RETRY_DELAY_MAX_NS (5 * NSEC_PER_SEC)
 /* ANATT when Identify says 0. */
 #define MP_DEFAULT_ANATT_S 10
+/* How long a lost path that discovery no longer lists keeps reconnecting
+ * when ctrl_loss_tmo is off (-1): an array's discovery service may come
+ * back before its subsystems are relinked, but a port it dropped for good
+ * is not chased for ever.  See mp_unlisted_grace_ns. */
+#define MP_UNLISTED_GRACE_S 60
 #define MP_FOREVER UINT64_MAX
 
 #define LOAD(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
@@ -125,13 +130,20 @@ struct mp_path {
 	bool attached; /* the reactors may use its queues */
 	bool deleted; /* no more reconnects until an operator reset */
 	bool connecting; /* an attempt is running */
+	/* mp_path_lost ran and path_detached has not yet: some reactor may
+	 * still hold the old queues, which a reconnect would free. */
+	bool detaching;
 	bool delete_after; /* ctrl_loss_tmo passed during an attempt */
 	bool reset_now; /* operator reset: reconnect without delay */
 	bool first_done;
 	bool ever_live; /* connect_loss_tmo applies until it is */
 	/* Its discovery log entry went away (mp_target_path_listed): kept
-	 * while live, deleted instead of reconnected once lost. */
+	 * while live; once lost it reconnects as any lost path for a grace
+	 * (unlisted_timer, see mp_unlisted_grace_ns), then is deleted unless
+	 * listed again or reconnected. */
 	bool unlisted;
+	bool unlisted_over; /* the grace ended during an attempt: delete after it */
+	struct reactor_timer unlisted_timer;
 	int last_err; /* of the last failed attempt */
 	uint64_t lost_ns;
 	unsigned reconnects;
@@ -259,6 +271,10 @@ bool mp_any_attached(const struct mp_target *t);
 void mp_broadcast(struct mp_target *t, void (*then)(struct mp_path *p), struct mp_path *p);
 
 /* mpath_path.c */
+/* The controller's lost_cb (on t's reactor; the unit tests call it to play
+ * a controller that failed). */
+void mp_path_lost(struct nvmf_ctrl *c, int err);
+void mp_unlisted_fire(struct reactor_timer *tm);
 void mp_ana_fire(struct reactor_timer *tm);
 void mp_fast_fire(struct reactor_timer *tm);
 void mp_reconnect_fire(struct reactor_timer *tm);

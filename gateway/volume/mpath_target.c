@@ -192,6 +192,7 @@ int mp_target_create(const struct mp_target_opts *o, struct reactor **reactors,
 		reactor_timer_init(&p->reconnect_timer, mp_reconnect_fire);
 		reactor_timer_init(&p->loss_timer, mp_loss_fire);
 		reactor_timer_init(&p->ana_timer, mp_ana_fire);
+		reactor_timer_init(&p->unlisted_timer, mp_unlisted_fire);
 	}
 	*out = t;
 	return 0;
@@ -240,6 +241,7 @@ void mp_target_shutdown(struct mp_target *t, mp_target_cb cb, void *arg)
 		reactor_timer_cancel(&p->reconnect_timer);
 		reactor_timer_cancel(&p->loss_timer);
 		reactor_timer_cancel(&p->ana_timer);
+		reactor_timer_cancel(&p->unlisted_timer);
 		if (!p->started)
 			continue;
 		t->shutdown_pending++;
@@ -259,6 +261,7 @@ void mp_target_free(struct mp_target *t)
 		reactor_timer_cancel(&p->reconnect_timer);
 		reactor_timer_cancel(&p->loss_timer);
 		reactor_timer_cancel(&p->ana_timer);
+		reactor_timer_cancel(&p->unlisted_timer);
 		if (p->started) {
 			free(p->ctrl.io_reactors);
 			nvmf_ctrl_free(&p->ctrl);

@@ -9,7 +9,8 @@
 #   it all without an error;
 # - port 1 goes down: the I/O goes on over the new path (the target counts
 #   I/O commands on port 2), still without an error;
-# - port 2 is no longer listed, then lost: it is deleted, not reconnected.
+# - port 2 is no longer listed, then lost: it is deleted at the end of its
+#   grace (ctrl_loss_tmo, 10 s here), then no longer reconnected.
 set -u
 . "$TOP/tests/func/resil/lib.sh"
 
@@ -21,7 +22,7 @@ ctl t disc-port 2 hide > /dev/null
 
 cat > "$tmp/gw.conf" << CONF
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$tmp/gw.control"; };
-targets = ( { name = "ta"; subnqn = "$A"; reconnect_delay = 1; } );
+targets = ( { name = "ta"; subnqn = "$A"; reconnect_delay = 1; ctrl_loss_tmo = 10; } );
 exports = ( { name = "e1"; target = "ta"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; } );
 discovery = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$p1"; reconnect_delay = 1; } );
 CONF
@@ -57,7 +58,7 @@ sleep 1
 verify_stop_ok
 [ "$(st | jq -r '.targets[0].paths[1].state')" = live ] || fail "path 1 not live: $(st | jq -c '.targets[0].paths')"
 
-# Gone from the log: kept while live; once lost, not reconnected.
+# Gone from the log: kept while live; once lost, given up after its grace.
 ctl t port 1 up > /dev/null
 wait_for 20 '[ "$(st | jq -r ".discovery[0].state")" = watching ]' ||
 	fail "the discovery controller did not come back: $(st | jq -c .discovery)"
@@ -66,7 +67,8 @@ gw_wait "target ta: path 1: no longer listed by discovery; kept while its connec
 	> /dev/null || fail "the unlisting was not applied: $(st | jq -c '.targets[0].paths')"
 [ "$(st | jq -r '.targets[0].paths[1].state')" = live ] || fail "path 1 was torn down when unlisted"
 ctl t port 2 down > /dev/null
-gw_wait "target ta: path 1 (tcp 127.0.0.1:$p2): lost, and discovery no longer lists it" 1 15 \
+gw_wait "ctrl ta/path1: lost" 1 15 > /dev/null || fail "the loss of path 1 was not seen"
+gw_wait "target ta: path 1 (tcp 127.0.0.1:$p2): .*deleting its controller" 1 40 \
 	> /dev/null || fail "the lost unlisted path was not deleted: $(st | jq -c '.targets[0].paths')"
 rc1=$(st | jq -r '.targets[0].paths[1].reconnects')
 ctl t port 2 up > /dev/null

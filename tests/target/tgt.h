@@ -64,7 +64,7 @@ enum ana_state {
 	ANA_CHANGE = 15,
 };
 
-#define TGT_MAX_PORTS 8
+#define TGT_MAX_PORTS 10
 #define TGT_MAX_NS 32
 #define TGT_MAX_QID 64
 #define TGT_MQES 127 /* 128-entry I/O queues */

@@ -1,0 +1,397 @@
+/* Multipath across reactors (gateway/volume/mpath_*.c), with two reactors
+ * polled by hand and paths whose queues are the production queues with a
+ * fake transport that records each command and completes it when told:
+ * - the FLUSH rule: a flush reaches every path holding acknowledged,
+ *   unflushed writes, even when the reactor that takes it still has a
+ *   snapshot in which that path is not attached (it became attached, or
+ *   was added, after the snapshot this reactor applied last);
+ * - a lost path is reconnected only once every reactor has dropped its
+ *   queues, also when it is deleted and listed again meanwhile, and never
+ *   by two attempts at once;
+ * - with every slot used, a new address takes the slot of a deleted path,
+ *   once nothing refers to that path any more. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/base/reactor.h"
+#include "transports/io.h"
+#include "gateway/volume/mpath_priv.h"
+#include "transports/transport.h"
+
+#define NR_R 2
+
+static struct reactor rs[NR_R];
+static struct reactor *rps[NR_R] = { &rs[0], &rs[1] };
+static struct nvme_id_ctrl idc;
+static struct nvmf_ns nss[2];
+
+static struct nvmf_req *pending[16];
+static unsigned npending;
+static struct sent {
+	struct nvmf_queue *q;
+	uint8_t opcode;
+} sent[16];
+static unsigned nsent;
+/* Each path's fake queues, also once a reconnect has reset its ctrl. */
+static struct nvmf_queue *fakeq[2];
+
+static int fake_submit(struct nvmf_queue *q, struct nvmf_req *req)
+{
+	ck_assert_uint_lt(nsent, 16);
+	sent[nsent].q = q;
+	sent[nsent++].opcode = req->sqe.opcode;
+	pending[npending++] = req;
+	return 0;
+}
+
+static void fake_shutdown(struct nvmf_queue *q) { nvmf_queue_transport_quiesced(q); }
+static void fake_free(struct nvmf_queue *q) { q->tp = NULL; }
+
+static const struct nvmf_transport_ops fake_ops = {
+	.name = "fake",
+	.submit = fake_submit,
+	.queue_shutdown = fake_shutdown,
+	.queue_free = fake_free,
+};
+
+/* Path i as a live controller would leave it: one LIVE queue on each
+ * reactor, namespace 1 optimized, a volatile write cache. */
+static void path_live(struct mp_target *t, unsigned i)
+{
+	struct mp_path *p = &t->paths[i];
+	struct nvmf_path_opts o = { .trtype = NVMF_TR_TCP, .tos = -1 };
+
+	p->ctrl.ioq = fakeq[i] = calloc(NR_R, sizeof(*p->ctrl.ioq));
+	ck_assert_ptr_nonnull(p->ctrl.ioq);
+	for (unsigned k = 0; k < NR_R; k++) {
+		struct nvmf_queue *q = &p->ctrl.ioq[k];
+		ck_assert_int_eq(nvmf_queue_init(q, NULL, &rs[k], (uint16_t)(k + 1), 32, &o), 0);
+		q->ops->queue_free(q);
+		q->ops = &fake_ops;
+		nvmf_queue_set_state(q, NVMF_Q_CONNECTING);
+		nvmf_queue_set_state(q, NVMF_Q_FABRIC_CONNECT);
+		nvmf_queue_set_state(q, NVMF_Q_LIVE);
+	}
+	p->ctrl.nr_ioq = NR_R;
+	p->ctrl.id = &idc;
+	p->ctrl.max_xfer = 128 * 1024;
+	nss[i] = (struct nvmf_ns){ .nsid = 1, .nsze = 2048, .lba_shift = 9, .lba_size = 512,
+				   .anagrpid = 1, .ana_state = NVME_ANA_OPTIMIZED };
+	p->ctrl.ns = &nss[i];
+	p->ctrl.nr_ns = 1;
+	p->attached = true;
+}
+
+static void path_free(struct mp_target *t, unsigned i)
+{
+	for (unsigned k = 0; fakeq[i] && k < NR_R; k++)
+		nvmf_queue_free(&fakeq[i][k]);
+	free(fakeq[i]);
+	fakeq[i] = NULL;
+	if (!t->paths[i].started)
+		t->paths[i].ctrl.ioq = NULL;
+}
+
+static unsigned cb_count;
+static int cb_err;
+
+static void io_cb(struct vol_io *io, int err)
+{
+	(void)io;
+	cb_count++;
+	cb_err = err;
+}
+
+static void shut_cb(struct mp_target *t, int err, void *arg)
+{
+	(void)t;
+	(void)err;
+	*(int *)arg = 1;
+}
+
+static struct mp_target *target_new(int ctrl_loss_tmo_s)
+{
+	struct mp_target_opts o;
+	struct mp_target *t;
+
+	for (unsigned k = 0; k < NR_R; k++)
+		ck_assert_int_eq(reactor_init(&rs[k], k, 64), 0);
+	memset(&idc, 0, sizeof(idc));
+	idc.vwc = NVME_CTRL_VWC_PRESENT;
+	memset(&o, 0, sizeof(o));
+	snprintf(o.ctrl.name, sizeof(o.ctrl.name), "t");
+	o.ctrl.nr_io_queues = NR_R;
+	o.nr_paths = 2;
+	o.reconnect_delay_ms = 1000;
+	o.ctrl_loss_tmo_s = ctrl_loss_tmo_s;
+	o.fast_io_fail_tmo_s = 30; /* waits are bounded, by far not reached */
+	ck_assert_int_eq(mp_target_create(&o, rps, NR_R, &t), 0);
+	npending = nsent = cb_count = 0;
+	return t;
+}
+
+static void target_free(struct mp_target *t)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		t->paths[i].attached = false;
+		if (!t->paths[i].started) {
+			/* The test's own tables; a started one is the ctrl's. */
+			t->paths[i].ctrl.ns = NULL;
+			t->paths[i].ctrl.nr_ns = 0;
+		}
+		path_free(t, i);
+	}
+	mp_target_free(t);
+	for (unsigned k = 0; k < NR_R; k++)
+		reactor_fini(&rs[k]);
+}
+
+static void poll_all(unsigned k)
+{
+	for (int n = 0; n < 4; n++)
+		reactor_poll(&rs[k], 0);
+}
+
+static void complete_pending(void)
+{
+	while (npending) {
+		struct nvmf_req *req = pending[0];
+		struct nvme_cqe cqe = { .cid = req->cid };
+		memmove(pending, pending + 1, --npending * sizeof(pending[0]));
+		nvmf_req_complete(req, &cqe);
+	}
+}
+
+/* Path 1 became attached: reactor 0 has the snapshot that shows it and
+ * acknowledged a write on it; reactor 1 still has the older one.  A flush
+ * taken by reactor 1 waits for its snapshot, then flushes path 1; never a
+ * success that skipped it. */
+START_TEST(flush_waits_for_stale_snapshot)
+{
+	struct mp_target *t = target_new(-1);
+	struct volume *vol;
+	struct vol_io io;
+
+	path_live(t, 0);
+	ck_assert_int_eq(vol_mp_create("v", t, 1, false, &vol), 0);
+	ck_assert(vol->caps & VOL_CAP_FLUSH);
+	struct vol_mp *n = vol->priv;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	ck_assert(t->views[1].cur && !t->views[1].cur->p[1].attached);
+
+	/* Path 1 attaches (path_ready's broadcast); reactor 0 applies it and
+	 * a write it carried on path 1 is acknowledged there. */
+	path_live(t, 1);
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	ck_assert(t->views[0].cur->p[1].attached);
+	ck_assert(!t->views[1].cur->p[1].attached);
+	STORE(n->acked[0].n[1], 1);
+
+	/* The flush reaches reactor 1 before its new snapshot does. */
+	memset(&io, 0, sizeof(io));
+	io.op = VOL_FLUSH;
+	io.cb = io_cb;
+	ck_assert_int_eq(vol_submit(vol, &rs[1], &io), 0);
+	ck_assert_uint_eq(cb_count, 0);
+	ck_assert_uint_eq(nsent, 0);
+
+	/* The snapshot arrives: the flush goes to path 1 (its queue on
+	 * reactor 1), and is answered only once that path has flushed. */
+	poll_all(1);
+	ck_assert_msg(cb_count == 0, "the flush was answered (err %d) without flushing path 1",
+		      cb_err);
+	ck_assert(t->views[1].cur->p[1].attached);
+	ck_assert_uint_eq(nsent, 1);
+	ck_assert_ptr_eq(sent[0].q, &t->paths[1].ctrl.ioq[1]);
+	ck_assert_uint_eq(sent[0].opcode, NVME_CMD_FLUSH);
+	complete_pending();
+	poll_all(1);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert_uint_eq(LOAD(n->vp[1].flushed_upto), 1);
+
+	/* Nothing owed now: the next flush is answered at once. */
+	cb_count = 0;
+	memset(&io, 0, sizeof(io));
+	io.op = VOL_FLUSH;
+	io.cb = io_cb;
+	ck_assert_int_eq(vol_submit(vol, &rs[1], &io), 0);
+	poll_all(1);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert_uint_eq(nsent, 1);
+
+	vol_destroy(vol);
+	target_free(t);
+}
+END_TEST
+
+/* Path 0 is lost; reactor 0 has applied the snapshot without it, reactor
+ * 1 not yet (it may still use the old queues).  ctrl_loss_tmo 0 deletes
+ * the path meanwhile, and discovery lists it again: the reconnect, which
+ * frees the old queues, waits for reactor 1; it then runs at once. */
+START_TEST(relisted_while_detaching)
+{
+	struct mp_target *t = target_new(0);
+	struct mp_path *p = &t->paths[0];
+	struct mp_path_info pi[2];
+
+	path_live(t, 0);
+	p->ctrl.owner = p;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	ck_assert(t->views[1].cur->p[0].attached);
+
+	mp_path_lost(&p->ctrl, -ECONNRESET);
+	poll_all(0); /* its snapshot, and ctrl_loss_tmo (0 s) deletes it */
+	ck_assert(!t->views[0].cur->p[0].attached);
+	ck_assert(t->views[1].cur->p[0].attached);
+	ck_assert(p->deleted);
+	ck_assert(!p->reconnect_timer.armed);
+
+	/* Its next ctrl_loss_tmo must not end the test's reconnect early. */
+	t->o.ctrl_loss_tmo_s = 60;
+	mp_target_path_listed(t, 0, true);
+	ck_assert(!p->deleted);
+	ck_assert_msg(!p->reconnect_timer.armed,
+		      "a reconnect was scheduled while reactor 1 still holds the old queues");
+	/* A reconnect timer firing now (one armed before the loss, say)
+	 * starts nothing either. */
+	unsigned tries = p->reconnects;
+	mp_reconnect_fire(&p->reconnect_timer);
+	ck_assert_uint_eq(p->reconnects, tries);
+	ck_assert(!p->connecting);
+
+	/* Reactor 1 drops the queues: the reconnect runs, at once (the
+	 * path has no address: the attempt begins, then fails). */
+	poll_all(1);
+	ck_assert(!t->views[1].cur->p[0].attached);
+	for (int n = 0; n < 8 && p->reconnects == tries; n++)
+		reactor_poll(&rs[0], 0);
+	ck_assert(!p->detaching);
+	ck_assert_uint_eq(p->reconnects, tries + 1);
+	ck_assert(p->started && p->connecting);
+	mp_target_paths(t, pi, 2);
+	ck_assert_int_ne(pi[0].state, NVMF_CTRL_DEAD);
+
+	/* While it runs, a second one does not start. */
+	mp_reconnect_fire(&p->reconnect_timer);
+	ck_assert_uint_eq(p->reconnects, tries + 1);
+
+	int done = 0;
+	mp_target_shutdown(t, shut_cb, &done);
+	for (int n = 0; n < 200 && !done; n++) {
+		reactor_poll(&rs[0], NSEC_PER_MSEC);
+		reactor_poll(&rs[1], 0);
+	}
+	ck_assert(done);
+	target_free(t);
+}
+END_TEST
+
+static struct nvmf_path_opts path_at(unsigned port)
+{
+	struct nvmf_path_opts po;
+
+	memset(&po, 0, sizeof(po));
+	po.trtype = NVMF_TR_TCP;
+	po.tos = -1;
+	snprintf(po.traddr, sizeof(po.traddr), "127.0.0.1");
+	snprintf(po.trsvcid, sizeof(po.trsvcid), "%u", port);
+	return po;
+}
+
+/* Path 0 is lost, its reconnect attempt starts a controller (and fails:
+ * the path has no address), then ctrl_loss_tmo deletes it.  The target
+ * gets its other six paths; a ninth address takes slot 0 only once no
+ * reactor and no request refers to path 0, with fresh counters. */
+START_TEST(deleted_slot_reused)
+{
+	struct mp_target *t = target_new(60);
+	struct mp_path *p = &t->paths[0];
+	struct mp_path_info pi[MP_MAX_PATHS];
+
+	path_live(t, 0);
+	p->ctrl.owner = p;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	mp_path_lost(&p->ctrl, -ECONNRESET);
+	poll_all(0);
+	poll_all(1);
+	for (int n = 0; n < 8 && p->detaching; n++)
+		reactor_poll(&rs[0], 0);
+	ck_assert(!p->detaching);
+	reactor_timer_cancel(&p->reconnect_timer);
+	mp_reconnect_fire(&p->reconnect_timer); /* as its timer would */
+	ck_assert(p->started && p->connecting);
+	for (int n = 0; n < 200 && p->connecting; n++) {
+		reactor_poll(&rs[0], NSEC_PER_MSEC);
+		reactor_poll(&rs[1], 0);
+	}
+	ck_assert(!p->connecting);
+	reactor_timer_cancel(&p->reconnect_timer);
+	reactor_timer_cancel(&p->loss_timer);
+	mp_loss_fire(&p->loss_timer); /* ctrl_loss_tmo is over */
+	ck_assert(p->deleted && p->started);
+
+	for (unsigned i = 2; i < MP_MAX_PATHS; i++) {
+		struct nvmf_path_opts po = path_at(100 + i);
+		ck_assert_int_eq(mp_target_add_path(t, &po), (int)i);
+	}
+	struct nvmf_path_opts nine = path_at(999), ten = path_at(1000);
+	/* A reactor's request about path 0 still waits: not yet. */
+	STORE(t->views[1].ana_req[0].busy, 1);
+	ck_assert_int_eq(mp_target_add_path(t, &nine), -ENOSPC);
+	STORE(t->views[1].ana_req[0].busy, 0);
+	/* (As if) a reactor still held its queues: not yet. */
+	p->detaching = true;
+	ck_assert_int_eq(mp_target_add_path(t, &nine), -ENOSPC);
+	p->detaching = false;
+
+	STORE(t->views[1].st[0].writes, 5);
+	ck_assert_int_eq(mp_target_add_path(t, &nine), 0);
+	ck_assert_int_eq(mp_target_find_path(t, &nine), 0);
+	ck_assert_uint_eq(mp_target_paths(t, pi, MP_MAX_PATHS), MP_MAX_PATHS);
+	ck_assert_str_eq(pi[0].opts->trsvcid, "999");
+	ck_assert_int_ne(pi[0].state, NVMF_CTRL_DEAD);
+	ck_assert_uint_eq(pi[0].reconnects, 0);
+	ck_assert_uint_eq(pi[0].writes, 0);
+	ck_assert_uint_ne(pi[0].next_attempt_ns, 0);
+	ck_assert(!p->started && !p->deleted);
+	/* No deleted slot left. */
+	ck_assert_int_eq(mp_target_add_path(t, &ten), -ENOSPC);
+
+	int done = 0;
+	mp_target_shutdown(t, shut_cb, &done);
+	ck_assert(done);
+	poll_all(0);
+	poll_all(1);
+	target_free(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("mpath_reactors");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, flush_waits_for_stale_snapshot);
+	tcase_add_test(tc, relisted_while_detaching);
+	tcase_add_test(tc, deleted_slot_reused);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
