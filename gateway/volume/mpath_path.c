@@ -340,7 +340,7 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		STORE(n->bad_path[p->idx], bad);
 		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
 			uint64_t was = vol_size(&n->v);
-			n->ns.nsze = ns->nsze;
+			__atomic_store_n(&n->ns.nsze, ns->nsze, __ATOMIC_RELAXED); /* read by submissions */
 			log_notice("%s: nsid %u of target %s grew from %llu to %llu bytes (path %u); "
 				   "exports follow",
 				   n->v.name, n->ns.nsid, t->o.ctrl.name, (unsigned long long)was,
