@@ -70,6 +70,8 @@ r=$("$NBDPY" "$IO" flush "$S")
 # flushes first (EIO), then A (EIO too, and only once), then a client
 # that connects afterwards (nothing owed to it).
 coproc SESS { exec "$NBDPY" "$IO" session "$S"; }
+# bash unsets SESS_PID once it reaps the coprocess: keep our own copy.
+sess_pid=$SESS_PID
 ask() { # ask "NAME CMD ARGS": prints the answer line
 	echo "$1" >&"${SESS[1]}"
 	local a
@@ -109,7 +111,7 @@ echo "a client died untold: E's flush $re, the next client's flush $rf, then $rf
 [ "$rf" = EIO ] || fail "D died unaware of its lost writes and the next client's flush said '$rf'"
 [ "$rf2" = ok ] || fail "the next client's second flush: $rf2"
 exec {SESS[1]}>&-
-wait "$SESS_PID" 2> /dev/null
+wait "$sess_pid" 2> /dev/null
 gw_alive
 gw_stop
 echo pass
