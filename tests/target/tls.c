@@ -150,6 +150,12 @@ ssize_t tgt_tls_read(struct tgt_conn *c, void *buf, size_t len)
 			return 0;
 		return -1;
 	default:
+		/* A host that ends without close_notify (its admin queue
+		 * resets with the AER outstanding) has just closed. */
+		if (ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+			ERR_clear_error();
+			return 0;
+		}
 		tls_why(why, sizeof(why));
 		log_warn("%s: TLS receive: %s", c->peer, why);
 		errno = EPROTO;

@@ -89,6 +89,10 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 					  (uint64_t)TCP_TERM_WAIT_MS * NSEC_PER_MSEC);
 		} else {
 			tq->term_deferred = false;
+			/* An orderly end says so: the target then tells a
+			 * closed session from a cut one. */
+			if (tq->tls && !tq->abort_close && !tq->send_pending)
+				tcp_tls_close_notify(tq);
 			shutdown(tq->fd, SHUT_RDWR);
 		}
 	}

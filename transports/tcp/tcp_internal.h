@@ -222,5 +222,8 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n);
 /* A TermReq (tq->term) sealed and written straight to the socket, best
  * effort. */
 void tcp_tls_send_term(struct tcp_queue *tq);
+/* close_notify written straight to the socket, best effort, when nothing
+ * of ours is being sent. */
+void tcp_tls_close_notify(struct tcp_queue *tq);
 
 #endif

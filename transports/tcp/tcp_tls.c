@@ -314,20 +314,44 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 	return -EIO;
 }
 
-void tcp_tls_send_term(struct tcp_queue *tq)
+/* Only after the handshake, and only when the FIFO is empty: a record
+ * written straight to the socket must not land inside ciphertext not yet
+ * sent. */
+static bool raw_write_ok(const struct tcp_queue *tq)
+{
+	const struct tcp_tls *t = tq->tls;
+
+	return t->ssl && SSL_is_init_finished(t->ssl) && t->out_sent == t->out_len &&
+	       !BIO_ctrl_pending(t->wbio) && tq->fd >= 0;
+}
+
+static void raw_send_out(struct tcp_queue *tq)
 {
 	struct tcp_tls *t = tq->tls;
-	size_t w;
 
-	/* Only after the handshake, and only when the FIFO is empty: the
-	 * record must not land inside ciphertext not yet sent. */
-	if (!t->ssl || !SSL_is_init_finished(t->ssl) || t->out_sent != t->out_len)
-		return;
-	ERR_clear_error();
-	if (!SSL_write_ex(t->ssl, &tq->term, tq->term.pdu.hdr.plen, &w))
-		return;
 	out_fill(t);
 	ssize_t r = send(tq->fd, t->out, t->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;
 	t->out_sent = t->out_len = 0;
+}
+
+void tcp_tls_send_term(struct tcp_queue *tq)
+{
+	size_t w;
+
+	if (!raw_write_ok(tq))
+		return;
+	ERR_clear_error();
+	if (SSL_write_ex(tq->tls->ssl, &tq->term, tq->term.pdu.hdr.plen, &w))
+		raw_send_out(tq);
+}
+
+void tcp_tls_close_notify(struct tcp_queue *tq)
+{
+	if (!raw_write_ok(tq))
+		return;
+	ERR_clear_error();
+	if (SSL_shutdown(tq->tls->ssl) >= 0)
+		raw_send_out(tq);
+	ERR_clear_error();
 }
