@@ -214,6 +214,9 @@ static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 	po->tos = -1;
 	po->hdr_digest = c->hdr_digest;
 	po->data_digest = c->data_digest;
+	po->tls = c->tls;
+	po->tls_kdf = (uint8_t)c->tls_kdf;
+	po->tls_key = c->tls_key;
 }
 
 /* The running discovered target of e's subsystem (NULL: none), e's path
