@@ -105,11 +105,28 @@ static void out_flush(struct tcp_queue *tq)
 	tq->ops_in_flight++;
 }
 
+/* What the waiting and status lines say: a key the peer does not take,
+ * else a TLS protocol failure. */
+static int tls_errno(void)
+{
+	switch (ERR_GET_REASON(ERR_peek_error())) {
+	case SSL_R_BINDER_DOES_NOT_VERIFY:
+	case SSL_R_DIGEST_CHECK_FAILED:
+	case SSL_R_TLSV1_ALERT_DECRYPT_ERROR:
+	case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER:
+	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
+		return -EKEYREJECTED;
+	default:
+		return -EPROTO;
+	}
+}
+
 static void tls_fail(struct tcp_queue *tq, const char *what)
 {
 	char why[256];
+	int err = tls_errno();
 
-	nvmf_queue_transport_error(tq->q, -ECONNREFUSED, "TLS %s with %s:%s failed: %s", what,
+	nvmf_queue_transport_error(tq->q, err, "TLS %s with %s:%s failed: %s", what,
 				   tq->opts.traddr, tq->opts.trsvcid,
 				   nvmf_tls_ssl_why(why, sizeof(why)));
 }
