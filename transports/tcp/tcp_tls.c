@@ -302,7 +302,12 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 	}
 	if (tq->conn == TCP_CONN_TLS) {
 		hs_step(tq);
-		return tq->conn == TCP_CONN_CLOSING ? -ECONNREFUSED : 0;
+		if (tq->conn == TCP_CONN_CLOSING)
+			return -ECONNREFUSED;
+		/* Records behind the server's Finished are opened now: no
+		 * new bytes may come to wake the receive for them. */
+		if (tq->conn == TCP_CONN_TLS || !BIO_ctrl_pending(t->rbio))
+			return 0;
 	}
 	for (;;) {
 		ERR_clear_error();
