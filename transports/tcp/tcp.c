@@ -122,7 +122,7 @@ static void closing_send_reaped(struct tcp_queue *tq, int res)
 		/* On a PDU boundary: the batch all sealed and all sent. */
 		if (res > 0 && tq->siov_first == tq->siov_cnt &&
 		    tq->tls->out_sent + (uint32_t)res == tq->tls->out_len) {
-			tq->tls->out_sent = tq->tls->out_len;
+			tq->tls->out_sent = tq->tls->out_len = 0;
 			tcp_send_term(tq);
 		}
 	} else if (res > 0 && tq->siov_first + iov_advance(tq->siov + tq->siov_first,

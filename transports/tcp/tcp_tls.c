@@ -351,8 +351,10 @@ static void raw_send_out(struct tcp_queue *tq)
 {
 	struct tcp_tls *t = tq->tls;
 
+	/* From out_sent: what lies before it is on the wire already. */
 	out_fill(t);
-	ssize_t r = send(tq->fd, t->out, t->out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t r = send(tq->fd, t->out + t->out_sent, t->out_len - t->out_sent,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
 	(void)r;
 	t->out_sent = t->out_len = 0;
 }
