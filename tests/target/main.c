@@ -399,6 +399,8 @@ static void usage(FILE *out)
 		"  --tls-key FILE   every port requires NVMe/TCP TLS 1.3 with this configured\n"
 		"                   PSK (NVMeTLSkey-1:01:...:); TREQ \"required\" in the log\n"
 		"  --tls-kdf K      compat (default, as nvme-cli 2.13 provisions nvmet) or rfc8446\n"
+		"  --plain-port N   with --tls-key: port id N (1, 2, ...) stays plaintext\n"
+		"                   (TREQ \"not specified\"), for a TLS port next to a plain one\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -422,7 +424,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
-	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF };
+	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
+	       O_PLAIN_PORT };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -441,6 +444,7 @@ int main(int argc, char **argv)
 		{ "ana-pad", required_argument, 0, O_ANA_PAD },
 		{ "tls-key", required_argument, 0, O_TLS_KEY },
 		{ "tls-kdf", required_argument, 0, O_TLS_KDF },
+		{ "plain-port", required_argument, 0, O_PLAIN_PORT },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -495,6 +499,15 @@ int main(int argc, char **argv)
 			break;
 		case O_TLS_KDF:
 			tls_kdf = optarg;
+			break;
+		case O_PLAIN_PORT:
+			v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > TGT_MAX_PORTS) {
+				fprintf(stderr, "nvmf-test-target: --plain-port: a port id, 1 to %d\n",
+					TGT_MAX_PORTS);
+				return 1;
+			}
+			T.ports[v - 1].plain = true;
 			break;
 		case O_SUBSYS:
 			if (subsys_add(optarg) < 0)

@@ -243,6 +243,7 @@ struct tgt_port {
 	bool down; /* `port N down`: not listening, until `port N up` */
 	bool aen_hold; /* `aen-hold N on`: events for its controllers wait */
 	bool disc_hidden; /* `disc-port N hide`: left out of the discovery log */
+	bool plain; /* --plain-port: no TLS here even with --tls-key */
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 

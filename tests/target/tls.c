@@ -85,7 +85,7 @@ int tgt_tls_setup(const char *line, const char *kdf_name)
 
 int tgt_tls_conn(struct tgt_conn *c)
 {
-	if (!ctx)
+	if (!ctx || T.ports[c->port].plain)
 		return 0;
 	c->ssl = SSL_new(ctx);
 	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
