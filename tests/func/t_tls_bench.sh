@@ -71,6 +71,26 @@ grep -q "TLS up (TLSv1.3, TLS_AES_256_GCM_SHA384)" "$TGT_DIR/target.log" ||
 	fail "no TLS_AES_256_GCM_SHA384 session"
 tgt_finish
 
+# A peer that takes the TCP connection and never answers the ClientHello:
+# the handshake is bounded by the connect timeout.
+hp=$(free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(4)
+print("ready", flush=True)
+c = [s.accept() for _ in range(4)]
+time.sleep(120)' "$hp" > "$TGT_DIR/silent.out" 2>&1 &
+spid=$!
+cleanup_fn stop_pid "$spid"
+for _ in $(seq 1 100); do grep -q ready "$TGT_DIR/silent.out" && break; sleep 0.05; done
+out=$(timeout 60 "$GW" bench -t tcp -a 127.0.0.1 -s "$hp" -n "$A" "${TLS[@]}" --connect-timeout 1000 \
+	-w randread -b 4k -T 1 2>&1); st=$?
+echo "$out"
+[ "$st" = 1 ] || fail "a silent TLS peer: exit $st, want 1"
+printf '%s\n' "$out" | grep -q "connecting to 127.0.0.1:$hp timed out after 1000 ms in the TLS handshake" ||
+	fail "the handshake was not bounded by the connect timeout"
+stop_pid "$spid"
+
 # The CLI's own checks.
 out=$("$GW" bench -t tcp -a 127.0.0.1 -s 1 -n "$A" --tls 2>&1) && fail "--tls without a key ran"
 printf '%s\n' "$out" | grep -q -- "--tls needs --tls-key-file" || fail "no message: $out"

@@ -611,9 +611,9 @@ static void connect_timeout(struct reactor_timer *t)
 {
 	struct tcp_queue *tq = container_of(t, struct tcp_queue, connect_timer);
 
-	nvmf_queue_transport_error(tq->q, -ETIMEDOUT, "connecting to %s:%s timed out after %u ms",
-				   tq->opts.traddr, tq->opts.trsvcid,
-				   tq->opts.connect_timeout_ms);
+	nvmf_queue_transport_error(tq->q, -ETIMEDOUT, "connecting to %s:%s timed out after %u ms%s",
+				   tq->opts.traddr, tq->opts.trsvcid, tq->opts.connect_timeout_ms,
+				   tq->conn == TCP_CONN_TLS ? " in the TLS handshake" : "");
 }
 
 static int resolve(struct tcp_queue *tq)
