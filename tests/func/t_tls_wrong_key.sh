@@ -65,4 +65,26 @@ out=$(timeout 60 "$GW" discover -t tcp -a 127.0.0.1 -s "$pa" -q "$H" 2>&1); st=$
 echo "$out"
 [ "$st" = 1 ] || fail "plaintext discover of a TLS port: exit $st, want 1"
 printf '%s\n' "$out" | grep -q "does the port require TLS" || fail "discover does not say why"
+
+# A TLS server that answers the plaintext ICReq with an alert record (as
+# an OpenSSL or GnuTLS server may, instead of a bare close): the gateway
+# names the alert and the fix.
+hp=$(free_port)
+python3 -c 'import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+c.recv(128)
+c.sendall(bytes([0x15, 3, 3, 0, 2, 2, 10]))  # alert: fatal, unexpected_message
+c.recv(1)' "$hp" > "$tmp/alert.out" 2>&1 &
+apid=$!
+cleanup_fn stop_pid "$apid"
+for _ in $(seq 1 100); do grep -q ready "$tmp/alert.out" && break; sleep 0.05; done
+out=$(timeout 60 "$GW" bench -t tcp -a 127.0.0.1 -s "$hp" -n "$N1" -q "$H" -w randread -b 4k -T 1 2>&1); st=$?
+echo "$out"
+[ "$st" = 1 ] || fail "plaintext against a TLS alert: exit $st, want 1"
+printf '%s\n' "$out" | grep -q "answered the ICReq with a TLS alert: the port requires TLS" ||
+	fail "the alert was not recognised"
+stop_pid "$apid"
 echo pass
