@@ -88,8 +88,9 @@ $(BUILD)/nvmf-gateway: $(BUILD)/gateway/main.o $(BUILD)/libgateway.a
 # part of the gateway; it shares only the wire structures, CRC32C and the logging API.
 TARGET_SRCS := $(sort $(wildcard tests/target/*.c))
 TARGET_OBJS := $(TARGET_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/transports/crc32c.o $(BUILD)/gateway/base/log.o
-$(BUILD)/nvmf-test-target: $(TARGET_OBJS)
-	$(CC) $(CFLAGS_ALL) -o $@ $^
+# TLS (tests/target/tls.c) takes the key module from the library.
+$(BUILD)/nvmf-test-target: $(TARGET_OBJS) $(BUILD)/libgateway.a
+	$(CC) $(CFLAGS_ALL) -o $@ $^ -lssl -lcrypto
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 	@mkdir -p $(dir $@)

@@ -53,6 +53,13 @@ struct gw_target {
 	char *dhchap_ctrl_secret;
 	char *dhchap_secret_file;
 	char *dhchap_ctrl_secret_file;
+	/* NVMe/TCP TLS 1.3 with a configured PSK: tls_key_file (private, as
+	 * a secret file) holds the interchange key, read into tls_key at load;
+	 * tls_kdf is enum nvmf_tls_kdf, how the TLS PSK is derived from it. */
+	bool tls;
+	char *tls_key_file;
+	int tls_kdf;
+	struct nvmf_tls_key tls_key;
 	/* A target not reached yet (boot order): its exports wait this long
 	 * for the first connect, then fail.  Seconds, -1 = forever. */
 	int connect_loss_tmo;

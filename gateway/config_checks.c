@@ -137,10 +137,47 @@ void cfg_check_secrets(struct ctx *c, const config_setting_t *list, const char *
 		       "(dhchap_secret or dhchap_secret_file) too", list_name, i);
 }
 
+/* tls and tls_key_file of targets[i]: the key read (owner and mode
+ * checked as for a secret) and parsed; TLS is for tcp paths only. */
+static void check_tls(struct ctx *c, const config_setting_t *list, size_t i,
+		      struct gw_target *t)
+{
+	char buf[256], why[PATH_MAX + 128];
+	const char *bad = NULL;
+
+	if (t->tls_key_file && !t->tls) {
+		err_at(c, where(list, i, "tls_key_file"),
+		       "targets[%zu]: tls_key_file is set but tls is not true", i);
+		return;
+	}
+	if (!t->tls)
+		return;
+	if (!t->tls_key_file) {
+		err_at(c, where(list, i, "tls"), "targets[%zu]: tls = true needs tls_key_file", i);
+		return;
+	}
+	for (size_t p = 0; p < t->nr_paths; p++)
+		if (t->paths[p].transport != NVMF_TR_TCP) {
+			err_at(c, where(list, i, "tls"),
+			       "targets[%zu]: tls is for tcp paths; paths[%zu] is %s", i, p,
+			       nvmf_trtype_name(t->paths[p].transport));
+			return;
+		}
+	if (gw_secret_read_file(t->tls_key_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
+		err_at(c, where(list, i, "tls_key_file"), "targets[%zu].tls_key_file: %s", i, why);
+	} else if (nvmf_tls_key_parse(buf, &t->tls_key, &bad) < 0) {
+		err_at(c, where(list, i, "tls_key_file"),
+		       "targets[%zu].tls_key_file: %s does not hold an NVMe TLS key: %s", i,
+		       t->tls_key_file, bad);
+	}
+	memset(buf, 0, sizeof(buf));
+}
+
 void cfg_check_targets(struct ctx *c, struct gw_config *cfg,
 			  const config_setting_t *list)
 {
 	for (size_t i = 0; i < cfg->nr_targets; i++) {
+		check_tls(c, list, i, &cfg->targets[i]);
 		if (!cfg->targets[i].nr_io_queues)
 			cfg->targets[i].nr_io_queues = cfg->reactors;
 		cfg_check_secrets(c, list, "targets", i, &cfg->targets[i].dhchap_secret,

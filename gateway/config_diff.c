@@ -40,7 +40,10 @@ bool config_target_equal(const struct gw_target *a, const struct gw_target *b)
 	    !str_eq(a->dhchap_secret, b->dhchap_secret) ||
 	    !str_eq(a->dhchap_ctrl_secret, b->dhchap_ctrl_secret) ||
 	    !str_eq(a->dhchap_secret_file, b->dhchap_secret_file) ||
-	    !str_eq(a->dhchap_ctrl_secret_file, b->dhchap_ctrl_secret_file))
+	    !str_eq(a->dhchap_ctrl_secret_file, b->dhchap_ctrl_secret_file) ||
+	    a->tls != b->tls || a->tls_kdf != b->tls_kdf ||
+	    !str_eq(a->tls_key_file, b->tls_key_file) ||
+	    memcmp(&a->tls_key, &b->tls_key, sizeof(a->tls_key)))
 		return false;
 	for (size_t i = 0; !discovered && i < a->nr_paths; i++)
 		if (!path_eq(&a->paths[i], &b->paths[i]))

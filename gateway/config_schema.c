@@ -359,6 +359,12 @@ static const char *transports(int v)
 	return nvmf_trtype_name((enum nvmf_trtype)v);
 }
 
+/* Indexed by enum nvmf_tls_kdf. */
+static const char *tls_kdfs(int v)
+{
+	return v == NVMF_TLS_KDF_RFC8446 ? "rfc8446" : v == NVMF_TLS_KDF_COMPAT ? "compat" : "?";
+}
+
 static const char *multipaths(int v)
 {
 	return mp_policy_name((enum mp_policy)v);
@@ -404,6 +410,9 @@ void cfg_target_init(struct ctx *c, void *elem)
 	t->max_retries = 5;
 	t->multipath = MP_FAILOVER;
 	t->connect_loss_tmo = -1; /* wait for a target that is not up yet */
+	/* What nvme-cli 2.13's check-tls-key --insert puts into nvmet's
+	 * keyring (tests/interop/TLS.md): the key a kernel target holds. */
+	t->tls_kdf = NVMF_TLS_KDF_COMPAT;
 }
 
 #define T struct gw_target
@@ -427,6 +436,9 @@ static const struct field target_fields[] = {
 	F_FN(T, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
 	F_STR(T, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
 	F_STR(T, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
+	F_BOOL(T, "tls", tls),
+	F_STR(T, "tls_key_file", tls_key_file, chk_abspath, false),
+	F_ENUM(T, "tls_kdf", tls_kdf, tls_kdfs, false),
 	/* waiting for a target at start (issue 19) */
 	F_INT(T, "connect_loss_tmo", connect_loss_tmo, -1, 86400),
 	F_END,

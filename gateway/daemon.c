@@ -941,6 +941,9 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 		po->tos = p->tos;
 		po->hdr_digest = c->hdr_digest;
 		po->data_digest = c->data_digest;
+		po->tls = c->tls;
+		po->tls_kdf = (uint8_t)c->tls_kdf;
+		po->tls_key = c->tls_key;
 	}
 	o->reconnect_delay_ms = (unsigned)c->reconnect_delay * 1000;
 	o->ctrl_loss_tmo_s = c->ctrl_loss_tmo;

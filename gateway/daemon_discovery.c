@@ -214,6 +214,9 @@ static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 	po->tos = -1;
 	po->hdr_digest = c->hdr_digest;
 	po->data_digest = c->data_digest;
+	po->tls = c->tls;
+	po->tls_kdf = (uint8_t)c->tls_kdf;
+	po->tls_key = c->tls_key;
 }
 
 /* The running discovered target of e's subsystem (NULL: none), e's path
@@ -304,6 +307,11 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
+		/* TREQ "required": a plaintext connect would only be cut. */
+		if ((e->treq & 3) == 1 && !(t && t->tls))
+			dc_log(warn, d, "subsystem %s: port %s:%s requires TLS (TREQ), and %s; its "
+			       "connects will be refused", e->subnqn, e->traddr, e->trsvcid,
+			       t ? "its target has no tls = true" : "no target with tls is configured");
 		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:

@@ -21,6 +21,7 @@ void session_defaults(struct session *s, const char *default_port)
 	snprintf(s->opts.name, sizeof(s->opts.name), "cli");
 	s->opts.path.trtype = NVMF_TR_TCP;
 	s->opts.path.tos = -1;
+	s->opts.path.tls_kdf = NVMF_TLS_KDF_COMPAT;
 	snprintf(s->opts.path.trsvcid, sizeof(s->opts.path.trsvcid), "%s", default_port);
 	s->opts.nr_io_queues = 1;
 	s->opts.queue_size = 128;
@@ -61,6 +62,25 @@ static int session_secret_file(struct session *s, bool host, const char *file)
 	memset(buf, 0, sizeof(buf));
 	if (ret < 0) {
 		fprintf(stderr, "nvmf-gateway: --%s: %s\n", name, why);
+		return -1;
+	}
+	return 1;
+}
+
+/* --tls-key-file: 1, or -1 after a message. */
+static int session_tls_key_file(struct session *s, const char *file)
+{
+	char buf[256], why[PATH_MAX + 128];
+	const char *bad = NULL;
+	int ret = gw_secret_read_file(file, buf, sizeof(buf), why, sizeof(why));
+
+	if (ret == 0 && nvmf_tls_key_parse(buf, &s->opts.path.tls_key, &bad) < 0) {
+		snprintf(why, sizeof(why), "%s does not hold an NVMe TLS key: %s", file, bad);
+		ret = -EINVAL;
+	}
+	memset(buf, 0, sizeof(buf));
+	if (ret < 0) {
+		fprintf(stderr, "nvmf-gateway: --tls-key-file: %s\n", why);
 		return -1;
 	}
 	return 1;
@@ -146,6 +166,21 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 	case SESSION_OPT_SECRET_FILE:
 	case SESSION_OPT_CTRL_SECRET_FILE:
 		return session_secret_file(s, opt == SESSION_OPT_SECRET_FILE, arg);
+	case SESSION_OPT_TLS:
+		s->opts.path.tls = true;
+		return 1;
+	case SESSION_OPT_TLS_KEY_FILE:
+		return session_tls_key_file(s, arg);
+	case SESSION_OPT_TLS_KDF:
+		if (!strcmp(arg, "compat")) {
+			s->opts.path.tls_kdf = NVMF_TLS_KDF_COMPAT;
+		} else if (!strcmp(arg, "rfc8446")) {
+			s->opts.path.tls_kdf = NVMF_TLS_KDF_RFC8446;
+		} else {
+			fprintf(stderr, "nvmf-gateway: --tls-kdf '%s': compat or rfc8446\n", arg);
+			return -1;
+		}
+		return 1;
 	case 1001:
 		s->state_dir = arg;
 		return 1;
@@ -398,6 +433,16 @@ int session_run(struct session *s, session_job_fn job)
 	}
 	if (!s->opts.subnqn[0]) {
 		fprintf(stderr, "nvmf-gateway: -n/--nqn is required\n");
+		return 1;
+	}
+	if (s->opts.path.tls != (s->opts.path.tls_key.hash != 0)) {
+		fprintf(stderr, "nvmf-gateway: %s\n",
+			s->opts.path.tls ? "--tls needs --tls-key-file"
+					 : "--tls-key-file needs --tls");
+		return 1;
+	}
+	if (s->opts.path.tls && s->opts.path.trtype != NVMF_TR_TCP) {
+		fprintf(stderr, "nvmf-gateway: --tls is for the tcp transport\n");
 		return 1;
 	}
 	if (s->opts.dhchap_ctrl_key.len && !s->opts.dhchap_key.len) {

@@ -67,6 +67,9 @@ struct session {
 #define SESSION_OPT_HOST_IFACE 1008
 #define SESSION_OPT_SECRET_FILE 1101
 #define SESSION_OPT_CTRL_SECRET_FILE 1102
+#define SESSION_OPT_TLS 1103
+#define SESSION_OPT_TLS_KEY_FILE 1104
+#define SESSION_OPT_TLS_KDF 1105
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -87,6 +90,9 @@ struct session {
 		{ "dhchap-ctrl-secret", required_argument, 0, 'C' },       \
 		{ "dhchap-secret-file", required_argument, 0, SESSION_OPT_SECRET_FILE }, \
 		{ "dhchap-ctrl-secret-file", required_argument, 0, SESSION_OPT_CTRL_SECRET_FILE }, \
+		{ "tls", no_argument, 0, SESSION_OPT_TLS },                \
+		{ "tls-key-file", required_argument, 0, SESSION_OPT_TLS_KEY_FILE }, \
+		{ "tls-kdf", required_argument, 0, SESSION_OPT_TLS_KDF },   \
 		{ "nsid", required_argument, 0, 1000 },                    \
 		{ "state-dir", required_argument, 0, 1001 },               \
 		{ "connect-timeout", required_argument, 0, 1002 },         \
@@ -118,6 +124,9 @@ struct session {
 	"                               or $" "NVMF_GATEWAY_DHCHAP_SECRET, _CTRL_SECRET)\n" \
 	"      --dhchap-secret-file FILE      the host secret from a private file\n"   \
 	"      --dhchap-ctrl-secret-file FILE the controller secret likewise\n"         \
+	"      --tls                    NVMe/TCP over TLS 1.3 with a configured PSK\n"  \
+	"      --tls-key-file FILE      its key (NVMeTLSkey-1:01:...:), a private file\n" \
+	"      --tls-kdf compat|rfc8446 TLS PSK derivation (default compat: nvme-cli 2.13)\n" \
 	"  -o, --output-format normal|json\n"                                           \
 	"      --nsid N                 namespace (default 1)\n"                        \
 	"      --state-dir DIR          where a generated host NQN is kept\n"           \

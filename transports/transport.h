@@ -13,6 +13,7 @@
 
 #include "gateway/base/list.h"
 #include "gateway/base/reactor.h"
+#include "transports/auth/tls_psk.h"
 #include "transports/nvme_spec.h"
 
 struct nvmf_queue;
@@ -31,6 +32,12 @@ struct nvmf_path_opts {
 	bool hdr_digest;
 	bool data_digest;
 	unsigned connect_timeout_ms;
+	/* NVMe/TCP TLS 1.3 with a configured PSK: the handshake's identity and
+	 * PSK are derived from tls_key with the controller's host and
+	 * subsystem NQNs (identity version 0, the one nvmet 6.12 looks up). */
+	bool tls;
+	uint8_t tls_kdf; /* enum nvmf_tls_kdf */
+	struct nvmf_tls_key tls_key;
 };
 
 /* Data for a request: caller-owned memory, valid until completion. */

@@ -396,6 +396,11 @@ static void usage(FILE *out)
 		"                   what was flushed or written with FUA (both before --subsys)\n"
 		"  --ana-pad N      N more (empty) ANA groups in the ANA log, ids from 1000, so\n"
 		"                   that the page outgrows 4 KiB\n"
+		"  --tls-key FILE   every port requires NVMe/TCP TLS 1.3 with this configured\n"
+		"                   PSK (NVMeTLSkey-1:01:...:); TREQ \"required\" in the log\n"
+		"  --tls-kdf K      compat (default, as nvme-cli 2.13 provisions nvmet) or rfc8446\n"
+		"  --plain-port N   with --tls-key: port id N (1, 2, ...) stays plaintext\n"
+		"                   (TREQ \"not specified\"), for a TLS port next to a plain one\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -419,7 +424,8 @@ static void usage(FILE *out)
 int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
-	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD };
+	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
+	       O_PLAIN_PORT };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -436,6 +442,9 @@ int main(int argc, char **argv)
 		{ "persist", required_argument, 0, O_PERSIST },
 		{ "vwc", no_argument, 0, O_VWC },
 		{ "ana-pad", required_argument, 0, O_ANA_PAD },
+		{ "tls-key", required_argument, 0, O_TLS_KEY },
+		{ "tls-kdf", required_argument, 0, O_TLS_KDF },
+		{ "plain-port", required_argument, 0, O_PLAIN_PORT },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -448,6 +457,7 @@ int main(int argc, char **argv)
 	const char *ports[TGT_MAX_PORTS];
 	unsigned nports = 0;
 	int opt, idx;
+	const char *tls_key = NULL, *tls_kdf = NULL;
 
 	log_init_as("nvmf-test-target", "NVMF_TEST_TARGET_LOG", LOG_LVL_INFO, 1);
 	T.maxh2cdata = 131072;
@@ -483,6 +493,21 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			log_set_level(LOG_LVL_DEBUG);
+			break;
+		case O_TLS_KEY:
+			tls_key = optarg;
+			break;
+		case O_TLS_KDF:
+			tls_kdf = optarg;
+			break;
+		case O_PLAIN_PORT:
+			v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > TGT_MAX_PORTS) {
+				fprintf(stderr, "nvmf-test-target: --plain-port: a port id, 1 to %d\n",
+					TGT_MAX_PORTS);
+				return 1;
+			}
+			T.ports[v - 1].plain = true;
 			break;
 		case O_SUBSYS:
 			if (subsys_add(optarg) < 0)
@@ -569,6 +594,21 @@ int main(int argc, char **argv)
 	if (optind != argc) {
 		fprintf(stderr, "nvmf-test-target: unexpected argument '%s'\n", argv[optind]);
 		return 1;
+	}
+	if (tls_key) {
+		char line[256] = "";
+		FILE *f = fopen(tls_key, "re");
+		if (!f || !fgets(line, sizeof(line), f)) {
+			fprintf(stderr, "nvmf-test-target: --tls-key %s: %s\n", tls_key,
+				f ? "empty" : strerror(errno));
+			if (f)
+				fclose(f);
+			return 1;
+		}
+		fclose(f);
+		line[strcspn(line, "\r\n")] = 0;
+		if (tgt_tls_setup(line, tls_kdf) < 0)
+			return 1;
 	}
 	if (!nports)
 		ports[nports++] = "4420";

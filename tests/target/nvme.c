@@ -663,7 +663,9 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 			e->trtype = NVMF_TRTYPE_TCP;
 			e->adrfam = T.ports[p].v6 ? NVMF_ADRFAM_IPV6 : NVMF_ADRFAM_IPV4;
 			e->subtype = ss->discovery ? NVMF_SUBTYPE_DISCOVERY_CUR : NVMF_SUBTYPE_NVME;
-			e->treq = 0x4; /* not specified; SQ flow control disable supported */
+			/* SQ flow control disable supported; secure channel
+			 * "required" with --tls-key, else not specified. */
+			e->treq = (uint8_t)(0x4 | (T.tls && !T.ports[p].plain ? 0x1 : 0));
 			e->portid = (uint16_t)(p + 1);
 			e->cntlid = 0xffff;
 			e->asqsz = TGT_ADMIN_QSIZE;
@@ -671,7 +673,8 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 			snprintf(e->trsvcid, sizeof(e->trsvcid), "%s", T.ports[p].svc);
 			snprintf(e->subnqn, sizeof(e->subnqn), "%s", ss->nqn);
 			snprintf(e->traddr, sizeof(e->traddr), "%s", T.ports[p].addr);
-			e->tsas[0] = 0; /* TCP security type: none */
+			/* TCP security type: TLS 1.3 or none */
+			e->tsas[0] = T.tls && !T.ports[p].plain ? 2 : 0;
 			e++;
 		}
 	}

@@ -88,7 +88,9 @@ void conn_writable(struct tgt_conn *c)
 			iov[n++] = c->tx[i].iov;
 			i = (i + 1) % c->tx_size;
 		}
-		ssize_t w = writev(c->fd, iov, (int)n);
+		/* Under TLS one record per piece: simple, and a test tool. */
+		ssize_t w = c->ssl ? tgt_tls_write(c, iov[0].iov_base, iov[0].iov_len)
+				   : writev(c->fd, iov, (int)n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;
@@ -303,8 +305,10 @@ void conn_fatal(struct tgt_conn *c, uint16_t fes, uint32_t fei, const char *fmt,
 		c->term.pdu.fei = fei;
 		memcpy(c->term.data, c->rhdr, echo);
 		if (c->tx_head == c->tx_tail) {
-			ssize_t r = send(c->fd, &c->term, c->term.pdu.hdr.plen,
-					 MSG_DONTWAIT | MSG_NOSIGNAL);
+			ssize_t r = c->ssl ? (c->tls_up ? tgt_tls_write(c, &c->term,
+								       c->term.pdu.hdr.plen) : 0)
+					   : send(c->fd, &c->term, c->term.pdu.hdr.plen,
+						  MSG_DONTWAIT | MSG_NOSIGNAL);
 			(void)r;
 		}
 	}
@@ -327,7 +331,7 @@ struct tgt_conn *conn_new(int fd, unsigned port, const char *peer)
 	list_init(&c->flink);
 	/* Slots for the deepest queue a Connect may ask for: the queue's
 	 * size is known only after the first capsule. */
-	if (!c->rbuf || conn_alloc_cmds(c, TGT_MQES + 1) < 0) {
+	if (!c->rbuf || conn_alloc_cmds(c, TGT_MQES + 1) < 0 || tgt_tls_conn(c) < 0) {
 		conn_free(c);
 		return NULL;
 	}
@@ -336,6 +340,7 @@ struct tgt_conn *conn_new(int fd, unsigned port, const char *peer)
 
 void conn_free(struct tgt_conn *c)
 {
+	tgt_tls_free(c);
 	if (c->fd >= 0)
 		close(c->fd);
 	free(c->rbuf);
@@ -741,10 +746,24 @@ static void consume(struct tgt_conn *c)
 
 void conn_readable(struct tgt_conn *c)
 {
+	if (c->ssl && tgt_tls_handshake(c) <= 0)
+		return;
 	for (int loops = 0; loops < 16 && !c->closing; loops++) {
 		ssize_t r;
 
-		if (c->rx == RX_DATA && c->roff == c->rlen && c->data_left >= DIRECT_MIN) {
+		if (c->ssl) {
+			if (c->roff == c->rlen)
+				c->roff = c->rlen = 0;
+			r = tgt_tls_read(c, c->rbuf + c->rlen, RBUF_SIZE - c->rlen);
+			if (r > 0) {
+				c->rlen += (uint32_t)r;
+				consume(c);
+				/* A record may be buffered in OpenSSL with nothing
+				 * left in the socket to wake epoll. */
+				loops = 0;
+				continue;
+			}
+		} else if (c->rx == RX_DATA && c->roff == c->rlen && c->data_left >= DIRECT_MIN) {
 			/* Large payload: straight into the slot's buffer. */
 			r = read(c->fd, c->data_dst, c->data_left);
 			if (r > 0) {

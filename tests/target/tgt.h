@@ -229,6 +229,8 @@ struct tgt_conn {
 	uint64_t nr_cmds_rx;
 	struct list_node flink; /* on T.flushq: has PDUs to write */
 	bool on_flushq;
+	struct ssl_st *ssl; /* --tls-key: every PDU through it */
+	bool tls_up; /* handshake done */
 };
 
 /* ---- global state (main.c) ---- */
@@ -241,6 +243,7 @@ struct tgt_port {
 	bool down; /* `port N down`: not listening, until `port N up` */
 	bool aen_hold; /* `aen-hold N on`: events for its controllers wait */
 	bool disc_hidden; /* `disc-port N hide`: left out of the discovery log */
+	bool plain; /* --plain-port: no TLS here even with --tls-key */
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 
@@ -272,6 +275,7 @@ enum malformed_kind { BAD_NONE, BAD_TYPE, BAD_HLEN, BAD_CID, BAD_PLEN };
 
 struct tgt {
 	int epfd;
+	bool tls; /* every port requires TLS (TREQ "required") */
 	struct tgt_port ports[TGT_MAX_PORTS];
 	unsigned nr_ports;
 	struct tgt_subsys *subsys;
@@ -305,6 +309,14 @@ struct tgt {
 };
 
 extern struct tgt T;
+
+/* TLS (tls.c): --tls-key LINE makes every port require TLS 1.3. */
+int tgt_tls_setup(const char *key_line, const char *kdf);
+int tgt_tls_conn(struct tgt_conn *c);
+int tgt_tls_handshake(struct tgt_conn *c);
+ssize_t tgt_tls_read(struct tgt_conn *c, void *buf, size_t len);
+ssize_t tgt_tls_write(struct tgt_conn *c, const void *buf, size_t len);
+void tgt_tls_free(struct tgt_conn *c);
 
 uint64_t now_ns(void);
 

@@ -89,6 +89,10 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 					  (uint64_t)TCP_TERM_WAIT_MS * NSEC_PER_MSEC);
 		} else {
 			tq->term_deferred = false;
+			/* An orderly end says so: the target then tells a
+			 * closed session from a cut one. */
+			if (tq->tls && !tq->abort_close && !tq->send_pending)
+				tcp_tls_close_notify(tq);
 			shutdown(tq->fd, SHUT_RDWR);
 		}
 	}
@@ -114,10 +118,18 @@ static void closing_send_reaped(struct tcp_queue *tq, int res)
 		return;
 	tq->term_deferred = false;
 	reactor_timer_cancel(&tq->term_timer);
-	if (res > 0 && tq->siov_first + iov_advance(tq->siov + tq->siov_first,
-						     tq->siov_cnt - tq->siov_first,
-						     (size_t)res) == tq->siov_cnt)
+	if (tq->tls) {
+		/* On a PDU boundary: the batch all sealed and all sent. */
+		if (res > 0 && tq->siov_first == tq->siov_cnt &&
+		    tq->tls->out_sent + (uint32_t)res == tq->tls->out_len) {
+			tq->tls->out_sent = tq->tls->out_len = 0;
+			tcp_send_term(tq);
+		}
+	} else if (res > 0 && tq->siov_first + iov_advance(tq->siov + tq->siov_first,
+							    tq->siov_cnt - tq->siov_first,
+							    (size_t)res) == tq->siov_cnt) {
 		tcp_send_term(tq);
+	}
 	if (tq->fd >= 0)
 		shutdown(tq->fd, SHUT_RDWR);
 }
@@ -254,6 +266,10 @@ static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 
 static void send_submit(struct tcp_queue *tq)
 {
+	if (tq->tls) {
+		tcp_tls_seal_send(tq);
+		return;
+	}
 	memset(&tq->smsg, 0, sizeof(tq->smsg));
 	tq->smsg.msg_iov = tq->siov + tq->siov_first;
 	tq->smsg.msg_iovlen = tq->siov_cnt - tq->siov_first;
@@ -310,11 +326,16 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 					   strerror(res ? -res : EPIPE));
 		return;
 	}
-	tq->siov_first += iov_advance(tq->siov + tq->siov_first,
-				      tq->siov_cnt - tq->siov_first, (size_t)res);
-	if (tq->siov_first < tq->siov_cnt) {
-		send_submit(tq); /* short send: the rest, in order */
-		return;
+	if (tq->tls) {
+		if (!tcp_tls_sent(tq, (uint32_t)res))
+			return;
+	} else {
+		tq->siov_first += iov_advance(tq->siov + tq->siov_first,
+					      tq->siov_cnt - tq->siov_first, (size_t)res);
+		if (tq->siov_first < tq->siov_cnt) {
+			send_submit(tq); /* short send: the rest, in order */
+			return;
+		}
 	}
 	if (tq->conn == TCP_CONN_ICREQ) {
 		tcp_recv_arm(tq);
@@ -409,6 +430,11 @@ void tcp_recv_arm(struct tcp_queue *tq)
 {
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
+	if (tq->tls) {
+		/* Ciphertext first: no direct receive into the request. */
+		tcp_tls_recv_arm(tq);
+		return;
+	}
 	if (tq->rx_state == TCP_RX_DATA && tq->rx_data_left >= TCP_DIRECT_MIN && tq->rlen == 0) {
 		struct nvmf_req *req = tq->rx_req;
 		int cnt = iov_slice(req->iov, req->iovcnt, tcp_req_of(req)->c2h_off,
@@ -438,6 +464,27 @@ armed:
 	tq->ops_in_flight++;
 }
 
+/* The first byte of a TLS alert record (content type 21). */
+#define TLS_ALERT 0x15
+
+static void recv_failed(struct tcp_queue *tq, int res)
+{
+	const char *hint = "";
+
+	/* A port that requires TLS reads a plaintext ICReq as a broken
+	 * ClientHello and drops the connection (nvmet resets it). */
+	if (tq->conn == TCP_CONN_ICREQ && !tq->tls)
+		hint = " before the ICResp: does the port require TLS? (tls = true)";
+	else if (tq->conn == TCP_CONN_TLS)
+		hint = " during the TLS handshake: does the port do TLS, with this key?";
+	if (res == 0)
+		nvmf_queue_transport_error(tq->q, -ECONNRESET, "target closed the connection%s",
+					   hint);
+	else
+		nvmf_queue_transport_error(tq->q, res, "receive failed: %s%s", strerror(-res),
+					   hint);
+}
+
 static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct tcp_queue *tq = container_of(op, struct tcp_queue, recv_op);
@@ -451,13 +498,20 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (res <= 0) {
-		if (res == 0)
-			nvmf_queue_transport_error(tq->q, -ECONNRESET, "target closed the connection");
-		else
-			nvmf_queue_transport_error(tq->q, res, "receive failed: %s", strerror(-res));
+		recv_failed(tq, res);
 		return;
 	}
-	if (tq->rx_direct) {
+	if (tq->tls) {
+		ret = tcp_tls_received(tq, (uint32_t)res);
+	} else if (tq->conn == TCP_CONN_ICREQ && tq->rlen + (uint32_t)res >= 2 &&
+		   tq->rbuf[0] == TLS_ALERT && tq->rbuf[1] == 3) {
+		/* A PDU type of 21 is a TLS record: an alert. */
+		nvmf_queue_transport_error(tq->q, -EPROTO,
+					   "%s:%s answered the ICReq with a TLS alert: the port "
+					   "requires TLS (set tls = true and tls_key_file)",
+					   tq->opts.traddr, tq->opts.trsvcid);
+		return;
+	} else if (tq->rx_direct) {
 		uint32_t n = (uint32_t)res, d = n < tq->rx_data_left ? n : tq->rx_data_left;
 		ret = tcp_rx_direct_done(tq, d);
 		if (ret >= 0 && n > d) {
@@ -511,7 +565,7 @@ int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic)
 	return 0;
 }
 
-static void send_icreq(struct tcp_queue *tq)
+void tcp_send_icreq(struct tcp_queue *tq)
 {
 	struct nvme_tcp_icreq *ic = &tq->icreq;
 
@@ -547,16 +601,19 @@ static void connect_done(struct reactor_op *op, int res, uint32_t flags)
 					   tq->opts.traddr, tq->opts.trsvcid, strerror(-res));
 		return;
 	}
-	send_icreq(tq);
+	if (tq->tls)
+		tcp_tls_start(tq);
+	else
+		tcp_send_icreq(tq);
 }
 
 static void connect_timeout(struct reactor_timer *t)
 {
 	struct tcp_queue *tq = container_of(t, struct tcp_queue, connect_timer);
 
-	nvmf_queue_transport_error(tq->q, -ETIMEDOUT, "connecting to %s:%s timed out after %u ms",
-				   tq->opts.traddr, tq->opts.trsvcid,
-				   tq->opts.connect_timeout_ms);
+	nvmf_queue_transport_error(tq->q, -ETIMEDOUT, "connecting to %s:%s timed out after %u ms%s",
+				   tq->opts.traddr, tq->opts.trsvcid, tq->opts.connect_timeout_ms,
+				   tq->conn == TCP_CONN_TLS ? " in the TLS handshake" : "");
 }
 
 static int resolve(struct tcp_queue *tq)
@@ -676,6 +733,11 @@ static int tcp_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *opt
 	reactor_timer_init(&tq->term_timer, term_timeout);
 	list_init(&tq->sendq);
 	tcp_rx_reset(tq);
+	if (tcp_tls_init(tq) < 0) {
+		free(tq->rbuf);
+		free(tq);
+		return -ENOMEM;
+	}
 	q->tp = tq;
 	return 0;
 }
@@ -688,6 +750,7 @@ static void tcp_queue_free(struct nvmf_queue *q)
 	reactor_timer_cancel(&tq->term_timer);
 	if (tq->fd >= 0)
 		close(tq->fd);
+	tcp_tls_free(tq);
 	free(tq->rbuf);
 	free(tq);
 	q->tp = NULL;

@@ -70,6 +70,7 @@ enum tcp_rx_state {
 enum tcp_conn_state {
 	TCP_CONN_IDLE,
 	TCP_CONN_CONNECTING,
+	TCP_CONN_TLS, /* TLS handshake in progress (before the ICReq) */
 	TCP_CONN_ICREQ, /* ICReq sent, waiting for ICResp */
 	TCP_CONN_LIVE,
 	TCP_CONN_CLOSING,
@@ -139,6 +140,9 @@ struct tcp_queue {
 	struct iovec riov[NVMF_REQ_MAX_IOV + 1]; /* the data, then the staging buffer */
 	uint64_t nr_pdus_rx;
 	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
+
+	/* TLS (tcp_tls.c), NULL when the path has none. */
+	struct tcp_tls *tls;
 };
 
 static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
@@ -173,7 +177,53 @@ void tcp_send_term(struct tcp_queue *tq);
 void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);
 /* Complete req now, or when its send is reaped. */
 void tcp_req_respond(struct tcp_queue *tq, struct nvmf_req *req, const struct nvme_cqe *cqe);
+/* Sends the ICReq (through TLS when the path has it). */
+void tcp_send_icreq(struct tcp_queue *tq);
 /* Handles a validated ICResp. */
 int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic);
+
+/* ---- TLS 1.3 on memory BIOs (tcp_tls.c) ----
+ *
+ * Under TLS the socket's send always carries tls->out (ciphertext, a FIFO
+ * sent from out_sent to out_len) and its receive always lands in tls->in;
+ * the plaintext PDUs of a batch (tq->siov) are sealed into tls->out as it
+ * has room, and a batch is released once all of it is sealed and its
+ * ciphertext sent.  Received ciphertext is opened by SSL_read into rbuf
+ * and goes to tcp_rx_consume as plaintext does. */
+#define TCP_TLS_OUT_SIZE (64u * 1024)
+#define TCP_TLS_IN_SIZE (64u * 1024)
+
+struct tcp_tls {
+	struct ssl_st *ssl;
+	struct bio_st *rbio, *wbio; /* owned by ssl */
+	struct nvmf_tls_psk psk; /* ssl points at it */
+	uint8_t *out; /* TCP_TLS_OUT_SIZE */
+	uint32_t out_sent, out_len;
+	uint8_t *in; /* TCP_TLS_IN_SIZE */
+};
+
+/* Allocates tq->tls when the path asks for TLS; 0 or -errno. */
+int tcp_tls_init(struct tcp_queue *tq);
+void tcp_tls_free(struct tcp_queue *tq);
+/* The TCP connection is up: start the client handshake.  The ICReq goes
+ * out when it is done; a failure fails the queue with one line. */
+void tcp_tls_start(struct tcp_queue *tq);
+/* Seals as much of the plaintext in tq->siov as tls->out has room for
+ * and sends the ciphertext unless a send is in flight. */
+void tcp_tls_seal_send(struct tcp_queue *tq);
+/* The socket send of n ciphertext bytes completed (n > 0).  True when the
+ * batch's plaintext is all sealed and sent (the caller releases it). */
+bool tcp_tls_sent(struct tcp_queue *tq, uint32_t n);
+/* Arms the socket receive into tls->in. */
+void tcp_tls_recv_arm(struct tcp_queue *tq);
+/* n ciphertext bytes arrived in tls->in: opened and consumed (or, during
+ * the handshake, handed to it).  0, or -errno once the queue failed. */
+int tcp_tls_received(struct tcp_queue *tq, uint32_t n);
+/* A TermReq (tq->term) sealed and written straight to the socket, best
+ * effort. */
+void tcp_tls_send_term(struct tcp_queue *tq);
+/* close_notify written straight to the socket, best effort, when nothing
+ * of ours is being sent. */
+void tcp_tls_close_notify(struct tcp_queue *tq);
 
 #endif

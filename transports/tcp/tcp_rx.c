@@ -432,6 +432,10 @@ int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)
 
 void tcp_send_term(struct tcp_queue *tq)
 {
+	if (tq->tls) {
+		tcp_tls_send_term(tq);
+		return;
+	}
 	ssize_t r = send(tq->fd, &tq->term, tq->term.pdu.hdr.plen, MSG_DONTWAIT | MSG_NOSIGNAL);
 
 	(void)r;
