@@ -156,7 +156,7 @@ func: all
 # backend or the other; t_target_drop forces epoll for its own valgrind
 # round; chaos-suite's new seeds alternate backends; test_reactor runs the
 # reactor contract on both.  FUNC_EPOLL_TESTS='t_*' runs all of func.
-FUNC_EPOLL_TESTS ?= 't_nbd_*' 't_fuse_*' 't_resil_*' 't_live_*' t_control
+FUNC_EPOLL_TESTS ?= 't_nbd_*' 't_fuse_*' 't_resil_*' 't_live_*' 't_tls_*' t_control
 func-epoll: all
 	tests/func/run.sh $(BUILD) func-epoll epoll $(FUNC_EPOLL_TESTS)
 
