@@ -401,6 +401,8 @@ static void usage(FILE *out)
 		"  --tls-kdf K      compat (default, as nvme-cli 2.13 provisions nvmet) or rfc8446\n"
 		"  --plain-port N   with --tls-key: port id N (1, 2, ...) stays plaintext\n"
 		"                   (TREQ \"not specified\"), for a TLS port next to a plain one\n"
+		"  --tls-ku-flood S with --tls-key: after each handshake, for S seconds, reads\n"
+		"                   nothing and sends key update requests (a hostile peer)\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -425,7 +427,7 @@ int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
 	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
-	       O_PLAIN_PORT };
+	       O_PLAIN_PORT, O_TLS_KU_FLOOD };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -445,6 +447,7 @@ int main(int argc, char **argv)
 		{ "tls-key", required_argument, 0, O_TLS_KEY },
 		{ "tls-kdf", required_argument, 0, O_TLS_KDF },
 		{ "plain-port", required_argument, 0, O_PLAIN_PORT },
+		{ "tls-ku-flood", required_argument, 0, O_TLS_KU_FLOOD },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -499,6 +502,14 @@ int main(int argc, char **argv)
 			break;
 		case O_TLS_KDF:
 			tls_kdf = optarg;
+			break;
+		case O_TLS_KU_FLOOD:
+			v = strtoul(optarg, &end, 10);
+			if (*end || v < 1 || v > 600) {
+				fprintf(stderr, "nvmf-test-target: --tls-ku-flood: 1 to 600 seconds\n");
+				return 1;
+			}
+			T.tls_ku_flood = (unsigned)v;
 			break;
 		case O_PLAIN_PORT:
 			v = strtoul(optarg, &end, 10);

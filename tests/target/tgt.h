@@ -276,6 +276,7 @@ enum malformed_kind { BAD_NONE, BAD_TYPE, BAD_HLEN, BAD_CID, BAD_PLEN };
 struct tgt {
 	int epfd;
 	bool tls; /* every port requires TLS (TREQ "required") */
+	unsigned tls_ku_flood; /* --tls-ku-flood: seconds of key update requests */
 	struct tgt_port ports[TGT_MAX_PORTS];
 	unsigned nr_ports;
 	struct tgt_subsys *subsys;

@@ -4,8 +4,10 @@
  * TLS PSK is derived from it and the NQNs in the identity the host
  * offers, as nvmet's keyring would hold it for that host and subsystem. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -104,6 +106,31 @@ static void tls_why(char *buf, size_t len)
 	ERR_clear_error();
 }
 
+/* --tls-ku-flood: a hostile peer that reads nothing and asks for key
+ * updates (each one obliges the host to answer) for T.tls_ku_flood
+ * seconds.  Blocks the target meanwhile: a test tool's shortcut. */
+static void ku_flood(struct tgt_conn *c)
+{
+	time_t end = time(NULL) + T.tls_ku_flood;
+	unsigned long n = 0;
+
+	while (time(NULL) < end && SSL_key_update(c->ssl, SSL_KEY_UPDATE_REQUESTED)) {
+		int r;
+		while ((r = SSL_do_handshake(c->ssl)) != 1) {
+			if (SSL_get_error(c->ssl, r) != SSL_ERROR_WANT_WRITE)
+				goto out;
+			struct pollfd pf = { .fd = c->fd, .events = POLLOUT };
+			poll(&pf, 1, 100);
+			if (time(NULL) >= end)
+				goto out;
+		}
+		n++;
+	}
+out:
+	ERR_clear_error();
+	log_notice("%s: TLS key update flood: %lu requests sent", c->peer, n);
+}
+
 /* -1: closed (logged); 0: wait for more; 1: the handshake is done. */
 int tgt_tls_handshake(struct tgt_conn *c)
 {
@@ -118,6 +145,8 @@ int tgt_tls_handshake(struct tgt_conn *c)
 		c->tls_up = true;
 		log_info("%s: TLS up (%s, %s)", c->peer, SSL_get_version(c->ssl),
 			 SSL_get_cipher_name(c->ssl));
+		if (T.tls_ku_flood)
+			ku_flood(c);
 		return 1;
 	}
 	int e = SSL_get_error(c->ssl, r);

@@ -200,6 +200,12 @@ struct tcp_tls {
 	uint8_t *out; /* TCP_TLS_OUT_SIZE */
 	uint32_t out_sent, out_len;
 	uint8_t *in; /* TCP_TLS_IN_SIZE */
+	/* A peer that sends key update requests and does not read our
+	 * answers: the receive waits while TLS holds this much unsent
+	 * (re-armed as it drains), and TLS_CTL_MAX bytes of such answers
+	 * with no data between them fail the queue. */
+	uint32_t ctl_bytes;
+	bool rx_parked;
 };
 
 /* Allocates tq->tls when the path asks for TLS; 0 or -errno. */

@@ -83,6 +83,9 @@ void tcp_tls_free(struct tcp_queue *tq)
 	tq->tls = NULL;
 }
 
+#define TLS_WBIO_MAX (16u << 10)
+#define TLS_CTL_MAX (64u << 10) /* about 2400 key updates */
+
 /* Moves what the write BIO holds into tls->out, as far as it fits. */
 static void out_fill(struct tcp_tls *t)
 {
@@ -163,6 +166,8 @@ void tcp_tls_start(struct tcp_queue *tq)
 
 	tls_drop_ssl(t);
 	t->out_sent = t->out_len = 0;
+	t->ctl_bytes = 0;
+	t->rx_parked = false;
 	pthread_once(&client_ctx_once, client_ctx_init);
 	if (!c) {
 		nvmf_queue_transport_error(tq->q, -EINVAL, "TLS needs the controller's NQNs");
@@ -265,6 +270,10 @@ bool tcp_tls_sent(struct tcp_queue *tq, uint32_t n)
 	}
 	t->out_sent = t->out_len = 0;
 	out_fill(t);
+	if (t->rx_parked && BIO_ctrl_pending(t->wbio) <= TLS_WBIO_MAX) {
+		t->rx_parked = false;
+		tcp_tls_recv_arm(tq);
+	}
 	if (tq->conn == TCP_CONN_TLS) {
 		out_flush(tq);
 		return false;
@@ -284,6 +293,10 @@ void tcp_tls_recv_arm(struct tcp_queue *tq)
 {
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
+	if (BIO_ctrl_pending(tq->tls->wbio) > TLS_WBIO_MAX) {
+		tq->tls->rx_parked = true; /* tcp_tls_sent re-arms it */
+		return;
+	}
 	tq->rx_direct = false;
 	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, tq->tls->in, TCP_TLS_IN_SIZE, 0);
 	tq->recv_pending = true;
@@ -309,12 +322,16 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 		if (tq->conn == TCP_CONN_TLS || !BIO_ctrl_pending(t->rbio))
 			return 0;
 	}
+	size_t said = BIO_ctrl_pending(t->wbio);
+	bool data = false;
 	for (;;) {
 		ERR_clear_error();
 		if (!SSL_read_ex(t->ssl, tq->rbuf, TCP_RBUF_SIZE, &got)) {
 			e = SSL_get_error(t->ssl, 0);
 			break;
 		}
+		data = true;
+		t->ctl_bytes = 0;
 		int ret = tcp_rx_consume(tq, tq->rbuf, (uint32_t)got);
 		if (ret < 0)
 			return ret;
@@ -323,6 +340,18 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 	}
 	if (e == SSL_ERROR_WANT_READ) {
 		/* SSL_read may have answered something (a key update). */
+		size_t now = BIO_ctrl_pending(t->wbio);
+		if (!data && now > said) {
+			t->ctl_bytes += (uint32_t)(now - said);
+			if (t->ctl_bytes > TLS_CTL_MAX) {
+				nvmf_queue_transport_error(tq->q, -EPROTO,
+							   "TLS: %s:%s made TLS answer %u bytes with no "
+							   "data between (key update requests?)",
+							   tq->opts.traddr, tq->opts.trsvcid,
+							   t->ctl_bytes);
+				return -EPROTO;
+			}
+		}
 		out_fill(t);
 		out_flush(tq);
 		return 0;
