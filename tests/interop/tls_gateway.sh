@@ -127,5 +127,23 @@ h.shutdown()' "nbd+unix:///e1?socket=$sock" > "$work/nbd-read" || fail "the NBD 
 	gw_err "does the port require TLS" \
 		"$GW" bench -t tcp -a 127.0.0.1 -s "$port" -q "$hostnqn" -n "$subnqn" -T 1
 	dmesg_new
+
+	step "gateway: tls_kdf rfc8446 against the RFC 8446 TLS PSK put into .nvme by keyctl"
+	# nvmet uses whatever the keyring holds under the identity: with the
+	# specification's derivation there, --tls-kdf rfc8446 connects and the
+	# default (compat) is refused.
+	as_possessor "keyctl revoke 0x$kid" || fail "revoke 0x$kid"
+	python3 "$here/tls_psk.py" "$key" "$hostnqn" "$subnqn" rfc |
+		python3 -c "import sys; sys.stdout.buffer.write(bytes.fromhex(sys.stdin.read().strip()))" > "$work/rfc.bin"
+	[ "$(stat -c %s "$work/rfc.bin")" = 32 ] || fail "no 32-byte TLS PSK from tls_psk.py"
+	kid=$(as_possessor "keyctl padd psk '$ident' 0x$keyring < $work/rfc.bin") || fail "keyctl padd"
+	timeout 300 "$GW" bench "${TLS[@]}" --tls-kdf rfc8446 -n "$subnqn" -w randrw -b 4k -d 16 -T 2 \
+		--verify --size 4M --io-timeout 120000 > "$work/bench.out" 2>&1
+	r=$?
+	cat "$work/bench.out"
+	[ $r = 0 ] || fail "bench --tls-kdf rfc8446: exit $r"
+	grep -q ' 0 mismatches' "$work/bench.out" || fail "bench rfc8446: no verify line"
+	gw_err "closed the connection during the TLS handshake: does the port do TLS, with this key?\|different TLS key" \
+		"$GW" bench "${TLS[@]}" -n "$subnqn" -T 1
 	echo "tls_gateway: PASS"
 }
