@@ -139,12 +139,13 @@ fi
 
 # NVMe/TCP TLS (TLS.md): tlshd and nvme-cli 2.x come from a Debian 13 root,
 # built here once (debootstrap, a few minutes) and cached beside the kernel.
-# Asked for by name (INTEROP_CASES naming tls, or INTEROP_TLS=1) until the
-# gateway has its own NVMe/TCP TLS to test against it: the case proves the
-# kernel's host and the recipe, not the gateway, and costs make test ~2 min.
+# Asked for by name (INTEROP_CASES naming tls, or INTEROP_TLS=1): the root's
+# first build and the two cases (tls-kernel-host: the recipe and the
+# kernel's host; tls-gateway: the gateway's own TLS) cost make test ~2.5 min.
 tlsroot=$VM_CACHE/trixie-tls tlsroot_ok= want_tls=
 [[ "${INTEROP_TLS:-0}" = 1 || "${INTEROP_CASES:-}" == *tls* ]] && want_tls=1
-if [[ -n $want_tls && tls-kernel-host =~ ${INTEROP_CASES:-.} && " $transports " == *" tcp "* ]]; then
+if [[ -n $want_tls && (tls-kernel-host =~ ${INTEROP_CASES:-.} || tls-gateway =~ ${INTEROP_CASES:-.}) &&
+	" $transports " == *" tcp "* ]]; then
 	"$top/tests/interop/tlsroot.sh" "$tlsroot" > "$logdir/tlsroot.log" 2>&1 && tlsroot_ok=1
 fi
 
@@ -271,6 +272,14 @@ if [[ " $transports " == *" tcp "* ]]; then
 		T=600 g "TLS_RECORD=${TLS_RECORD:-} bash tests/interop/tls_kernel.sh $tlsroot/root"
 	}
 	[ -z "$want_tls" ] || case_ tls-kernel-host t_tls_kernel
+	# The gateway's own TLS (OpenSSL) against the same nvmet port and
+	# tlshd: discover, bench --verify, data across both TLS hosts, the
+	# daemon's NBD export of a tls target, wrong key and plaintext errors.
+	t_tls_gateway() {
+		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
+		T=600 g "GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4431 gateway"
+	}
+	[ -z "$want_tls" ] || case_ tls-gateway t_tls_gateway
 fi
 
 # Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.

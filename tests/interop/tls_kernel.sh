@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tls_kernel.sh TLSROOT [PORT]: runs IN the interop guest (as root, from the
+# tls_kernel.sh TLSROOT [PORT [MODE]]: runs IN the interop guest (as root, from the
 # checkout).  NVMe/TCP TLS 1.3 with a configured PSK between nvmet and the
 # kernel's own host, over loopback in the guest (TLS.md has the recipe):
 #   - a subsystem that admits one host, on an nvmet port that requires TLS
@@ -14,19 +14,28 @@
 # nvme-cli 2.x run chrooted in it; everything else comes from the guest.
 # Prints what TLS.md records (the key, the identities, the logs); leaves
 # nothing behind: the port, subsystem, keys and tlshd are removed at exit.
+# MODE "gateway" (GW=the gateway's binary): the same target, key and tlshd,
+# then the gateway's own TLS against them (tls_gateway.sh) in place of the
+# kernel host's steps.
 set -u
-root=${1:?usage: tls_kernel.sh TLSROOT [PORT]}
+root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway]]}
 port=${2:-4430}
+mode=${3:-kernel}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/nvmet.sh"
 subnqn=nqn.2014-08.org.nvmf-gateway:interop-tls
 hostnqn=nqn.2014-08.org.nvmf-gateway:host-tls
 pid=31 # the nvmet port id: the suite's own are 1 and 2
 work=/tmp/tls-kernel
-tlshd_pid='' keyring=''
+tlshd_pid='' keyring='' gw_pid=''
 
 step() { echo "=== $*"; }
-fail() { echo "tls_kernel: FAIL: $*"; exit 1; }
+fail() {
+	# tlshd's side of a failure (nvmet's handshakes): its last lines.
+	[ -n "$tlshd_pid" ] && grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log" | tail -n 40
+	echo "tls_kernel: FAIL: $*"
+	exit 1
+}
 
 # in_root CMD...: CMD chrooted in TLSROOT, with the guest's /proc, /sys, /dev,
 # /tmp and /run bound in a mount namespace of its own (the root itself is
@@ -48,6 +57,7 @@ as_possessor() {
 cleanup() {
 	set +e
 	nvme disconnect -n "$subnqn" > /dev/null 2>&1
+	[ -n "$gw_pid" ] && kill "$gw_pid" 2> /dev/null && wait "$gw_pid" 2> /dev/null
 	[ -n "$tlshd_pid" ] && kill "$tlshd_pid" 2> /dev/null && wait "$tlshd_pid" 2> /dev/null
 	rm -f "$NVMET/ports/$pid/subsystems/$subnqn"
 	rmdir "$NVMET/ports/$pid" 2> /dev/null
@@ -59,8 +69,10 @@ cleanup() {
 	rmdir "$NVMET/hosts/$hostnqn" 2> /dev/null
 	losetup -j "$NVMET_WORK/$subnqn.img" -n -O NAME | xargs -r losetup -d
 	rm -f "$NVMET_WORK/$subnqn.img"
-	# The PSKs this run inserted: the keyring's descriptions name both NQNs.
-	for k in $(awk -v h="$hostnqn" -v s="$subnqn" '$8 == "psk" && index($0, h " " s) { print $1 }' /proc/keys); do
+	# The PSKs this run inserted: the keyring's descriptions name both NQNs
+	# (the gateway mode adds one for the discovery NQN).
+	for k in $(awk -v h="$hostnqn" -v s="$subnqn" -v d=nqn.2014-08.org.nvmexpress.discovery \
+		'$8 == "psk" && (index($0, h " " s) || index($0, h " " d)) { print $1 }' /proc/keys); do
 		as_possessor "keyctl revoke 0x$k" > /dev/null
 	done
 }
@@ -78,6 +90,13 @@ dmesg_new() {
 	dmesg_seen=$n
 }
 dmesg_new > /dev/null
+# 4 MiB of 4 KiB blocks naming their number: what the kernel's host writes.
+python3 -c "
+import sys, hashlib
+out = sys.stdout.buffer
+for i in range(4 * 256):
+    out.write(hashlib.sha256(b'tls-%d' % i).digest() * 128)
+" > "$work/pattern" || fail "no pattern"
 
 step "versions"
 uname -r
@@ -148,6 +167,23 @@ done
 [ "$(groups)" -gt "$g0" ] || { cat /proc/net/netlink; fail "tlshd has not joined its multicast group after 60 s"; }
 cat /proc/net/netlink
 
+tlshd_end() {
+	step "the handshakes as tlshd saw them"
+	kill "$tlshd_pid" 2> /dev/null; wait "$tlshd_pid" 2> /dev/null; tlshd_pid=
+	# Less libnl's own debug lines and GnuTLS's internal assertion traces.
+	grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log"
+	grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
+		echo "(tlshd logged no 'Handshake ... was successful' line)"
+}
+
+if [ "$mode" = gateway ]; then
+	. "$here/tls_gateway.sh"
+	tls_gateway_steps
+	tlshd_end
+	grep -q 'Handshake with .* was successful' "$work/tlshd.log" || fail "tlshd saw no successful handshake"
+	exit 0
+fi
+
 step "a plaintext connect to the TLS port is refused"
 t0=$(date +%s%N)
 out=$(timeout 120 nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" -q "$hostnqn" 2>&1)
@@ -173,12 +209,6 @@ for c in /sys/class/nvme-subsystem/*/nvme*; do
 done
 
 step "I/O over TLS: write a pattern"
-python3 -c "
-import sys, hashlib
-out = sys.stdout.buffer
-for i in range(4 * 256):  # 4 MiB of 4 KiB blocks naming their number
-    out.write(hashlib.sha256(b'tls-%d' % i).digest() * 128)
-" > "$work/pattern"
 dd if="$work/pattern" of="$dev" oflag=direct bs=64k status=none || fail "write through $dev"
 nvme disconnect -n "$subnqn" || fail "disconnect"
 
@@ -232,10 +262,5 @@ for opts in "" "-groups P-384" "-allow_no_dhe_kex"; do
 done
 }
 
-step "the handshakes as tlshd saw them"
-kill "$tlshd_pid" 2> /dev/null; wait "$tlshd_pid" 2> /dev/null; tlshd_pid=
-# Less libnl's own debug lines and GnuTLS's internal assertion traces.
-grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log"
-grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
-	echo "(tlshd logged no 'Handshake ... was successful' line)"
+tlshd_end
 echo "tls_kernel: PASS"
