@@ -139,13 +139,16 @@ fi
 
 # NVMe/TCP TLS (TLS.md): tlshd and nvme-cli 2.x come from a Debian 13 root,
 # built here once (debootstrap, a few minutes) and cached beside the kernel.
-# Asked for by name (INTEROP_CASES naming tls, or INTEROP_TLS=1): the root's
-# first build and the two cases (tls-kernel-host: the recipe and the
-# kernel's host; tls-gateway: the gateway's own TLS) cost make test ~2.5 min.
-tlsroot=$VM_CACHE/trixie-tls tlsroot_ok= want_tls=
-[[ "${INTEROP_TLS:-0}" = 1 || "${INTEROP_CASES:-}" == *tls* ]] && want_tls=1
-if [[ -n $want_tls && (tls-kernel-host =~ ${INTEROP_CASES:-.} || tls-gateway =~ ${INTEROP_CASES:-.}) &&
-	" $transports " == *" tcp "* ]]; then
+# tls-gateway (the gateway's own TLS against nvmet and tlshd) is a case of
+# every run (INTEROP_TLS=0 leaves it out); tls-kernel-host (the recipe with
+# the kernel's own host alone) is asked for by name (INTEROP_CASES naming
+# it, or INTEROP_TLS=1).
+tlsroot=$VM_CACHE/trixie-tls tlsroot_ok= want_tls= gw_tls=1
+[[ "${INTEROP_TLS:-}" = 1 || "${INTEROP_CASES:-}" == *tls-kernel* ]] && want_tls=1
+[ "${INTEROP_TLS:-}" = 0 ] && gw_tls=
+if [[ " $transports " == *" tcp "* ]] &&
+	{ [[ -n $want_tls && tls-kernel-host =~ ${INTEROP_CASES:-.} ]] ||
+		[[ -n $gw_tls && tls-gateway =~ ${INTEROP_CASES:-.} ]]; }; then
 	"$top/tests/interop/tlsroot.sh" "$tlsroot" > "$logdir/tlsroot.log" 2>&1 && tlsroot_ok=1
 fi
 
@@ -279,7 +282,7 @@ if [[ " $transports " == *" tcp "* ]]; then
 		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
 		T=600 g "GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4431 gateway"
 	}
-	[ -z "$want_tls" ] || case_ tls-gateway t_tls_gateway
+	[ -z "$gw_tls" ] || case_ tls-gateway t_tls_gateway
 fi
 
 # Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.
