@@ -249,11 +249,11 @@ static void usage(void)
 	       "                               ioctl (kernels before 4.12: no reattach)\n"
 	       "      --no-reclaim             a kernel device without mlockall,\n"
 	       "                               PR_SET_IO_FLUSHER or oom_score_adj\n"
-	       "      --tls on|require|off     NBD_OPT_STARTTLS (sockets only; default off)\n"
-	       "      --tls-psk-file FILE      TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
-	       "      --tls-certificates DIR   server-cert.pem, server-key.pem (ca-cert.pem)\n"
-	       "      --tls-verify-peer        x509: require a client certificate from ca-cert.pem\n"
-	       "      --tls-max-handshakes N   TLS handshakes in progress at once (default: no limit)\n"
+	       "      --nbd-tls on|require|off NBD_OPT_STARTTLS (sockets only; default off)\n"
+	       "      --nbd-tls-psk-file FILE  TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
+	       "      --nbd-tls-certificates DIR  server-cert.pem, server-key.pem (ca-cert.pem)\n"
+	       "      --nbd-tls-verify-peer    x509: require a client certificate from ca-cert.pem\n"
+	       "      --nbd-tls-max-handshakes N  TLS handshakes at once (default: no limit)\n"
 	       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 }
 
@@ -267,11 +267,11 @@ int cmd_nbd(int argc, char **argv)
 		{ "reactors", required_argument, 0, 3003 },
 		{ "no-reclaim", no_argument, 0, 3004 },
 		{ "interface", required_argument, 0, 3005 },
-		{ "tls", required_argument, 0, 3006 },
-		{ "tls-psk-file", required_argument, 0, 3007 },
-		{ "tls-certificates", required_argument, 0, 3008 },
-		{ "tls-verify-peer", no_argument, 0, 3009 },
-		{ "tls-max-handshakes", required_argument, 0, 3010 },
+		{ "nbd-tls", required_argument, 0, 3006 },
+		{ "nbd-tls-psk-file", required_argument, 0, 3007 },
+		{ "nbd-tls-certificates", required_argument, 0, 3008 },
+		{ "nbd-tls-verify-peer", no_argument, 0, 3009 },
+		{ "nbd-tls-max-handshakes", required_argument, 0, 3010 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -318,7 +318,7 @@ int cmd_nbd(int argc, char **argv)
 			else if (!strcmp(optarg, "off"))
 				n.tls_opts.mode = NBD_TLS_OFF;
 			else {
-				fprintf(stderr, "nvmf-gateway nbd: --tls '%s': on, require or off\n",
+				fprintf(stderr, "nvmf-gateway nbd: --nbd-tls '%s': on, require or off\n",
 					optarg);
 				return 1;
 			}
@@ -336,7 +336,7 @@ int cmd_nbd(int argc, char **argv)
 			char *end;
 			unsigned long v = strtoul(optarg, &end, 10);
 			if (!*optarg || *end || v < 1 || v > 4096) {
-				fprintf(stderr, "nvmf-gateway nbd: --tls-max-handshakes '%s': 1 to 4096\n",
+				fprintf(stderr, "nvmf-gateway nbd: --nbd-tls-max-handshakes '%s': 1 to 4096\n",
 					optarg);
 				return 1;
 			}
@@ -388,7 +388,7 @@ int cmd_nbd(int argc, char **argv)
 	if (n.tls_opts.mode != NBD_TLS_OFF) {
 		char err[512];
 		if (n.kernel) {
-			fprintf(stderr, "nvmf-gateway nbd: --tls: the kernel's NBD client has no TLS; "
+			fprintf(stderr, "nvmf-gateway nbd: --nbd-tls: the kernel's NBD client has no TLS; "
 					"serve a socket (unix:PATH or tcp:HOST:PORT) instead\n");
 			return 1;
 		}
@@ -402,17 +402,17 @@ int cmd_nbd(int argc, char **argv)
 		}
 		if (file && !stat(file, &st) &&
 		    gw_secret_file_problem(&st, problem, sizeof(problem))) {
-			fprintf(stderr, "nvmf-gateway: --tls: %s holds a secret and %s; refusing it\n",
+			fprintf(stderr, "nvmf-gateway: --nbd-tls: %s holds a secret and %s; refusing it\n",
 				file, problem);
 			return 1;
 		}
 		if (nbd_tls_new(&n.tls_opts, &n.tls, err, sizeof(err)) < 0) {
-			fprintf(stderr, "nvmf-gateway nbd: --tls: %s\n", err);
+			fprintf(stderr, "nvmf-gateway nbd: --nbd-tls: %s\n", err);
 			return 1;
 		}
 	} else if (n.tls_opts.psk_file || n.tls_opts.cert_dir) {
-		fprintf(stderr, "nvmf-gateway nbd: --tls-psk-file and --tls-certificates need "
-				"--tls on or --tls require\n");
+		fprintf(stderr, "nvmf-gateway nbd: --nbd-tls-psk-file and --nbd-tls-certificates need "
+				"--nbd-tls on or --nbd-tls require\n");
 		return 1;
 	}
 	n.exports[0] = &n.export;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # NBD over TLS against plaintext, side by side on this host: the gateway
 # (--mem, 2 reactors) on a Unix socket, filled with the same random data,
-# once with --tls require and a PSK (TLS 1.3, AES-128-GCM), once without.
+# once with --nbd-tls require and a PSK (TLS 1.3, AES-128-GCM), once without.
 # The client is nbdcopy (libnbd) to null:, one connection, no extents:
 #   4K requests, 32 in flight (IOPS; a RAM volume: sequential or random
 #   is the same work for the server), and 1 MiB requests, 4 in flight
@@ -70,7 +70,7 @@ run_one() { # NAME URI GATEWAY-ARGS... (NAME nbdkit: nbdkit's memory plugin)
 }
 
 run_one plain "nbd+unix:///disk?socket=$sock"
-run_one tls "nbds+unix://bench@/disk?socket=$sock&tls-psk-file=$psk" --tls require --tls-psk-file "$psk"
+run_one tls "nbds+unix://bench@/disk?socket=$sock&tls-psk-file=$psk" --nbd-tls require --nbd-tls-psk-file "$psk"
 # A peer for scale: nbdkit with TLS (GnuTLS) on the same host, if present.
 command -v nbdkit > /dev/null &&
 	run_one nbdkit "nbds+unix://bench@/disk?socket=$sock&tls-psk-file=$psk" --tls=require \

@@ -16,7 +16,7 @@ hex=$(openssl rand -hex 32)
  echo "mallory:$(openssl rand -hex 32)" > "$tmp/mallory.psk")
 cc -O1 -o "$tmp/tls_bye" "$TOP/tests/func/nbd/tls_bye.c" -lssl -lcrypto ||
 	fail "cannot build the test client"
-gw_start nbd --mem 32M --name disk --tls require --tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
+gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
 
 nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/wrong.psk" \
 	> /dev/null 2> "$tmp/wrong.err" && fail "wrong PSK accepted"

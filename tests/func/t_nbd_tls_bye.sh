@@ -12,7 +12,7 @@ hex=$(openssl rand -hex 32)
 (umask 077; echo "alice:$hex" > "$tmp/psk/keys.psk")
 cc -O1 -o "$tmp/tls_bye" "$TOP/tests/func/nbd/tls_bye.c" -lssl -lcrypto ||
 	fail "cannot build the test client"
-gw_start nbd --mem 32M --name disk --tls require --tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
+gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
 
 for mode in disc abort; do
 	out=$(timeout 60 "$tmp/tls_bye" "$sock" alice "$hex" $mode) ||

@@ -5,7 +5,7 @@
 # line each instead of holding the reactors.  Once the idle clients go,
 # TLS clients are served again (the slots are given back whether a
 # handshake succeeds, fails or is abandoned).  Before the fix there was no
-# limit (and no --tls-max-handshakes).
+# limit (and no --nbd-tls-max-handshakes).
 set -u
 . "$TOP/tests/func/nbd/lib.sh"
 need nbdinfo openssl
@@ -14,8 +14,8 @@ mkdir -m 700 "$tmp/psk"
 (umask 077; echo "alice:$(openssl rand -hex 32)" > "$tmp/psk/keys.psk"
  echo "alice:$(openssl rand -hex 32)" > "$tmp/wrong.psk")
 turi="nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/psk/keys.psk"
-NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --reactors 2 --name disk --tls require \
-	--tls-psk-file "$tmp/psk/keys.psk" --tls-max-handshakes 4 "unix:$sock"
+NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --reactors 2 --name disk --nbd-tls require \
+	--nbd-tls-psk-file "$tmp/psk/keys.psk" --nbd-tls-max-handshakes 4 "unix:$sock"
 
 # Handshakes that end (done or failed) give their slot back: more of them
 # than the limit, one after the other.

@@ -19,7 +19,7 @@ psk="$tmp/psk/keys.psk"
 turi="nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$psk"
 puri="nbd+unix:///disk?socket=$sock"
 
-NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --name disk --tls require --tls-psk-file "$psk" \
+NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-psk-file "$psk" \
 	"unix:$sock"
 
 info=$(nbdinfo "$turi") || fail "nbdinfo over TLS"
@@ -84,7 +84,7 @@ grep -q "TLS handshake failed: .*unknown PSK identity 'mallory'" "$tmp/gw.log" |
 gw_stop
 
 # on: both kinds of client.
-gw_start nbd --mem 32M --name disk --tls on --tls-psk-file "$psk" "unix:$sock"
+gw_start nbd --mem 32M --name disk --nbd-tls on --nbd-tls-psk-file "$psk" "unix:$sock"
 nbdinfo "$puri" | grep -q "without TLS" || fail "plaintext client under tls = on"
 nbdinfo "$turi" | grep -q "with TLS" || fail "TLS client under tls = on"
 gw_stop
@@ -98,13 +98,13 @@ gw_stop
 # Bad credentials stop the start with the file and line.
 echo "alice:abc" > "$tmp/short.psk"
 chmod 600 "$tmp/short.psk"
-"$GW" nbd --mem 1M --tls on --tls-psk-file "$tmp/short.psk" "unix:$sock" > /dev/null \
+"$GW" nbd --mem 1M --nbd-tls on --nbd-tls-psk-file "$tmp/short.psk" "unix:$sock" > /dev/null \
 	2> "$tmp/err" && fail "short key accepted"
 grep -q "short.psk:1: the key is not an even number of hex digits" "$tmp/err" ||
 	fail "bad PSK file error: $(cat "$tmp/err")"
 # A PSK file others can read is refused, as a DH-HMAC-CHAP secret file.
 chmod 644 "$psk"
-"$GW" nbd --mem 1M --tls on --tls-psk-file "$psk" "unix:$sock" > /dev/null 2> "$tmp/err" &&
+"$GW" nbd --mem 1M --nbd-tls on --nbd-tls-psk-file "$psk" "unix:$sock" > /dev/null 2> "$tmp/err" &&
 	fail "a PSK file of mode 0644 was taken"
 grep -qF "$psk holds a secret and is readable by group or others" "$tmp/err" ||
 	fail "mode 0644: $(cat "$tmp/err")"

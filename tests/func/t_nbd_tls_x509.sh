@@ -3,7 +3,7 @@
 # ca-cert.pem, server-cert.pem, server-key.pem; the client's dir holds
 # ca-cert.pem, client-cert.pem, client-key.pem), made here with openssl:
 # nbdinfo/nbdcopy over nbds:// (TCP) and nbds+unix://, qemu-img with
-# tls-creds-x509, and --tls-verify-peer refusing a client without a
+# tls-creds-x509, and --nbd-tls-verify-peer refusing a client without a
 # certificate from the CA.
 set -u
 . "$TOP/tests/func/nbd/lib.sh"
@@ -36,8 +36,8 @@ cp "$pki/ca-cert.pem" "$nocli/"
 
 sock="$tmp/nbd.sock"
 port=$(free_port)
-NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --name disk --tls require \
-	--tls-certificates "$srv" --tls-verify-peer "tcp:127.0.0.1:$port"
+NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --name disk --nbd-tls require \
+	--nbd-tls-certificates "$srv" --nbd-tls-verify-peer "tcp:127.0.0.1:$port"
 turi="nbds://localhost:$port/disk?tls-certificates=$cli"
 nbdinfo "$turi" > "$tmp/info" 2>&1 || { cat "$tmp/info"; fail "nbdinfo over TLS (x509, TCP)"; }
 grep -q "with TLS" "$tmp/info" || fail "nbdinfo does not say TLS"
@@ -54,14 +54,14 @@ grep -q "virtual size: 32 MiB" "$tmp/qi" || fail "qemu-img size (x509)"
 
 # No client certificate: refused, and the log says why.
 nbdinfo --size "nbds://localhost:$port/disk?tls-certificates=$nocli" > /dev/null 2>&1 &&
-	fail "a client without a certificate was accepted with --tls-verify-peer"
+	fail "a client without a certificate was accepted with --nbd-tls-verify-peer"
 grep -q "TLS handshake failed: .*peer did not return a certificate" "$tmp/gw.log" ||
 	fail "no clear line for the missing client certificate"
 [ "$(nbdinfo --size "$turi")" = 33554432 ] || fail "not serving after a refused client"
 gw_stop
 
 # Without peer verification, over a Unix socket, a client with only the CA.
-gw_start nbd --mem 32M --name disk --tls require --tls-certificates "$srv" "unix:$sock"
+gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-certificates "$srv" "unix:$sock"
 [ "$(nbdinfo --size "nbds+unix:///disk?socket=$sock&tls-certificates=$nocli")" = 33554432 ] ||
 	fail "nbds+unix:// with x509"
 gw_stop

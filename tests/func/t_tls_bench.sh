@@ -55,6 +55,20 @@ h.shutdown()
 PY
 	gw_stop
 	echo "nbd over a TLS path: 4 MiB identical"
+	# TLS on both sides of the one-shot command: --tls is the NVMe/TCP
+	# side, --nbd-tls the NBD side (the two once shared the name --tls,
+	# and getopt took the first: "one TARGET expected").
+	mkdir -m 700 "$TGT_DIR/psk"
+	(umask 077; echo "alice:$(openssl rand -hex 32)" > "$TGT_DIR/psk/keys.psk")
+	rm -f "$sock"
+	gw_start nbd -t tcp -a 127.0.0.1 -s "$TGT_PORT" -n "$A" "${TLS[@]}" --nbd-tls require \
+		--nbd-tls-psk-file "$TGT_DIR/psk/keys.psk" "unix:$sock"
+	size=$(nbdinfo --size "nbds+unix://alice@/?socket=$sock&tls-psk-file=$TGT_DIR/psk/keys.psk") ||
+		fail "nbdinfo over NBD TLS over an NVMe/TCP TLS path"
+	[ "$size" = 67108864 ] || fail "size over TLS on both sides: $size"
+	nbdinfo --size "nbd+unix:///?socket=$sock" > /dev/null 2>&1 && fail "plaintext NBD accepted with --nbd-tls require"
+	gw_stop
+	echo "TLS on both sides: ok"
 else
 	echo "python3-libnbd missing: the nbd part is left out"
 fi
