@@ -55,7 +55,7 @@ if [ -n "$steps" ]; then
 	done < "${steps:-/dev/null}" 2> /dev/null
 	echo "step times:$times"
 fi
-slow=$(for d in "$@"; do cat "${d%/}"/*.times 2> /dev/null; done | sort -rn | head -12 | awk '{printf " %s %ss", $2, $1}')
+slow=$(for d in $seen; do cat "$d"/*.times 2> /dev/null; done | sort -rn | head -12 | awk '{printf " %s %ss", $2, $1}')
 [ -n "$slow" ] && echo "slowest cases:$slow"
 extra=
 [ "$bad" -gt 0 ] && extra=", $bad step(s) failed or without results"
