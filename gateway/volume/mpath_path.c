@@ -717,13 +717,10 @@ static int reusable_slot(struct mp_target *t)
  * flushed_upto since mp_path_lost, and the new path's writes add to
  * both as before.  The volumes re-check the namespace behind it when it
  * attaches (mp_check_identity). */
-static void slot_clear(struct mp_target *t, unsigned i)
+/* The path's timers and controller, when its slot is cleared or its
+ * target freed. */
+void mp_path_release(struct mp_path *p)
 {
-	struct mp_path *p = &t->paths[i];
-
-	target_log(NOTICE, t, "path %u (%s %s:%s, deleted) gives its slot to a new address", i,
-		   nvmf_trtype_name(t->o.paths[i].trtype), t->o.paths[i].traddr,
-		   t->o.paths[i].trsvcid);
 	reactor_timer_cancel(&p->reconnect_timer);
 	reactor_timer_cancel(&p->loss_timer);
 	reactor_timer_cancel(&p->ana_timer);
@@ -732,6 +729,16 @@ static void slot_clear(struct mp_target *t, unsigned i)
 		free(p->ctrl.io_reactors);
 		nvmf_ctrl_free(&p->ctrl);
 	}
+}
+
+static void slot_clear(struct mp_target *t, unsigned i)
+{
+	struct mp_path *p = &t->paths[i];
+
+	target_log(NOTICE, t, "path %u (%s %s:%s, deleted) gives its slot to a new address", i,
+		   nvmf_trtype_name(t->o.paths[i].trtype), t->o.paths[i].traddr,
+		   t->o.paths[i].trsvcid);
+	mp_path_release(p);
 	for (unsigned k = 0; k < t->nr_reactors; k++) {
 		struct pstats *st = &t->views[k].st[i];
 		STORE(st->reads, 0);

@@ -274,6 +274,8 @@ void mp_broadcast(struct mp_target *t, void (*then)(struct mp_path *p), struct m
 /* The controller's lost_cb (on t's reactor; the unit tests call it to play
  * a controller that failed). */
 void mp_path_lost(struct nvmf_ctrl *c, int err);
+/* Cancels a path's timers and frees its controller (slot reuse, free). */
+void mp_path_release(struct mp_path *p);
 void mp_unlisted_fire(struct reactor_timer *tm);
 void mp_ana_fire(struct reactor_timer *tm);
 void mp_fast_fire(struct reactor_timer *tm);

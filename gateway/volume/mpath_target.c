@@ -256,17 +256,8 @@ void mp_target_free(struct mp_target *t)
 	if (!t)
 		return;
 	reactor_timer_cancel(&t->fast_timer);
-	for (unsigned i = 0; i < t->o.nr_paths; i++) {
-		struct mp_path *p = &t->paths[i];
-		reactor_timer_cancel(&p->reconnect_timer);
-		reactor_timer_cancel(&p->loss_timer);
-		reactor_timer_cancel(&p->ana_timer);
-		reactor_timer_cancel(&p->unlisted_timer);
-		if (p->started) {
-			free(p->ctrl.io_reactors);
-			nvmf_ctrl_free(&p->ctrl);
-		}
-	}
+	for (unsigned i = 0; i < t->o.nr_paths; i++)
+		mp_path_release(&t->paths[i]);
 	for (unsigned k = 0; k < t->nr_reactors; k++) {
 		reactor_timer_cancel(&t->views[k].delay_timer);
 		reactor_timer_cancel(&t->views[k].wait_timer);
