@@ -708,7 +708,10 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 		return false;
 	}
 	case SSL_ERROR_ZERO_RETURN:
-		nbd_conn_fail(c, -ECONNRESET, "client closed TLS (close_notify)");
+		/* Its half is closed, ours is not: what is in flight is
+		 * answered, then our close_notify (seal_bye) says that the
+		 * end was orderly on this side too. */
+		nbd_conn_drain(c, -ECONNRESET, "client closed TLS (close_notify)");
 		return false;
 	default:
 		fail_ssl(c, "read", e);
@@ -762,8 +765,8 @@ static int seal_some(struct nbd_conn *c)
 	return 1;
 }
 
-/* An orderly end (NBD_CMD_DISC, NBD_OPT_ABORT, the server stopping: the
- * connection drains) says close_notify once its last reply is sealed, so
+/* An orderly end (NBD_CMD_DISC, NBD_OPT_ABORT, the client's close_notify,
+ * the server stopping: the connection drains) says close_notify once its last reply is sealed, so
  * that the client can tell it from a cut connection.  Nothing is written
  * after it; the client's own close_notify is not waited for (the socket is
  * shut once this is sent). */

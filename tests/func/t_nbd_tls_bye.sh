@@ -2,7 +2,9 @@
 # Orderly ends over TLS say close_notify before the close, so that the
 # client can tell them from a cut connection: after NBD_CMD_DISC, after
 # NBD_OPT_ABORT, and when the gateway stops (SIGTERM) under a client in
-# transmission.  Before the fix each ended with a bare EOF.
+# transmission.  Before the fix each ended with a bare EOF.  A client's
+# own close_notify is answered with one (cbye; before that fix the gateway
+# closed without answering).
 set -u
 . "$TOP/tests/func/nbd/lib.sh"
 need cc openssl nbdinfo
@@ -14,7 +16,7 @@ cc -O1 -o "$tmp/tls_bye" "$TOP/tests/func/nbd/tls_bye.c" -lssl -lcrypto ||
 	fail "cannot build the test client"
 gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
 
-for mode in disc abort; do
+for mode in disc abort cbye; do
 	out=$(timeout 60 "$tmp/tls_bye" "$sock" alice "$hex" $mode) ||
 		fail "$mode: the end was not a close_notify: $out"
 	[ "$out" = close_notify ] || fail "$mode: $out"

@@ -4,6 +4,7 @@
  *   abort  NBD_OPT_ABORT after the handshake
  *   wait   NBD_OPT_GO, prints "ready", then waits for the server to end
  *   owait  as wait, but stays in option haggling (no NBD_OPT_GO)
+ *   cbye   NBD_OPT_GO, then the client's own close_notify (no NBD_CMD_DISC)
  * Then it reads until the end and prints "close_notify" (the server said
  * TLS's orderly goodbye) or "eof" (the connection was cut without it).
  * For a wrong key (any mode), prints the handshake's error instead, which
@@ -142,7 +143,13 @@ int main(int argc, char **argv)
 		SSL_write(s, go, sizeof(go));
 		if (opt_reply(s) != 1)
 			return 1;
-		if (!strcmp(mode, "disc")) {
+		if (!strcmp(mode, "cbye")) {
+			/* Our half closed; the server's answer is read below. */
+			if (SSL_shutdown(s) < 0) {
+				printf("close_notify not sent\n");
+				return 1;
+			}
+		} else if (!strcmp(mode, "disc")) {
 			struct __attribute__((packed)) {
 				uint32_t magic;
 				uint16_t flags, type;
