@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gateway/discovery_status.h"
@@ -19,13 +21,20 @@
 
 enum out_fmt { OUT_TABLE, OUT_JSON };
 
+/* How long a client waits for the gateway's answer by default.  A change
+ * may wait behind the one being applied (a queued reload), and a reload
+ * connects the targets it adds: minutes, not seconds.  A query is
+ * answered by the main loop at once. */
+#define CHANGE_TIMEOUT_S 300
+#define QUERY_TIMEOUT_S 30
+
 static void usage(FILE *f, const char *cmd)
 {
 	char def[108];
 
 	config_default_control(def, sizeof(def));
 	fprintf(f,
-		"usage: nvmf-gateway status [-s SOCKET | -c FILE] [-o table|json]\n"
+		"usage: nvmf-gateway status [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
 		"       nvmf-gateway stats [-s SOCKET | -c FILE] [-o table|json]\n"
 		"       nvmf-gateway reset TARGET [-s SOCKET | -c FILE] [-o table|json]\n"
 		"       nvmf-gateway reload [-s SOCKET | -c FILE] [-o table|json]\n"
@@ -41,40 +50,114 @@ static void usage(FILE *f, const char *cmd)
 		"  export-remove NAME  stop export NAME (until the next reload or export-add)\n\n"
 		"  -s, --socket SOCKET        the control socket (default %s)\n"
 		"  -c, --config FILE          take the socket from FILE's gateway.control\n"
-		"  -o, --output-format FMT    table (default; also \"normal\") or json\n",
-		cmd, cmd, def);
+		"  -o, --output-format FMT    table (default; also \"normal\") or json\n"
+		"  -t, --timeout SECONDS      give up when the gateway has not answered by then\n"
+		"                             (default %d for reload, export-add and export-remove,\n"
+		"                             %d for the others; 0 waits for ever)\n",
+		cmd, cmd, def, CHANGE_TIMEOUT_S, QUERY_TIMEOUT_S);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for ev on fd until deadline_ms (mono_ms; < 0: none).  1 ready,
+ * 0 the deadline passed, -1 poll failed (errno). */
+static int wait_fd(int fd, short ev, int64_t deadline_ms)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = ev };
+		int64_t left = deadline_ms < 0 ? -1 : deadline_ms - mono_ms();
+		if (deadline_ms >= 0 && left <= 0)
+			return 0;
+		int r = poll(&p, 1, left < 0 || left > 60000 ? (left < 0 ? -1 : 60000) : (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 0)
+			return r < 0 ? -1 : 1;
+	}
+}
+
+static bool asking_change; /* the request changes something (for no_answer) */
+
+static void no_answer(const char *path, unsigned timeout_s, const char *stage)
+{
+	fprintf(stderr,
+		"nvmf-gateway: the gateway at %s did not %s within %u s (stopped or stuck?); "
+		"giving up (-t sets the wait%s)\n",
+		path, stage, timeout_s,
+		asking_change && !strcmp(stage, "answer") ? "; the change may still be applied" : "");
 }
 
 /* Sends one line, returns the reply line (malloc'd, no newline) or NULL
- * with a message printed. */
-static char *ask(const char *path, const char *req)
+ * with a message printed.  Everything, connecting included (a daemon that
+ * does not accept fills its backlog), within timeout_s (0: no limit). */
+static char *ask(const char *path, const char *req, unsigned timeout_s)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int64_t deadline = timeout_s ? mono_ms() + (int64_t)timeout_s * 1000 : -1;
 	size_t len = 0, cap = 4096;
 	char *buf = NULL;
-	int fd;
+	int fd, r;
 
 	if (strlen(path) >= sizeof(a.sun_path)) {
 		fprintf(stderr, "nvmf-gateway: socket path too long: %s\n", path);
 		return NULL;
 	}
 	memcpy(a.sun_path, path, strlen(path));
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		fprintf(stderr, "nvmf-gateway: cannot reach the gateway at %s: %s\n", path,
-			strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0) {
+		fprintf(stderr, "nvmf-gateway: socket: %s\n", strerror(errno));
 		return NULL;
+	}
+	/* A full backlog makes a non-blocking AF_UNIX connect fail with
+	 * EAGAIN (it does not go in progress): try again until the deadline. */
+	while (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		if (errno == EINTR)
+			continue;
+		if (errno == EINPROGRESS) {
+			int soerr = 0;
+			socklen_t sl = sizeof(soerr);
+			r = wait_fd(fd, POLLOUT, deadline);
+			if (r == 0) {
+				no_answer(path, timeout_s, "accept the connection");
+				goto fail;
+			}
+			if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0)
+				soerr = errno;
+			if (!soerr)
+				break;
+			errno = soerr;
+		}
+		if (errno != EAGAIN) {
+			fprintf(stderr, "nvmf-gateway: cannot reach the gateway at %s: %s\n", path,
+				strerror(errno));
+			goto fail;
+		}
+		if (deadline >= 0 && mono_ms() >= deadline) {
+			no_answer(path, timeout_s, "accept the connection");
+			goto fail;
+		}
+		poll(NULL, 0, 50);
 	}
 	for (size_t off = 0, n = strlen(req); off < n;) {
 		ssize_t w = send(fd, req + off, n - off, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
+		if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
+			r = errno == EAGAIN ? wait_fd(fd, POLLOUT, deadline) : 1;
+			if (r == 0) {
+				no_answer(path, timeout_s, "take the request");
+				goto fail;
+			}
+			if (r > 0)
+				continue;
+		}
 		if (w < 0) {
 			fprintf(stderr, "nvmf-gateway: %s: send: %s\n", path, strerror(errno));
-			close(fd);
-			return NULL;
+			goto fail;
 		}
 		off += (size_t)w;
 	}
@@ -83,23 +166,24 @@ static char *ask(const char *path, const char *req)
 			char *nb = realloc(buf, cap *= 2);
 			if (!nb) {
 				fprintf(stderr, "nvmf-gateway: out of memory\n");
-				free(buf);
-				close(fd);
-				return NULL;
+				goto fail;
 			}
 			buf = nb;
 		}
-		ssize_t r = recv(fd, buf + len, cap - len - 1, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			fprintf(stderr, "nvmf-gateway: %s: %s before a reply\n", path,
-				r < 0 ? strerror(errno) : "the gateway closed the connection");
-			free(buf);
-			close(fd);
-			return NULL;
+		r = wait_fd(fd, POLLIN, deadline);
+		if (r == 0) {
+			no_answer(path, timeout_s, "answer");
+			goto fail;
 		}
-		len += (size_t)r;
+		ssize_t got = r < 0 ? -1 : recv(fd, buf + len, cap - len - 1, 0);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0) {
+			fprintf(stderr, "nvmf-gateway: %s: %s before a reply\n", path,
+				got < 0 ? strerror(errno) : "the gateway closed the connection");
+			goto fail;
+		}
+		len += (size_t)got;
 		buf[len] = 0;
 		char *nl = memchr(buf, '\n', len);
 		if (nl) {
@@ -108,6 +192,10 @@ static char *ask(const char *path, const char *req)
 			return buf;
 		}
 	}
+fail:
+	free(buf);
+	close(fd);
+	return NULL;
 }
 
 static const char *txt(const struct json_val *v, const char *key)
@@ -285,6 +373,7 @@ int cmd_control(int argc, char **argv)
 		{ "socket", required_argument, 0, 's' },
 		{ "config", required_argument, 0, 'c' },
 		{ "output-format", required_argument, 0, 'o' },
+		{ "timeout", required_argument, 0, 't' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -293,10 +382,26 @@ int cmd_control(int argc, char **argv)
 	char def[108];
 	struct gw_config *cfg = NULL;
 	bool needs_arg = !strcmp(cmd, "reset") || !strncmp(cmd, "export-", 7);
+	bool change = !strcmp(cmd, "reload") || !strncmp(cmd, "export-", 7);
+	unsigned timeout_s = change ? CHANGE_TIMEOUT_S : QUERY_TIMEOUT_S;
+	asking_change = change;
 	int opt, rc = 1;
 
-	while ((opt = getopt_long(argc, argv, "s:c:o:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "s:c:o:t:h", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 't': {
+			char *end;
+			unsigned long v;
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' || v > 86400) {
+				fprintf(stderr, "nvmf-gateway %s: -t takes whole seconds, 0 to 86400 "
+					"(0: no limit)\n", cmd);
+				return 1;
+			}
+			timeout_s = (unsigned)v;
+			break;
+		}
 		case 's': sock = optarg; break;
 		case 'c': conf = optarg; break;
 		case 'o':
@@ -353,7 +458,7 @@ int cmd_control(int argc, char **argv)
 	memcpy(req, j.p, n);
 	req[n] = '\n';
 	req[n + 1] = 0;
-	char *reply = ask(sock, req);
+	char *reply = ask(sock, req, timeout_s);
 	free(req);
 	if (!reply)
 		goto out;
