@@ -289,6 +289,13 @@ static int opt_starttls(struct nbd_conn *c)
 		return put_error(c, NBD_REP_ERR_INVALID, "NBD_OPT_STARTTLS takes no data");
 	if (c->tls)
 		return put_error(c, NBD_REP_ERR_INVALID, "TLS is already on");
+	/* Refused here, while the client still reads NBD replies, it can
+	 * say why (after the ACK it could only see an EOF).  POLICY: the
+	 * listener's tls_max_handshakes denies it now; SHUTDOWN would tell
+	 * the client that the server is going away. */
+	if (nbd_tls_slot_take(c) < 0)
+		return put_error(c, NBD_REP_ERR_POLICY,
+				 "too many TLS handshakes in progress on this server; try again later");
 	if (put_reply(c, NBD_REP_ACK, NULL, 0))
 		return -1;
 	/* Nothing more is parsed in plaintext: the handshake starts once the

@@ -106,6 +106,9 @@ struct nbd_conn {
 	const struct nbd_tls *tls_cfg; /* NULL: TLS off */
 	struct nbd_tls_conn *tls; /* after STARTTLS: every byte goes through it */
 	bool tls_starting; /* STARTTLS acknowledged: TLS begins once it is sent */
+	/* Holds one of the listener's handshake slots (tls_max_handshakes):
+	 * from the STARTTLS ACK until the handshake ends or the connection. */
+	bool tls_counted;
 	uint16_t tflags; /* transmission flags sent to the client */
 	bool structured, extended, no_zeroes;
 	unsigned nr_opts;
@@ -199,6 +202,9 @@ void nbd_block_sizes(const struct volume *v, uint32_t *min, uint32_t *pref, uint
 
 /* tls.c */
 struct nbd_tls_conn;
+/* At NBD_OPT_STARTTLS: takes a handshake slot of the listener, or
+ * -EBUSY (logged) when tls_max_handshakes are in progress. */
+int nbd_tls_slot_take(struct nbd_conn *c);
 /* The STARTTLS ACK is sent: set up the session and start the handshake. */
 void nbd_tls_begin(struct nbd_conn *c);
 /* n bytes of ciphertext arrived in the connection's TLS receive buffer. */

@@ -78,7 +78,6 @@ struct nbd_tls_conn {
 	BIO *rbio, *wbio; /* owned by ssl */
 	bool ready; /* handshake done */
 	bool bye_sealed; /* close_notify is in the ciphertext (orderly end) */
-	bool counted; /* in the listener's handshakes (until ready or freed) */
 	uint8_t *rxc; /* ciphertext being received */
 	uint8_t *txc; /* ciphertext being sent */
 	size_t txc_cap;
@@ -456,29 +455,44 @@ enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
 /* The connection's handshake is over (done, failed or abandoned). */
 static void handshake_uncount(struct nbd_conn *c)
 {
-	struct nbd_tls_conn *tc = c->tls;
-
-	if (!tc->counted)
+	if (!c->tls_counted)
 		return;
-	tc->counted = false;
+	c->tls_counted = false;
 	__atomic_sub_fetch(&((struct nbd_tls *)c->tls_cfg)->handshakes, 1, __ATOMIC_RELAXED);
+}
+
+int nbd_tls_slot_take(struct nbd_conn *c)
+{
+	/* The listener's own count, shared by its reactors: c->tls_cfg is
+	 * const to the rest of the server, not to this file. */
+	struct nbd_tls *t = (struct nbd_tls *)c->tls_cfg;
+	unsigned max = __atomic_load_n(&t->max_handshakes, __ATOMIC_RELAXED);
+	unsigned now = __atomic_add_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
+
+	if (now > max) {
+		__atomic_sub_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
+		log_warn("nbd %s: STARTTLS refused: %u TLS handshakes already in progress on this "
+			 "listener (tls_max_handshakes %u)", c->peer, now - 1, max);
+		return -EBUSY;
+	}
+	c->tls_counted = true;
+	return 0;
 }
 
 /* Before the connection tells its owner it is gone: after that, reactor 0
  * may free the export and the listener's count with it. */
 void nbd_tls_conn_closing(struct nbd_conn *c)
 {
-	if (c->tls)
-		handshake_uncount(c);
+	handshake_uncount(c);
 }
 
 void nbd_tls_conn_free(struct nbd_conn *c)
 {
 	struct nbd_tls_conn *tc = c->tls;
 
+	handshake_uncount(c);
 	if (!tc)
 		return;
-	handshake_uncount(c);
 	SSL_free(tc->ssl);
 	keys_put(tc->keys);
 	free(tc->rxc);
@@ -615,20 +629,8 @@ void nbd_tls_begin(struct nbd_conn *c)
 		return;
 	}
 	c->tls = tc;
-	/* The listener's own count, shared by its reactors: c->tls_cfg is
-	 * const to the rest of the server, not to this file. */
-	struct nbd_tls *t = (struct nbd_tls *)c->tls_cfg;
-	unsigned max = __atomic_load_n(&t->max_handshakes, __ATOMIC_RELAXED);
-	unsigned now = __atomic_add_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
-	tc->counted = true;
-	if (now > max) {
-		/* Freeing the connection uncounts it. */
-		nbd_conn_fail(c, -EBUSY, "refused: %u TLS handshakes already in progress on this "
-			      "listener (tls_max_handshakes %u)", now - 1, max);
-		return;
-	}
 	ERR_clear_error();
-	tc->keys = keys_get(t);
+	tc->keys = keys_get((struct nbd_tls *)c->tls_cfg);
 	tc->ssl = SSL_new(tc->keys->ctx);
 	tc->rbio = BIO_new(BIO_s_mem());
 	tc->wbio = BIO_new(BIO_s_mem());
