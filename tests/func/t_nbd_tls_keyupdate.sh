@@ -12,7 +12,7 @@ sock="$tmp/nbd.sock"
 mkdir -m 700 "$tmp/psk"
 hex=$(openssl rand -hex 32)
 (umask 077; echo "alice:$hex" > "$tmp/psk/keys.psk")
-cc -O1 -o "$tmp/tls_keyupdate" "$TOP/tests/func/nbd/tls_keyupdate.c" -lssl -lcrypto ||
+cc -O1 -o "$tmp/tls_keyupdate" "$TOP/tests/func/nbd/tls_keyupdate.c" "$TOP/tests/func/nbd/tls_client.c" -lssl -lcrypto ||
 	fail "cannot build the test client"
 gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-psk-file "$tmp/psk/keys.psk" "unix:$sock"
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$GW_PID/status"; }
