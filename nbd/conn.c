@@ -780,6 +780,16 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 	nbd_conn_maybe_finish(c);
 }
 
+static void drain_begin(struct nbd_conn *c, int err)
+{
+	c->close_err = err;
+	nbd_conn_set_state(c, NBD_CONN_DRAINING);
+	drop_unstarted(c);
+	reactor_timer_arm(c->r, &c->timer, NBD_DRAIN_TIMEOUT_NS);
+	nbd_conn_tx_kick(c);
+	nbd_conn_maybe_finish(c);
+}
+
 void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 {
 	if (c->state >= NBD_CONN_DRAINING)
@@ -790,12 +800,25 @@ void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 	}
 	/* Orderly ends are logged too: each connection's end, once. */
 	log_notice("nbd %s: closing: %s", c->peer, why);
-	c->close_err = err;
-	nbd_conn_set_state(c, NBD_CONN_DRAINING);
-	drop_unstarted(c);
-	reactor_timer_arm(c->r, &c->timer, NBD_DRAIN_TIMEOUT_NS);
-	nbd_conn_tx_kick(c);
-	nbd_conn_maybe_finish(c);
+	drain_begin(c, err);
+}
+
+void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	if (c->state >= NBD_CONN_DRAINING)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (c->state == NBD_CONN_NEW) {
+		nbd_conn_fail(c, err, "%s", why);
+		return;
+	}
+	log_warn("nbd %s: closing: %s", c->peer, why);
+	drain_begin(c, err);
 }
 
 /* ---- the public ways in ---- */

@@ -182,6 +182,11 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Soft close: stop reading, answer what is in flight, then close. */
 void nbd_conn_drain(struct nbd_conn *c, int err, const char *why);
+/* A failure (logged as nbd_conn_fail logs it) whose last bytes must still
+ * reach the client (a TLS alert behind a send in flight): reading stops,
+ * what is queued is sent, then the close; bounded by the drain timeout. */
+void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n);
 void nbd_conn_tx_kick(struct nbd_conn *c);
 void nbd_conn_tx_kick_later(struct nbd_conn *c);

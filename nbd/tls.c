@@ -539,6 +539,25 @@ void nbd_tls_bye_now(struct nbd_conn *c)
 	last_words(c);
 }
 
+/* A handshake that failed: the alert TLS wrote goes to the client.  If a
+ * send of ours is in flight (the flight is large: a certificate chain)
+ * or more than an alert is waiting, last_words cannot send it at once:
+ * the connection then stops reading, sends what it has, alert last, and
+ * closes (the drain timeout bounds a client that does not read). */
+static void handshake_fail(struct nbd_conn *c, const char *s)
+{
+	struct nbd_tls_conn *tc = c->tls;
+
+	if (c->tx_busy || BIO_ctrl_pending(tc->wbio) > TLS_LAST_WORDS_MAX) {
+		nbd_conn_fail_after_send(c, -EPROTO, "TLS handshake failed: %s%s%s", s,
+					 tc->why[0] ? "; " : "", tc->why);
+		return;
+	}
+	last_words(c);
+	nbd_conn_fail(c, -EPROTO, "TLS handshake failed: %s%s%s", s, tc->why[0] ? "; " : "",
+		      tc->why);
+}
+
 /* e is SSL_get_error's, taken before anything else touches the
  * thread's error queue. */
 static void fail_ssl(struct nbd_conn *c, const char *what, int e)
@@ -579,10 +598,7 @@ static void handshake_step(struct nbd_conn *c)
 	ret = SSL_do_handshake(tc->ssl);
 	e = ret == 1 ? SSL_ERROR_NONE : SSL_get_error(tc->ssl, ret);
 	if (e == SSL_ERROR_SSL) {
-		ossl_err(ebuf, sizeof(ebuf));
-		last_words(c);
-		nbd_conn_fail(c, -EPROTO, "TLS handshake failed: %s%s%s", ebuf,
-			      tc->why[0] ? "; " : "", tc->why);
+		handshake_fail(c, ossl_err(ebuf, sizeof(ebuf)));
 		return;
 	}
 	/* Whatever the handshake wrote (its flight) goes out. */

@@ -5,6 +5,11 @@
 # where a bare EOF ("non-properly terminated") said nothing.  Before the
 # fix the alert was queued on the ring after the socket was already shut
 # (io_uring backend): the client saw EOF.
+# The same when the handshake fails while the gateway is still sending
+# its flight (x509, a certificate chain far larger than the socket holds,
+# a client that reads nothing until it has sent a record the gateway cannot
+# open): the flight is sent whole, then the alert, then the close.  Before
+# that fix the alert was skipped and the send cut short (both backends).
 set -u
 . "$TOP/tests/func/nbd/lib.sh"
 need nbdinfo cc openssl
@@ -37,6 +42,31 @@ echo "$out" | grep -q "handshake failed: .*alert" || fail "no alert named: $out"
 # The refusals did not cost the others anything.
 [ "$(nbdinfo --size "nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/psk/keys.psk")" = \
 	33554432 ] || fail "not serving after refused clients"
+gw_alive
+gw_stop
+
+# x509 with a chain of about 11 MiB: more than the gateway's socket takes
+# (its SO_SNDBUF is 4 MiB, doubled by the kernel), so its send of the
+# flight is in flight when the client's bad record comes.
+cc -O1 -o "$tmp/tls_alert_busy" "$TOP/tests/func/nbd/tls_alert_busy.c" \
+	"$TOP/tests/func/nbd/tls_client.c" -lssl -lcrypto || fail "cannot build the busy client"
+srv="$tmp/x509"
+mkdir -m 700 "$srv"
+ssl() { openssl "$@" 2> "$tmp/openssl.err" || { cat "$tmp/openssl.err"; fail "openssl $1"; }; }
+ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+	-keyout "$srv/server-key.pem" -out "$srv/server-cert.pem"
+# Filler: one certificate of about 45 KB (a long comment), many times.
+ssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=filler \
+	-keyout "$tmp/filler-key.pem" -out "$tmp/filler.pem" \
+	-addext "nsComment=$(head -c 45000 /dev/zero | tr '\0' x)"
+for _ in $(seq 250); do cat "$tmp/filler.pem"; done >> "$srv/server-cert.pem"
+xsock="$tmp/x509.sock"
+gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-certificates "$srv" "unix:$xsock"
+# 2 MiB waiting unread: the gateway is sending and cannot finish.
+out=$(timeout 120 "$tmp/tls_alert_busy" "$xsock" $((2 << 20))) ||
+	fail "handshake failed during the gateway's send: the client got no alert: $out"
+echo "failed during the gateway's send: $out"
+grep -q "TLS handshake failed" "$tmp/gw.log" || fail "no handshake failure line"
 gw_alive
 gw_stop
 echo pass
