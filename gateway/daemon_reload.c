@@ -314,11 +314,19 @@ int gw_reload(struct gw *gw, struct control_call *call)
 	size_t nt = 0, ne = 0, nr_stop_exps = 0;
 	int ret = -ENOMEM;
 
-	if (call && gw->state == GW_RUNNING && gw->busy && !gw->reload_call) {
+	if (call && gw->state == GW_RUNNING && gw->busy) {
 		/* An operator's reload (systemctl reload) must not fail
 		 * because an auto_export batch or export-add is under way. */
-		log_notice("reload: queued until the change being applied is done");
-		gw->reload_call = call;
+		if (!gw->reload_call) {
+			log_notice("reload: queued until the change being applied is done");
+			gw->reload_call = call;
+			return 0;
+		}
+		/* One reload reads the file as it is when it runs: later than
+		 * any waiting request was made, so it is the answer to all of
+		 * them (a second run would find nothing new). */
+		log_notice("reload: joins the reload already queued");
+		control_call_join(gw->reload_call, call);
 		return 0;
 	}
 	if (!may_change(gw, call, "reload"))

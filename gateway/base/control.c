@@ -20,6 +20,8 @@
 struct control_call {
 	struct control_conn *c;
 	bool outstanding;
+	/* Calls that get this call's reply too (control_call_join). */
+	struct control_call *joined;
 };
 
 struct control_conn {
@@ -143,6 +145,33 @@ static void conn_send(struct control_conn *c, char *text, size_t len)
 	c->busy = true;
 }
 
+void control_call_join(struct control_call *lead, struct control_call *call)
+{
+	/* At the end: the answers go out in the order the calls came. */
+	struct control_call **p = &lead->joined;
+
+	while (*p)
+		p = &(*p)->joined;
+	*p = call;
+	call->joined = NULL;
+}
+
+/* Sends text (one line) to call's client, or drops it if that client is
+ * gone; text is taken. */
+static void reply_text(struct control_call *call, char *text)
+{
+	struct control_conn *c = call->c;
+
+	call->outstanding = false;
+	if (!text || c->eof) {
+		free(text);
+		c->eof = true;
+		conn_maybe_free(c);
+		return;
+	}
+	conn_send(c, text, strlen(text));
+}
+
 void control_reply(struct control_call *call, struct json_buf *j)
 {
 	struct control_conn *c = call->c;
@@ -173,13 +202,14 @@ void control_reply(struct control_call *call, struct json_buf *j)
 		}
 		text = t;
 	}
-	if (!text || c->eof) {
-		free(text);
-		c->eof = true;
-		conn_maybe_free(c);
-		return;
+	/* The joined calls first: reply_text may free call's connection. */
+	for (struct control_call *o = call->joined, *next; o; o = next) {
+		next = o->joined;
+		o->joined = NULL;
+		reply_text(o, text ? strdup(text) : NULL);
 	}
-	conn_send(c, text, strlen(text));
+	call->joined = NULL;
+	reply_text(call, text);
 }
 
 static void reply_verror(struct control_call *call, const char *fmt, va_list ap)

@@ -66,6 +66,10 @@ int control_start_access(struct reactor *r, const char *path, const struct gw_ac
  * when nothing is left; the socket file is removed. */
 void control_stop(struct control_srv *s, void (*done)(void *), void *arg);
 
+/* call (outstanding, not answered by its own handler) gets whatever
+ * lead is answered, when lead is: several requests that one piece of work
+ * answers (reloads queued behind one change). */
+void control_call_join(struct control_call *lead, struct control_call *call);
 /* j holds one complete object; its text is taken (j is left empty). */
 void control_reply(struct control_call *call, struct json_buf *j);
 /* {"error":"..."} */
