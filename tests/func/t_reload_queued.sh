@@ -44,6 +44,9 @@ conf "$EA" "$(tgt ta rq-a "$port")"
 gw_start run "$tmp/gw.conf"
 
 conf "$EA, $EB" "$(tgt ta rq-a "$port"), $(tgt tb rq-b "$port2")"
+# Slow enough that reloads 2 and 2b (two client starts) surely come while
+# reload 1 runs, on a loaded host and under ASan too.
+"$T" --ctl "$tmp/t2.ctl" delay 1500 | grep -q ok || fail "delay 1500"
 "$GW" reload -s "$ctl" > "$tmp/r1.out" 2>&1 &
 r1=$!
 cleanup_fn stop_var r1
@@ -71,7 +74,7 @@ cmp -s "$tmp/r2.out" "$tmp/r2b.out" || fail "reloads 2 and 2b got different answ
 # During a stop: reload 3 (slow) runs, reload 4 is queued, SIGTERM comes.
 # Reload 3 finishes, reload 4 is answered with the reason, the gateway exits.
 EC="{ name = \"c\"; target = \"tc\"; nbd = { listen = \"unix:$tmp/c.sock\"; }; }"
-# Slower still, so that SIGTERM surely comes while reload 3 runs.
+# Slow, so that SIGTERM surely comes while reload 3 runs.
 "$T" --ctl "$tmp/t2.ctl" delay 1500 | grep -q ok || fail "delay 1500"
 conf "$EA, $EB, $EC" "$(tgt ta rq-a "$port"), $(tgt tb rq-b "$port2"), $(tgt tc rq-c "$port2")"
 "$GW" reload -s "$ctl" > "$tmp/r3.out" 2>&1 &
