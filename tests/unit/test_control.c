@@ -1,7 +1,7 @@
 /* The control socket server on a reactor, with a client in the same
  * thread: replies in order (also when the handler answers later), errors
  * for malformed lines on that connection only, mode 0600, stop with a
- * call outstanding. */
+ * call outstanding, calls joined to another's reply. */
 #include "gateway/base/control.h"
 #include "unit_skip.h"
 
@@ -18,7 +18,8 @@ static struct reactor r;
 static struct control_srv *srv;
 static char path[64];
 static struct control_call *later_call;
-static unsigned calls;
+static struct control_call *joiners[4];
+static unsigned calls, nr_joiners;
 static bool stopped;
 
 static void handler(void *arg, struct control_call *call, const struct json_val *req)
@@ -29,6 +30,13 @@ static void handler(void *arg, struct control_call *call, const struct json_val 
 	calls++;
 	if (!strcmp(cmd, "later")) {
 		later_call = call; /* answered by the test */
+		return;
+	}
+	if (!strcmp(cmd, "join")) {
+		ck_assert_ptr_nonnull(later_call);
+		ck_assert_uint_lt(nr_joiners, 4);
+		joiners[nr_joiners++] = call;
+		control_call_join(later_call, call);
 		return;
 	}
 	if (!strcmp(cmd, "big")) {
@@ -65,6 +73,7 @@ static void setup(void)
 	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
 	ck_assert_int_eq(control_start(&r, path, handler, NULL, &srv), 0);
 	calls = 0;
+	nr_joiners = 0;
 	later_call = NULL;
 	stopped = false;
 }
@@ -152,6 +161,43 @@ START_TEST(pipelined_in_order_with_late_reply)
 	got = recv_lines(fd, 3);
 	ck_assert_str_eq(got, "{\"ok\":true}\n{\"echo\":\"a\"}\n{\"error\":\"failed as asked\"}\n");
 	close(fd);
+}
+END_TEST
+
+/* Runs the reactor until the handler has seen n calls (or 2 s pass). */
+static void until_calls(unsigned n)
+{
+	for (int i = 0; i < 200 && calls < n; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(calls, n);
+}
+
+/* Calls joined to a lead get its reply when it gets it, each on its own
+ * connection, which then goes on; one whose client left is freed. */
+START_TEST(joined_calls_get_the_lead_reply)
+{
+	int lead = client(), a = client(), gone = client(), b = client();
+
+	send_str(lead, "{\"cmd\":\"later\"}\n");
+	until_calls(1);
+	ck_assert_ptr_nonnull(later_call);
+	send_str(a, "{\"cmd\":\"join\"}\n");
+	until_calls(2);
+	send_str(gone, "{\"cmd\":\"join\"}\n");
+	until_calls(3);
+	send_str(b, "{\"cmd\":\"join\"}\n{\"cmd\":\"after\"}\n");
+	until_calls(4);
+	ck_assert_str_eq(recv_lines(b, 1), ""); /* owed, not answered */
+	ck_assert_uint_eq(nr_joiners, 3);
+	close(gone);
+	control_reply_error(later_call, "stopping");
+	ck_assert_str_eq(recv_lines(lead, 1), "{\"error\":\"stopping\"}\n");
+	ck_assert_str_eq(recv_lines(a, 1), "{\"error\":\"stopping\"}\n");
+	/* b's next request is answered after the joined reply. */
+	ck_assert_str_eq(recv_lines(b, 2), "{\"error\":\"stopping\"}\n{\"echo\":\"after\"}\n");
+	close(lead);
+	close(a);
+	close(b);
 }
 END_TEST
 
@@ -354,6 +400,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, mode_and_echo);
 	tcase_add_test(tc, pipelined_in_order_with_late_reply);
+	tcase_add_test(tc, joined_calls_get_the_lead_reply);
 	tcase_add_test(tc, bad_lines_isolated);
 	tcase_add_test(tc, nul_in_line);
 	tcase_add_test(tc, framing_without_socket);
