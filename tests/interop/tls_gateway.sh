@@ -9,10 +9,12 @@
 #     daemon's NBD export of a tls = true target (nbdinfo, nbdsh), and data
 #     written through its FUSE file reads back through FUSE and NBD;
 #   - ext4 on /dev/nbd0 attached over TLS (nbd_fs.sh);
-#   - the cost of TLS: bench (and the kernel's host with fio) over TLS and
-#     over a plaintext port to the same namespace, as a table (not asserted);
+#   - the cost of TLS: bench (with TLS_RECORD=1 the kernel's host's fio too)
+#     over TLS and over a plaintext port to the same namespace, as a table
+#     (not asserted);
 #   - a wrong key and a plaintext connect: one clear error line each;
-#   - a SHA-384 key (NVMeTLSkey-1:02:) and TLS_AES_256_GCM_SHA384.
+#   - a SHA-384 key (NVMeTLSkey-1:02:): TLS_AES_256_GCM_SHA384 if tlshd's
+#     GnuTLS can check its binder, else that exact refusal (TLS.md).
 # The key is nvme-cli's (check-tls-key --insert: the compat derivation, the
 # gateway's default tls_kdf).
 disc=nqn.2014-08.org.nvmexpress.discovery
