@@ -11,9 +11,11 @@
 #       or backend attribute)
 #   nbd_files DIR / nbd_verify DIR   files with checksums / check them
 #   LVM_CONF                    lvm --config for this guest (INTEROP.md)
+#   NBD_ADDR, NBD_PORT          the target (default the suite's nvmet port;
+#       tls_gateway.sh points them at its TLS port)
 : "${GW:?GW must name the gateway binary}"
-NBD_ADDR=10.0.2.15
-NBD_PORT=4420
+NBD_ADDR=${NBD_ADDR:-10.0.2.15}
+NBD_PORT=${NBD_PORT:-4420}
 NBD_LOGS=${NBD_LOGS:-/tmp/nbd-logs}
 mkdir -p "$NBD_LOGS"
 export NVMF_GATEWAY_LOG=info NVMF_GATEWAY_STATE_DIR=/tmp/gw-state

@@ -280,7 +280,7 @@ if [[ " $transports " == *" tcp "* ]]; then
 	# daemon's NBD export of a tls target, wrong key and plaintext errors.
 	t_tls_gateway() {
 		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
-		T=600 g "GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4431 gateway"
+		T=600 g "TLS_RECORD=${TLS_RECORD:-} GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4431 gateway"
 	}
 	[ -z "$gw_tls" ] || case_ tls-gateway t_tls_gateway
 fi

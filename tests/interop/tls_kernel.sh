@@ -16,7 +16,8 @@
 # nothing behind: the port, subsystem, keys and tlshd are removed at exit.
 # MODE "gateway" (GW=the gateway's binary): the same target, key and tlshd,
 # then the gateway's own TLS against them (tls_gateway.sh) in place of the
-# kernel host's steps.
+# kernel host's steps; it adds a plaintext port (PORT+1) to the same
+# subsystem for the cost of TLS, and a SHA-384 key.
 set -u
 root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway]]}
 port=${2:-4430}
@@ -26,10 +27,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 subnqn=nqn.2014-08.org.nvmf-gateway:interop-tls
 hostnqn=nqn.2014-08.org.nvmf-gateway:host-tls
 pid=31 # the nvmet port id: the suite's own are 1 and 2
+pid_plain=32 # gateway mode: a plaintext port on PORT+1 for the cost of TLS
 work=/tmp/tls-kernel
 tlshd_pid='' keyring='' gw_pid=''
 
-step() { echo "=== $*"; }
+step() { echo "=== [${SECONDS}s] $*"; }
 fail() {
 	# tlshd's side of a failure (nvmet's handshakes): its last lines.
 	[ -n "$tlshd_pid" ] && grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log" | tail -n 40
@@ -58,6 +60,9 @@ cleanup() {
 	set +e
 	nvme disconnect -n "$subnqn" > /dev/null 2>&1
 	[ -n "$gw_pid" ] && kill "$gw_pid" 2> /dev/null && wait "$gw_pid" 2> /dev/null
+	mountpoint -q "$work/fuse" && umount -l "$work/fuse"
+	rm -f "$NVMET/ports/$pid_plain/subsystems/$subnqn"
+	rmdir "$NVMET/ports/$pid_plain" 2> /dev/null
 	[ -n "$tlshd_pid" ] && kill "$tlshd_pid" 2> /dev/null && wait "$tlshd_pid" 2> /dev/null
 	rm -f "$NVMET/ports/$pid/subsystems/$subnqn"
 	rmdir "$NVMET/ports/$pid" 2> /dev/null
