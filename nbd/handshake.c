@@ -292,10 +292,16 @@ static int opt_starttls(struct nbd_conn *c)
 	/* Refused here, while the client still reads NBD replies, it can
 	 * say why (after the ACK it could only see an EOF).  POLICY: the
 	 * listener's tls_max_handshakes denies it now; SHUTDOWN would tell
-	 * the client that the server is going away. */
-	if (nbd_tls_slot_take(c) < 0)
+	 * the client that the server is going away.  From then on this
+	 * connection is held to tls = require: a client that merely allows
+	 * TLS (libnbd's default) takes any error as "no TLS here" and would
+	 * go on in plaintext, so whoever holds the slots could push other
+	 * clients out of TLS.  It may ask again, or abort. */
+	if (nbd_tls_slot_take(c) < 0) {
+		c->tls_insist = true;
 		return put_error(c, NBD_REP_ERR_POLICY,
 				 "too many TLS handshakes in progress on this server; try again later");
+	}
 	if (put_reply(c, NBD_REP_ACK, NULL, 0))
 		return -1;
 	/* Nothing more is parsed in plaintext: the handshake starts once the
@@ -324,17 +330,18 @@ static const char *opt_name(uint32_t opt)
 /* tls = require: before STARTTLS only STARTTLS and ABORT are answered. */
 static bool tls_refused(struct nbd_conn *c)
 {
-	if (c->tls || nbd_tls_mode(c->tls_cfg) != NBD_TLS_REQUIRE ||
+	const char *why = c->tls_insist ? "its STARTTLS was refused" : "tls = require";
+
+	if (c->tls || (nbd_tls_mode(c->tls_cfg) != NBD_TLS_REQUIRE && !c->tls_insist) ||
 	    c->opt == NBD_OPT_STARTTLS || c->opt == NBD_OPT_ABORT)
 		return false;
 	if (c->opt == NBD_OPT_EXPORT_NAME) {
 		/* No error reply exists for it: the protocol says close. */
-		nbd_conn_fail(c, -EACCES, "NBD_OPT_EXPORT_NAME without TLS, and this listener "
-					  "has tls = require");
+		nbd_conn_fail(c, -EACCES, "NBD_OPT_EXPORT_NAME without TLS (%s)", why);
 		return true;
 	}
-	log_notice("nbd %s: option %u (%s) refused: TLS required (tls = require), the client "
-		   "did not send NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt));
+	log_notice("nbd %s: option %u (%s) refused: TLS required (%s), the client did not get "
+		   "through NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt), why);
 	put_error(c, NBD_REP_ERR_TLS_REQD, "TLS required: send NBD_OPT_STARTTLS first");
 	return true;
 }

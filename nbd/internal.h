@@ -106,6 +106,8 @@ struct nbd_conn {
 	const struct nbd_tls *tls_cfg; /* NULL: TLS off */
 	struct nbd_tls_conn *tls; /* after STARTTLS: every byte goes through it */
 	bool tls_starting; /* STARTTLS acknowledged: TLS begins once it is sent */
+	bool tls_insist;	/* STARTTLS refused by the handshake limit: plaintext options
+			 * are refused from then on, as under tls = require */
 	/* Holds one of the listener's handshake slots (tls_max_handshakes):
 	 * from the STARTTLS ACK until the handshake ends or the connection. */
 	bool tls_counted;

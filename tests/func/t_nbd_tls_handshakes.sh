@@ -17,7 +17,7 @@ mkdir -m 700 "$tmp/psk"
 (umask 077; echo "alice:$(openssl rand -hex 32)" > "$tmp/psk/keys.psk"
  echo "alice:$(openssl rand -hex 32)" > "$tmp/wrong.psk")
 turi="nbds+unix://alice@/disk?socket=$sock&tls-psk-file=$tmp/psk/keys.psk"
-NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --reactors 2 --name disk --nbd-tls require \
+NVMF_GATEWAY_LOG=info gw_start nbd --mem 32M --reactors 2 --name disk --nbd-tls on \
 	--nbd-tls-psk-file "$tmp/psk/keys.psk" --nbd-tls-max-handshakes 4 "unix:$sock"
 
 # Handshakes that end (done or failed) give their slot back: more of them
@@ -31,7 +31,9 @@ done
 # 10 idle half-open clients: STARTTLS acknowledged, then no ClientHello.
 # The first 4 take the slots; the next 6 are refused at STARTTLS with an
 # NBD error reply that says why (NBD_REP_ERR_POLICY and a message), and
-# stay connected in option haggling, where they could ask again.
+# plaintext options are refused on them from then on (the listener has
+# tls = on, which allows plaintext: a refused client must not be pushed
+# into it; before that fix NBD_OPT_LIST was answered in plaintext).
 mkfifo "$tmp/cmd"
 "$NBDPY" - "$sock" "$tmp/cmd" > "$tmp/idle.out" 2>&1 <<'PY' &
 import socket, struct, sys
@@ -55,7 +57,21 @@ for i in range(10):
     if typ == 1:
         acks += 1
     else:
-        refused.append("0x%08x %s" % (typ, msg.decode()))
+        # Then plaintext is refused on this connection, although the
+        # listener allows it (tls = on): a client that only allows TLS
+        # would otherwise go on in plaintext, a downgrade anyone holding
+        # the slots could force.  NBD_OPT_LIST must get NBD_REP_ERR_TLS_REQD.
+        s.sendall(struct.pack(">QII", 0x49484156454F5054, 3, 0))
+        r = b""
+        while len(r) < 20:
+            d = s.recv(20 - len(r))
+            assert d, "EOF instead of a LIST reply"
+            r += d
+        t2, l2 = struct.unpack(">II", r[12:20])
+        m2 = b""
+        while len(m2) < l2:
+            m2 += s.recv(l2 - len(m2))
+        refused.append("0x%08x %s; then LIST: 0x%08x" % (typ, msg.decode(), t2))
     socks.append(s)
 print("acks", acks, flush=True)
 print("refused", len(refused), flush=True)
@@ -70,14 +86,14 @@ print("gone", flush=True)
 PY
 ipid=$!
 cleanup_fn stop_pid "$ipid"
-exec 9> "$tmp/cmd"
+exec 9<> "$tmp/cmd"
 wait_for 60 'grep -q "^connected" "$tmp/idle.out"' || fail "idle clients: $(cat "$tmp/idle.out")"
 cat "$tmp/idle.out"
 refusals() { grep -c "STARTTLS refused: 4 TLS handshakes already in progress on this listener (tls_max_handshakes 4)" "$tmp/gw.log"; }
 grep -q "^acks 4$" "$tmp/idle.out" || fail "want 4 of 10 idle clients let in: $(cat "$tmp/idle.out")"
 grep -q "^refused 6$" "$tmp/idle.out" || fail "want 6 of 10 idle clients refused: $(cat "$tmp/idle.out")"
-[ "$(grep -c "^reply 0x80000002 too many TLS handshakes in progress" "$tmp/idle.out")" = 6 ] ||
-	fail "the refusals are not NBD_REP_ERR_POLICY with a reason: $(cat "$tmp/idle.out")"
+[ "$(grep -c "^reply 0x80000002 too many TLS handshakes in progress.*; then LIST: 0x80000005$" "$tmp/idle.out")" = 6 ] ||
+	fail "the refusals are not NBD_REP_ERR_POLICY with a reason, then plaintext refused: $(cat "$tmp/idle.out")"
 [ "$(refusals)" = 6 ] || fail "want 6 refusal lines, got $(refusals)"
 # While the 4 slots are held, a TLS client is refused too (that is the
 # limit); plaintext option haggling is not affected.
