@@ -72,8 +72,9 @@ static void timer_fired(struct reactor_timer *t)
 		nbd_conn_fail(c, -ETIMEDOUT, "handshake not finished within %llu s",
 			      (unsigned long long)(NBD_HANDSHAKE_TIMEOUT_NS / NSEC_PER_SEC));
 	else if (c->state == NBD_CONN_DRAINING)
-		nbd_conn_fail(c, -ETIMEDOUT, "replies not taken by the client within %llu s",
-			      (unsigned long long)(NBD_DRAIN_TIMEOUT_NS / NSEC_PER_SEC));
+		nbd_conn_fail(c, -ETIMEDOUT, "%s not taken by the client within %llu s",
+			      c->drain_ns == NBD_DRAIN_TIMEOUT_NS ? "replies" : "the last bytes",
+			      (unsigned long long)(c->drain_ns / NSEC_PER_SEC));
 }
 
 struct nbd_conn *nbd_conn_alloc(int fd, const char *peer)
@@ -780,12 +781,13 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 	nbd_conn_maybe_finish(c);
 }
 
-static void drain_begin(struct nbd_conn *c, int err)
+static void drain_begin(struct nbd_conn *c, int err, uint64_t ns)
 {
 	c->close_err = err;
 	nbd_conn_set_state(c, NBD_CONN_DRAINING);
 	drop_unstarted(c);
-	reactor_timer_arm(c->r, &c->timer, NBD_DRAIN_TIMEOUT_NS);
+	c->drain_ns = ns;
+	reactor_timer_arm(c->r, &c->timer, ns);
 	nbd_conn_tx_kick(c);
 	nbd_conn_maybe_finish(c);
 }
@@ -800,7 +802,7 @@ void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 	}
 	/* Orderly ends are logged too: each connection's end, once. */
 	log_notice("nbd %s: closing: %s", c->peer, why);
-	drain_begin(c, err);
+	drain_begin(c, err, NBD_DRAIN_TIMEOUT_NS);
 }
 
 void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
@@ -818,7 +820,9 @@ void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
 		return;
 	}
 	log_warn("nbd %s: closing: %s", c->peer, why);
-	drain_begin(c, err);
+	/* Best effort, and short: a failed handshake must not hold the
+	 * connection much past its own deadline. */
+	drain_begin(c, err, NBD_LAST_WORDS_TIMEOUT_NS);
 }
 
 /* ---- the public ways in ---- */

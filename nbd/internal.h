@@ -39,6 +39,7 @@
 #define NBD_MAX_SKIP (64ull << 20)
 #define NBD_HANDSHAKE_TIMEOUT_NS (30 * NSEC_PER_SEC)
 #define NBD_DRAIN_TIMEOUT_NS (30 * NSEC_PER_SEC)
+#define NBD_LAST_WORDS_TIMEOUT_NS (5 * NSEC_PER_SEC) /* a TLS alert behind a send */
 /* Replies gathered into one sendmsg. */
 #define NBD_TX_BATCH 64
 #define NBD_TX_BATCH_BYTES (512u * 1024)
@@ -148,6 +149,7 @@ struct nbd_conn {
 	uint64_t tx_progress_ns; /* last time the client took reply bytes */
 
 	struct reactor_timer timer;
+	uint64_t drain_ns; /* the drain's bound, armed on timer */
 	int close_err;
 	void (*closed)(void *arg, int err);
 	void *closed_arg;
@@ -186,7 +188,7 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 void nbd_conn_drain(struct nbd_conn *c, int err, const char *why);
 /* A failure (logged as nbd_conn_fail logs it) whose last bytes must still
  * reach the client (a TLS alert behind a send in flight): reading stops,
- * what is queued is sent, then the close; bounded by the drain timeout. */
+ * what is queued is sent, then the close; within NBD_LAST_WORDS_TIMEOUT_NS. */
 void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int nbd_conn_hs_put(struct nbd_conn *c, const void *p, size_t n);

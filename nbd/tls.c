@@ -548,6 +548,9 @@ static void handshake_fail(struct nbd_conn *c, const char *s)
 {
 	struct nbd_tls_conn *tc = c->tls;
 
+	/* The handshake is over: its slot is free now, not after the
+	 * alert's send (which a client that stops reading can hold). */
+	handshake_uncount(c);
 	if (c->tx_busy || BIO_ctrl_pending(tc->wbio) > TLS_LAST_WORDS_MAX) {
 		nbd_conn_fail_after_send(c, -EPROTO, "TLS handshake failed: %s%s%s", s,
 					 tc->why[0] ? "; " : "", tc->why);

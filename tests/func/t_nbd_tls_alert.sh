@@ -69,4 +69,37 @@ echo "failed during the gateway's send: $out"
 grep -q "TLS handshake failed" "$tmp/gw.log" || fail "no handshake failure line"
 gw_alive
 gw_stop
+
+# The same failure with a client that then stops reading: the failed
+# handshake gives its tls_max_handshakes slot back at once (it kept it for
+# the whole drain, up to 30 s more), and the alert's send is bounded by 5 s
+# of the gateway's clock, not the 30 s drain.  (Review of the fix above.)
+gw_start nbd --mem 32M --name disk --nbd-tls require --nbd-tls-certificates "$srv" \
+	--nbd-tls-max-handshakes 1 "unix:$xsock"
+NOREAD=60 "$tmp/tls_alert_busy" "$xsock" $((2 << 20)) > "$tmp/noread.out" 2>&1 &
+nr=$!
+cleanup_fn stop_var nr
+wait_for 60 'grep -q "TLS handshake failed" "$tmp/gw.log"' || fail "no handshake failure: $(cat "$tmp/noread.out")"
+starttls() { "$NBDPY" - "$xsock" <<'PY'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+g = b""
+while len(g) < 18:
+    g += s.recv(18 - len(g))
+s.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
+r = b""
+while len(r) < 20:
+    d = s.recv(20 - len(r))
+    assert d, "EOF"
+    r += d
+print(hex(struct.unpack(">I", r[12:16])[0]))
+PY
+}
+p=$(starttls)
+[ "$p" = 0x1 ] || fail "the failed handshake still holds the only slot (STARTTLS answered $p)"
+wait_for 30 'grep -q "closing: the last bytes not taken by the client within 5 s" "$tmp/gw.log"' ||
+	fail "the failed handshake's send was not cut after 5 s: $(grep closing "$tmp/gw.log")"
+gw_alive
+gw_stop
 echo pass

@@ -86,6 +86,14 @@ int main(int argc, char **argv)
 		perror("write");
 		return 1;
 	}
+	/* NOREAD=S: a client that stops reading for S seconds, to see what
+	 * the server's failed handshake holds meanwhile. */
+	if (getenv("NOREAD")) {
+		printf("bad record sent; not reading\n");
+		fflush(stdout);
+		sleep((unsigned)atoi(getenv("NOREAD")));
+		return 0;
+	}
 
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
