@@ -21,8 +21,8 @@
 
 enum out_fmt { OUT_TABLE, OUT_JSON };
 
-/* How long a client waits for the gateway's answer by default.  A change
- * may wait behind the one being applied (a queued reload), and a reload
+/* How long a client waits for the gateway's answer by default.  A reload
+ * may wait behind the change being applied (it is queued), and a change
  * connects the targets it adds: minutes, not seconds.  A query is
  * answered by the main loop at once. */
 #define CHANGE_TIMEOUT_S 300
@@ -35,11 +35,11 @@ static void usage(FILE *f, const char *cmd)
 	config_default_control(def, sizeof(def));
 	fprintf(f,
 		"usage: nvmf-gateway status [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
-		"       nvmf-gateway stats [-s SOCKET | -c FILE] [-o table|json]\n"
-		"       nvmf-gateway reset TARGET [-s SOCKET | -c FILE] [-o table|json]\n"
-		"       nvmf-gateway reload [-s SOCKET | -c FILE] [-o table|json]\n"
-		"       nvmf-gateway export-add NAME [-s SOCKET | -c FILE] [-o table|json]\n"
-		"       nvmf-gateway export-remove NAME [-s SOCKET | -c FILE] [-o table|json]\n\n"
+		"       nvmf-gateway stats [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
+		"       nvmf-gateway reset TARGET [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
+		"       nvmf-gateway reload [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
+		"       nvmf-gateway export-add NAME [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n"
+		"       nvmf-gateway export-remove NAME [-s SOCKET | -c FILE] [-o table|json] [-t SECONDS]\n\n"
 		"Asks the running gateway over its control socket (%s: %s).\n\n"
 		"  status         targets, paths (controller and ANA state, reconnects), exports,\n"
 		"                 discovery controllers and what they found\n"
@@ -154,6 +154,8 @@ static char *ask(const char *path, const char *req, unsigned timeout_s)
 			}
 			if (r > 0)
 				continue;
+			fprintf(stderr, "nvmf-gateway: %s: poll: %s\n", path, strerror(errno));
+			goto fail;
 		}
 		if (w < 0) {
 			fprintf(stderr, "nvmf-gateway: %s: send: %s\n", path, strerror(errno));

@@ -325,8 +325,13 @@ int gw_reload(struct gw *gw, struct control_call *call)
 		/* One reload reads the file as it is when it runs: later than
 		 * any waiting request was made, so it is the answer to all of
 		 * them (a second run would find nothing new). */
+		if (control_call_join(gw->reload_call, call) < 0) {
+			log_warn("reload: refused: %d reloads wait already", CONTROL_MAX_JOINED + 1);
+			control_reply_error(call, "reload: %d reloads wait already for the change "
+					    "being applied; try again later", CONTROL_MAX_JOINED + 1);
+			return -EBUSY;
+		}
 		log_notice("reload: joins the reload already queued");
-		control_call_join(gw->reload_call, call);
 		return 0;
 	}
 	if (!may_change(gw, call, "reload"))

@@ -145,15 +145,26 @@ static void conn_send(struct control_conn *c, char *text, size_t len)
 	c->busy = true;
 }
 
-void control_call_join(struct control_call *lead, struct control_call *call)
+int control_call_join(struct control_call *lead, struct control_call *call)
 {
-	/* At the end: the answers go out in the order the calls came. */
+	/* At the end of the list (control_reply answers the joined ones
+	 * first, then the lead). */
 	struct control_call **p = &lead->joined;
+	unsigned n = 0;
 
-	while (*p)
+	while (*p) {
 		p = &(*p)->joined;
+		n++;
+	}
+	/* A joined call's connection is not read until it is answered, so a
+	 * client that gave up still holds its place: without a bound, piled
+	 * up calls would take every connection (MAX_CONNS) and shut out
+	 * status and export-remove. */
+	if (n >= CONTROL_MAX_JOINED)
+		return -EBUSY;
 	*p = call;
 	call->joined = NULL;
+	return 0;
 }
 
 /* Sends text (one line) to call's client, or drops it if that client is

@@ -69,7 +69,10 @@ void control_stop(struct control_srv *s, void (*done)(void *), void *arg);
 /* call (outstanding, not answered by its own handler) gets whatever
  * lead is answered, when lead is: several requests that one piece of work
  * answers (reloads queued behind one change). */
-void control_call_join(struct control_call *lead, struct control_call *call);
+#define CONTROL_MAX_JOINED 4
+/* 0, or -EBUSY when CONTROL_MAX_JOINED calls wait on lead already (call is
+ * then left to its handler). */
+int control_call_join(struct control_call *lead, struct control_call *call);
 /* j holds one complete object; its text is taken (j is left empty). */
 void control_reply(struct control_call *call, struct json_buf *j);
 /* {"error":"..."} */

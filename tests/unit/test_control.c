@@ -18,7 +18,7 @@ static struct reactor r;
 static struct control_srv *srv;
 static char path[64];
 static struct control_call *later_call;
-static struct control_call *joiners[4];
+static struct control_call *joiners[8];
 static unsigned calls, nr_joiners;
 static bool stopped;
 
@@ -34,9 +34,10 @@ static void handler(void *arg, struct control_call *call, const struct json_val 
 	}
 	if (!strcmp(cmd, "join")) {
 		ck_assert_ptr_nonnull(later_call);
-		ck_assert_uint_lt(nr_joiners, 4);
+		ck_assert_uint_lt(nr_joiners, 8);
+		if (control_call_join(later_call, call) < 0)
+			return control_reply_error(call, "busy");
 		joiners[nr_joiners++] = call;
-		control_call_join(later_call, call);
 		return;
 	}
 	if (!strcmp(cmd, "big")) {
@@ -198,6 +199,31 @@ START_TEST(joined_calls_get_the_lead_reply)
 	close(lead);
 	close(a);
 	close(b);
+}
+END_TEST
+
+/* Review: joined calls hold their connections until answered, so their
+ * number is bounded; one more is answered at once. */
+START_TEST(joined_calls_bounded)
+{
+	int lead = client(), j[CONTROL_MAX_JOINED + 1];
+
+	send_str(lead, "{\"cmd\":\"later\"}\n");
+	until_calls(1);
+	for (unsigned i = 0; i <= CONTROL_MAX_JOINED; i++) {
+		j[i] = client();
+		send_str(j[i], "{\"cmd\":\"join\"}\n");
+		until_calls(2 + i);
+	}
+	ck_assert_uint_eq(nr_joiners, CONTROL_MAX_JOINED);
+	ck_assert_str_eq(recv_lines(j[CONTROL_MAX_JOINED], 1), "{\"error\":\"busy\"}\n");
+	control_reply_error(later_call, "done");
+	ck_assert_str_eq(recv_lines(lead, 1), "{\"error\":\"done\"}\n");
+	for (unsigned i = 0; i < CONTROL_MAX_JOINED; i++)
+		ck_assert_str_eq(recv_lines(j[i], 1), "{\"error\":\"done\"}\n");
+	for (unsigned i = 0; i <= CONTROL_MAX_JOINED; i++)
+		close(j[i]);
+	close(lead);
 }
 END_TEST
 
@@ -401,6 +427,7 @@ int main(void)
 	tcase_add_test(tc, mode_and_echo);
 	tcase_add_test(tc, pipelined_in_order_with_late_reply);
 	tcase_add_test(tc, joined_calls_get_the_lead_reply);
+	tcase_add_test(tc, joined_calls_bounded);
 	tcase_add_test(tc, bad_lines_isolated);
 	tcase_add_test(tc, nul_in_line);
 	tcase_add_test(tc, framing_without_socket);
