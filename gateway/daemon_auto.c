@@ -304,7 +304,12 @@ void gw_auto_discovered(struct gw *gw, const char *subnqn)
 				 "another target has (or too long); not used", subnqn, name);
 		return;
 	}
-	struct gw_config *n = config_auto_target(cfg, name, subnqn);
+	/* The TLS of the first policy for the subsystem: a made target
+	 * never takes the key of the discovery controller that listed it
+	 * (README, "TLS and discovery"). */
+	int pi = config_auto_find_subsys(cfg, subnqn);
+	struct gw_config *n =
+		config_auto_target(cfg, name, subnqn, pi >= 0 ? &cfg->auto_export.v[pi] : NULL);
 	struct gw_cfgref *ref = n ? gw_cfgref_new(gw, n) : NULL;
 	struct gw_tgt *t = ref ? gw_tgt_new(gw, ref, &n->targets[0]) : NULL;
 	if (!t) {

@@ -52,6 +52,9 @@ struct gw_tgt {
 	bool waiting;
 	bool up_pending; /* came up while a change was applied: start after it */
 	uint64_t wait_since_ns;
+	/* Waiting for discovery and why its listed ports are not used ("":
+	 * none listed yet), for the status. */
+	char wait_reason[160];
 	/* Made by an auto_export policy for a discovered subsystem (its cfg
 	 * is a file of its own, daemon_auto.c), not named by the file. */
 	bool auto_made;
