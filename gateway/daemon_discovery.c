@@ -206,17 +206,15 @@ static struct gw_tgt *discovered_tgt(struct gw *gw, const char *subnqn)
 }
 
 /* One error line per listed port that needs a key the target lacks. */
-static void treq_refused(struct gw_discs *all, struct disc_path *p, const struct gw_target *c)
+static void treq_refused(struct disc_path *p, const struct gw_target *c, bool auto_made)
 {
-	(void)all;
 	if (p->refused_logged)
 		return;
 	p->refused_logged = true;
 	log_err("target %s: subsystem %s port %s:%s requires TLS (TREQ) and the target has no "
 		"TLS key: not connecting to it; set tls = true and tls_key_file on %s", c->name,
 		p->e.subnqn, p->e.traddr, p->e.trsvcid,
-		c->paths_discovered || c->nr_paths ? "the target" : "the target (or its "
-		"auto_export policy)");
+		auto_made ? "its auto_export policy" : "the target");
 }
 
 /* TLS on a discovered path of target c: 1 yes, 0 no, -1 none possible
@@ -283,7 +281,7 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 	if (disc_entry_tls(e, t->cfg) < 0) {
 		struct disc_path *p = find_path(gw->discs, e);
 		if (p)
-			treq_refused(gw->discs, p, t->cfg);
+			treq_refused(p, t->cfg, t->auto_made);
 		return;
 	}
 	/* It logs the path it adds, or why not.  Link watching resolves
@@ -351,14 +349,18 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		 * Discovered paths of such a target are not used at all
 		 * (treq_refused); a target with paths of its own keeps them. */
 		if ((e->treq & 3) == 1 && t && !t->tls && (!t->nr_paths || t->paths_discovered))
-			treq_refused(all, p, t);
+			treq_refused(p, t, false);
 		else if ((e->treq & 3) == 1 && !t &&
 			 config_auto_find_subsys(all->gw->cur->cfg, e->subnqn) >= 0)
 			; /* a policy's target: said when it is filled */
-		else if ((e->treq & 3) == 1 && !(t && t->tls))
-			dc_log(warn, d, "subsystem %s: port %s:%s requires TLS (TREQ), and %s; its "
-			       "connects will be refused", e->subnqn, e->traddr, e->trsvcid,
-			       t ? "its target has no tls = true" : "no target with tls is configured");
+		else if ((e->treq & 3) == 1 && t && !t->tls)
+			dc_log(warn, d, "subsystem %s: port %s:%s requires TLS (TREQ), and its target "
+			       "has no tls = true; its connects will be refused", e->subnqn,
+			       e->traddr, e->trsvcid);
+		else if ((e->treq & 3) == 1 && !t)
+			dc_log(info, d, "subsystem %s: port %s:%s requires TLS (TREQ); a target for "
+			       "it needs tls = true and tls_key_file", e->subnqn, e->traddr,
+			       e->trsvcid);
 		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:
@@ -451,7 +453,7 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 		if (!p->listed || strcmp(p->e.subnqn, c->subnqn))
 			continue;
 		if (disc_entry_tls(&p->e, c) < 0) {
-			treq_refused(all, p, c);
+			treq_refused(p, c, t->auto_made);
 			snprintf(t->wait_reason, sizeof(t->wait_reason),
 				 "port %s:%s requires TLS (TREQ) and the target has no TLS key",
 				 p->e.traddr, p->e.trsvcid);
