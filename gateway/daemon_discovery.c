@@ -1194,6 +1194,7 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 		json_kv_str(j, "state", state_names[d->state]);
 		json_kv_u64(j, "depth", d->depth);
 		json_kv_bool(j, "persistent", d->persistent);
+		json_kv_bool(j, "tls", d->opts.path.tls);
 		json_kv_bool(j, "change_events", d->aen);
 		json_kv_u64(j, "connects", d->connects);
 		json_kv_u64(j, "log_reads", d->reads);
@@ -1228,6 +1229,9 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 		json_kv_str(j, "transport", dlog_trtype_name(p->e.trtype));
 		json_kv_str(j, "traddr", p->e.traddr);
 		json_kv_str(j, "trsvcid", p->e.trsvcid);
+		/* What the log said about TLS on that port (raw values). */
+		json_kv_u64(j, "treq", p->e.treq & 3);
+		json_kv_u64(j, "sectype", p->e.sectype);
 		json_kv_bool(j, "listed", p->listed);
 		json_kv_str(j, "from", p->from);
 		json_kv_str(j, "target", t ? t->name : NULL);

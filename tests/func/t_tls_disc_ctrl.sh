@@ -42,7 +42,7 @@ gw_wait "export a: serving" 1 20 > /dev/null || { cat "$tmp/gw.log"; fail "expor
 "$NBDPY" "$IO" verify "$tmp/a.sock" 1 > "$tmp/va.out" 2>&1 ||
 	{ cat "$tmp/va.out"; fail "verified I/O through export a"; }
 grep -q "TLS PSK identity 'NVMe0R01 $H $A'" "$tmp/tgt-t.log" || fail "ta did not use TLS"
-[ "$(st | jq -r '.discovery[0].state')" = watching ] || fail "status: $(st | jq -c .discovery)"
+[ "$(st | jq -r '.discovery[0] | "\(.state) \(.tls)"')" = "watching true" ] || fail "status: $(st | jq -c .discovery)"
 gw_stop
 
 # The wrong key: refused, one line per attempt, retried.

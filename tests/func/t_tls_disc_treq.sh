@@ -32,6 +32,8 @@ ctl t disc-port 1 hide > /dev/null
 out=$("$GW" discover -t tcp -a 127.0.0.1 -s "$p1" -q "$H" -o json) || fail "discover: $out"
 [ "$(echo "$out" | jq -r --arg p "$p3" '[.records[] | select(.trsvcid == $p) | .treq | startswith("not required")] | all')" = true ] ||
 	fail "port 3 is not listed as TREQ not required: $out"
+[ "$(echo "$out" | jq -r --arg p "$p2" '[.records[] | select(.trsvcid == $p) | .sectype == "tls1.3"] | all')" = true ] ||
+	fail "port 2's security type is not TLS 1.3: $out"
 
 tgt() { echo "{ name = \"$1\"; subnqn = \"$P-${1#t}\"; reconnect_delay = 1; $2 }"; }
 key="tls_key_file = \"$tmp/psk.key\";"
@@ -58,6 +60,8 @@ cat "$tmp/gw.log"
 grep "connection from" "$tmp/tgt-t.log"
 want() { [ "$(paths "$1")" = "$2" ] || fail "$1's paths: $(paths "$1"), want $2"; }
 want tn "[\"$p3\"]"
+[ "$(st | jq -c --arg p "$p2" '[.discovered[] | select(.trsvcid == $p) | .treq] | unique')" = "[1]" ] ||
+	fail "status: $(st | jq -c .discovered)"
 want tt "$(echo "[\"$p2\",\"$p3\"]" | jq -c sort)"
 want tr "$(echo "[\"$p2\",\"$p3\"]" | jq -c sort)"
 [ "$(grep -c "target tn: subsystem $P-n port 127.0.0.1:$p2 requires TLS (TREQ) and the target has no TLS key: not connecting to it; set tls = true and tls_key_file" "$tmp/gw.log")" = 1 ] ||
