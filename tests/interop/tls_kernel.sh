@@ -18,7 +18,7 @@
 # then the gateway's own TLS against them (tls_gateway.sh) in place of the
 # kernel host's steps.
 set -u
-root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway]]}
+root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway|discovery]]}
 port=${2:-4430}
 mode=${3:-kernel}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -175,6 +175,16 @@ tlshd_end() {
 	grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
 		echo "(tlshd logged no 'Handshake ... was successful' line)"
 }
+
+# MODE "discovery": the daemon's discovery controller and an auto_export
+# target over TLS (tls_discovery.sh).
+if [ "$mode" = discovery ]; then
+	. "$here/tls_discovery.sh"
+	tls_discovery_steps
+	tlshd_end
+	grep -q 'Handshake with .* was successful' "$work/tlshd.log" || fail "tlshd saw no successful handshake"
+	exit 0
+fi
 
 if [ "$mode" = gateway ]; then
 	. "$here/tls_gateway.sh"
