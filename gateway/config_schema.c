@@ -384,6 +384,9 @@ void cfg_parse_tls_mode(struct ctx *c, const config_setting_t *s, const char *pa
 		       config_setting_get_string(s));
 	else
 		cfg_err_type(c, s, path, "true, false or \"require\"");
+	/* Meant as on: the key's own checks still run, without a second
+	 * error saying tls is not set. */
+	*mode = GW_TLS_ON;
 }
 
 static const char *multipaths(int v)

@@ -44,6 +44,8 @@ refused "" "tls = \"yes\"; $k" "" "4: auto_export[0].tls: invalid value \"yes\":
 refused "" "tls = true; tls_key_file = \"k\";" "" "4: auto_export[0].tls_key_file: invalid value \"k\": an absolute path"
 refused "" "" "tls = \"always\"; $k" "7: targets[0].tls: invalid value \"always\": true, false or \"require\""
 refused "" "" "tls = 1; $k" "7: targets[0].tls: "
+"$GW" check -c "$tmp/c.conf" 2>&1 | grep -q "tls_key_file is set but tls is not true" &&
+	fail "a second error for a bad tls value"
 chmod 644 "$tmp/k"
 refused "tls = true; $k" "" "" "2: discovery[0].tls_key_file: $tmp/k holds a secret and is readable by group or others (mode 0644)"
 refused "" "tls = true; $k" "" "4: auto_export[0].tls_key_file: $tmp/k holds a secret"
