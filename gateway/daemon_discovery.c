@@ -526,10 +526,32 @@ static void fill_scan(struct gw_discs *all)
 	}
 }
 
+/* A target discovery gave no usable path (none listed, or only ports
+ * that require TLS it has no key for): its exports fail once its
+ * connect_loss_tmo has passed, as for a target not reached. */
+static void wait_expire(struct gw *gw)
+{
+	struct list_node *pos, *tmp;
+	uint64_t now = reactor_now_ns();
+
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		int tmo = t->cfg->connect_loss_tmo;
+		if (!t->waiting || t->mp || t->connecting || t->cfg->nr_paths || tmo < 0 ||
+		    now - t->wait_since_ns < (uint64_t)tmo * NSEC_PER_SEC)
+			continue;
+		log_warn("target %s: discovery gave no usable path within connect_loss_tmo (%d s)%s%s",
+			 t->cfg->name, tmo, t->wait_reason[0] ? ": " : "", t->wait_reason);
+		gw_tgt_wait_expired(t);
+	}
+}
+
 static void fill_timer_fired(struct reactor_timer *tm)
 {
 	struct gw_discs *all = container_of(tm, struct gw_discs, fill_timer);
 
+	if (!all->stopping && all->gw->state == GW_RUNNING && !all->gw->busy)
+		wait_expire(all->gw);
 	fill_scan(all);
 	if (!all->stopping)
 		reactor_timer_arm(&all->gw->reactors[0], &all->fill_timer, NSEC_PER_SEC);

@@ -181,6 +181,9 @@ bool gw_exp_running(const struct gw_exp *e);
  * up.  gw_wait_resume: after a change, start the exports of targets that
  * came up meanwhile. */
 bool gw_tgt_wait(struct gw_tgt *t);
+/* t's connect_loss_tmo ran out before it was reached: its waiting exports
+ * fail (a reload tries again). */
+void gw_tgt_wait_expired(struct gw_tgt *t);
 /* A batch of t's waiting exports, taken out of waiting (possibly none),
  * ending with done; NULL when out of memory, nothing taken. */
 struct gw_batch *gw_waiting_batch(struct gw_tgt *t, void (*done)(struct gw_batch *b));

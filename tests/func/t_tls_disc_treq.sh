@@ -107,4 +107,22 @@ n=$(grep -c "ctrl tn" "$tmp/gw.log")
 [ "$n" = 0 ] || fail "$n connect lines for tn: a port that can only refuse was tried"
 gw_alive
 gw_stop
+
+# The same with connect_loss_tmo: its export fails once that has passed
+# (by the gateway's clock), as for a target never reached.
+sed -i 's/targets = ( { name = "tn"; /targets = ( { name = "tn"; connect_loss_tmo = 2; /' "$tmp/gw.conf"
+grep -q "connect_loss_tmo = 2" "$tmp/gw.conf" || fail "sed"
+GW_CONTROL="$tmp/gw.control" gw_start run "$tmp/gw.conf"
+t0=$(gw_wait "target tn: no paths configured; waiting for discovery" 1 30) || fail "tn does not wait"
+t1=$(gw_wait "export n: target tn not reached within connect_loss_tmo (2 s); export failed" 1 60) ||
+	{ cat "$tmp/gw.log"; fail "export n did not fail after connect_loss_tmo"; }
+grep -q "target tn: discovery gave no usable path within connect_loss_tmo (2 s): port 127.0.0.1:$p2 requires TLS" "$tmp/gw.log" ||
+	fail "no line saying why tn was not reached"
+took=$(echo "$t1 - $t0" | bc -l)
+echo "export n failed $took s after tn began to wait"
+[ "$(echo "$took >= 1.9 && $took < 30" | bc)" = 1 ] || fail "failed after $took s, want 2 s (bounds 1.9..30)"
+n=$(grep -c "ctrl tn" "$tmp/gw.log")
+[ "$n" = 0 ] || fail "$n connect lines for tn"
+gw_alive
+gw_stop
 echo pass
