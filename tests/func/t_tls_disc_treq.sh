@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # TREQ of the discovery log decides TLS on discovered paths (issue 21).
-# The test target lists its port 2 as TLS "required" and port 3 as "not
-# required" (taking TLS and plaintext both, and logging which); port 1
+# The test target lists its port 2 as TLS "required", port 3 as "not
+# required" (taking TLS and plaintext both, and logging which) and port 4
+# (TLS only) as "not specified"; port 1
 # (plaintext) carries the gateway's discovery controller and is left out of
 # the log.  Targets configured without paths, and one an auto_export
 # policy makes:
 # - tn (no tls): port 2 is not connected at all, one error line names the
-#   subsystem, port and fix; port 3 serves it in plaintext;
-# - tt (tls = true): port 2 over TLS, port 3 in plaintext ("not required");
+#   subsystem, port and fix; port 3 serves it in plaintext (port 4, "not
+#   specified", follows its configuration: plaintext, refused);
+# - tt (tls = true): ports 2 and 4 over TLS, port 3 in plaintext ("not
+#   required");
 # - tr (tls = "require"): port 3 over TLS too;
 # - the policy's target (tls = true with its key): verified I/O, over TLS
 #   on port 2;
@@ -21,12 +24,13 @@ set -u
 P=nqn.2026-01.io.nvmf-gateway:treq
 H=nqn.2026-01.io.nvmf-gateway:tls-host
 tls_genkey "$tmp/psk.key"
-p1=$(free_port) p2=$(free_port) p3=$(free_port)
+p1=$(free_port) p2=$(free_port) p3=$(free_port) p4=$(free_port)
 while [ "$p2" = "$p1" ]; do p2=$(free_port); done
 while [ "$p3" = "$p1" ] || [ "$p3" = "$p2" ]; do p3=$(free_port); done
-tgt_start t "" -s "$p1" -s "$p2" -s "$p3" --subsys "$P-n:16M" --subsys "$P-t:16M" \
+while [ "$p4" = "$p1" ] || [ "$p4" = "$p2" ] || [ "$p4" = "$p3" ]; do p4=$(free_port); done
+tgt_start t "" -s "$p1" -s "$p2" -s "$p3" -s "$p4" --subsys "$P-n:16M" --subsys "$P-t:16M" \
 	--subsys "$P-r:16M" --subsys "$P-auto:16M" --tls-key "$tmp/psk.key" --plain-port 1 \
-	--port-treq 2:required --port-treq 3:not-required
+	--port-treq 2:required --port-treq 3:not-required --port-treq 4:not-specified
 ctl t disc-port 1 hide > /dev/null
 
 out=$("$GW" discover -t tcp -a 127.0.0.1 -s "$p1" -q "$H" -o json) || fail "discover: $out"
@@ -59,16 +63,18 @@ done
 cat "$tmp/gw.log"
 grep "connection from" "$tmp/tgt-t.log"
 want() { [ "$(paths "$1")" = "$2" ] || fail "$1's paths: $(paths "$1"), want $2"; }
-want tn "[\"$p3\"]"
+want tn "$(echo "[\"$p3\",\"$p4\"]" | jq -c sort)"
 [ "$(st | jq -c --arg p "$p2" '[.discovered[] | select(.trsvcid == $p) | .treq] | unique')" = "[1]" ] ||
 	fail "status: $(st | jq -c .discovered)"
-want tt "$(echo "[\"$p2\",\"$p3\"]" | jq -c sort)"
-want tr "$(echo "[\"$p2\",\"$p3\"]" | jq -c sort)"
+want tt "$(echo "[\"$p2\",\"$p3\",\"$p4\"]" | jq -c sort)"
+want tr "$(echo "[\"$p2\",\"$p3\",\"$p4\"]" | jq -c sort)"
 [ "$(grep -c "target tn: subsystem $P-n port 127.0.0.1:$p2 requires TLS (TREQ) and the target has no TLS key: not connecting to it; set tls = true and tls_key_file" "$tmp/gw.log")" = 1 ] ||
 	fail "want one error line for tn's TLS-only port"
 grep -q "target tt: path .* 127.0.0.1:$p2 (TLS)" "$tmp/gw.log" || fail "tt's port 2 not over TLS"
 grep -q "target tt: path .* 127.0.0.1:$p3\$" "$tmp/gw.log" || fail "tt's port 3 not plaintext"
 grep -q "target tr: path .* 127.0.0.1:$p3 (TLS)" "$tmp/gw.log" || fail "tr's port 3 not over TLS"
+grep -q "target tt: path .* 127.0.0.1:$p4 (TLS)" "$tmp/gw.log" || fail "tt's port 4 (not specified) not over TLS"
+grep -q "target tn: path .* 127.0.0.1:$p4\$" "$tmp/gw.log" || fail "tn's port 4 (not specified) not plaintext"
 grep -q "target treq-auto: path .* 127.0.0.1:$p2 (TLS)" "$tmp/gw.log" ||
 	fail "the policy's target's port 2 not over TLS"
 for s in r auto t; do
@@ -83,6 +89,7 @@ gw_stop
 # Only the TLS-only port listed: a target without a key waits, connects
 # nothing, says why.
 ctl t disc-port 3 hide > /dev/null
+ctl t disc-port 4 hide > /dev/null
 cat > "$tmp/gw.conf" << CONF
 gateway = { reactors = 1; state_dir = "$tmp/state"; hostnqn = "$H"; control = "$tmp/gw.control"; };
 targets = ( $(tgt tn "") );

@@ -401,9 +401,10 @@ static void usage(FILE *out)
 		"  --tls-kdf K      compat (default, as nvme-cli 2.13 provisions nvmet) or rfc8446\n"
 		"  --plain-port N   with --tls-key: port id N (1, 2, ...) stays plaintext\n"
 		"                   (TREQ \"not specified\"), for a TLS port next to a plain one\n"
-		"  --port-treq N:T  with --tls-key: port id N lists TREQ T in the discovery log:\n"
-		"                   required, not-required (the port then takes TLS and\n"
-		"                   plaintext connections) or not-specified (plaintext only)\n"
+		"  --port-treq N:T  port id N lists TREQ T in the discovery log: required,\n"
+		"                   not-required (with --tls-key the port then takes TLS and\n"
+		"                   plaintext connections) or not-specified (only the listing\n"
+		"                   changes: TLS as --tls-key and --plain-port say)\n"
 		"  --tls-ku-flood S with --tls-key: after each handshake, for S seconds, reads\n"
 		"                   nothing and sends key update requests (a hostile peer)\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
@@ -537,7 +538,6 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			T.ports[v - 1].treq = k + 1;
-			T.ports[v - 1].plain = k == 0;
 			break;
 		}
 		case O_SUBSYS:

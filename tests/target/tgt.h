@@ -247,7 +247,7 @@ struct tgt_port {
 	bool plain; /* --plain-port: no TLS here even with --tls-key */
 	/* --port-treq: 0 as --tls-key says, else 1 + the TREQ listed (1 + 2,
 	 * "not required": TLS and plaintext both taken, told apart by the
-	 * first byte a host sends). */
+	 * first byte a host sends; the others list only). */
 	int treq;
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
