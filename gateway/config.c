@@ -283,7 +283,7 @@ static struct gw_config *load_tree(struct ctx *c, config_t *lc,
 	cfg_check_exports(c, cfg, config_setting_get_member(root, "exports"));
 	cfg_check_access(c, cfg, root);
 	cfg_check_discovery(c, cfg, root);
-	cfg_check_auto(c, cfg);
+	cfg_check_auto(c, cfg, config_setting_get_member(root, "auto_export"));
 	return cfg;
 }
 

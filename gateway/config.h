@@ -27,7 +27,14 @@ struct gw_path {
 	char *host_traddr;	/* optional (NULL) */
 	char *host_iface;	/* optional (NULL) */
 	int tos;		/* -1: leave the socket's default */
+	/* -1: the target's tls; 0 or 1: what discovery decided from the
+	 * port's TREQ (daemon_discovery.c disc_entry_tls). */
+	int tls;
 };
+
+/* tls of a target or policy: false, true, or "require" (also over a port
+ * whose discovery log entry says TLS is not required). */
+enum gw_tls_mode { GW_TLS_OFF, GW_TLS_ON, GW_TLS_REQUIRE };
 
 struct gw_target {
 	char *name;
@@ -55,8 +62,9 @@ struct gw_target {
 	char *dhchap_ctrl_secret_file;
 	/* NVMe/TCP TLS 1.3 with a configured PSK: tls_key_file (private, as
 	 * a secret file) holds the interchange key, read into tls_key at load;
-	 * tls_kdf is enum nvmf_tls_kdf, how the TLS PSK is derived from it. */
-	bool tls;
+	 * tls_kdf is enum nvmf_tls_kdf, how the TLS PSK is derived from it.
+	 * tls is enum gw_tls_mode: non-zero means a key is configured. */
+	int tls;
 	char *tls_key_file;
 	int tls_kdf;
 	struct nvmf_tls_key tls_key;
@@ -120,6 +128,14 @@ struct gw_discovery {
 	char *dhchap_ctrl_secret;
 	char *dhchap_secret_file; /* optional: read into dhchap_secret at load */
 	char *dhchap_ctrl_secret_file;
+	/* NVMe/TCP TLS to the discovery controller, as for targets; from a
+	 * discovery_conf line: --tls and --tls_key (a key file, or the key
+	 * inline: then tls_key_file stays NULL and tls_key_inline is set). */
+	bool tls;
+	char *tls_key_file;
+	int tls_kdf;
+	bool tls_key_inline;
+	struct nvmf_tls_key tls_key;
 	const char *src_file;	/* discovery_conf entries: discovery.conf, else NULL */
 	int src_line;
 };
@@ -148,6 +164,12 @@ struct gw_auto_export {
 	bool read_only;
 	uint64_t qos_iops, qos_bandwidth, qos_read_iops, qos_write_iops;
 	uint64_t qos_read_bandwidth, qos_write_bandwidth;
+	/* The TLS of the targets the policy makes (enum gw_tls_mode, as a
+	 * target's). */
+	int tls;
+	char *tls_key_file;
+	int tls_kdf;
+	struct nvmf_tls_key tls_key;
 	int line;		/* in the file, for messages */
 };
 
@@ -231,8 +253,11 @@ int config_auto_find(const struct gw_config *cfg, const char *subnqn, uint32_t n
 int config_auto_build(const struct gw_config *cfg, size_t idx, struct gw_target *tgt,
 		      uint32_t nsid, struct gw_config **out, char *why, size_t whylen);
 /* A file of its own holding one target, NAME for SUBNQN without paths
- * (discovery fills them), with the defaults of a configured one. */
+ * (discovery fills them), with the defaults of a configured one and the
+ * TLS settings of policy P (NULL: none). */
 struct gw_config *config_auto_target(const struct gw_config *cfg, const char *name,
-				     const char *subnqn);
+				     const char *subnqn, const struct gw_auto_export *p);
+/* The first policy whose subnqn glob matches, whatever its nsid; -1. */
+int config_auto_find_subsys(const struct gw_config *cfg, const char *subnqn);
 
 #endif

@@ -319,6 +319,24 @@ static void parse_one(struct ctx *c, const config_setting_t *g, const char *path
 				parse_qos(c, m, sub, p);
 			else
 				cfg_err_type(c, m, sub, "a group");
+		} else if (!strcmp(key, "tls")) {
+			cfg_parse_tls_mode(c, m, sub, &p->tls);
+		} else if (!strcmp(key, "tls_key_file")) {
+			if (!(v = str_of(c, m, sub)))
+				continue;
+			if (v[0] != '/')
+				err_at(c, m, "%s: invalid value \"%s\": an absolute path", sub, v);
+			else
+				cfg_dup_str(c, &p->tls_key_file, v);
+		} else if (!strcmp(key, "tls_kdf")) {
+			if (!(v = str_of(c, m, sub)))
+				continue;
+			if (!strcmp(v, cfg_tls_kdf_name(NVMF_TLS_KDF_COMPAT)))
+				p->tls_kdf = NVMF_TLS_KDF_COMPAT;
+			else if (!strcmp(v, cfg_tls_kdf_name(NVMF_TLS_KDF_RFC8446)))
+				p->tls_kdf = NVMF_TLS_KDF_RFC8446;
+			else
+				err_at(c, m, "%s: unknown value \"%s\"", sub, v);
 		} else if (!strcmp(key, "target")) {
 			err_at(c, m, "%s: a policy names no target: it matches subsystems by subnqn",
 			       sub);
@@ -373,6 +391,7 @@ void cfg_parse_auto(struct ctx *c, const config_setting_t *s, const char *path, 
 		struct gw_auto_export *p = &set->v[i];
 		p->nbd_device = GW_NBD_NONE;
 		p->nbd_iface = -1;
+		p->tls_kdf = NVMF_TLS_KDF_COMPAT; /* as a target's */
 		p->line = config_setting_source_line(g);
 		cfg_path_fmt(el, "%s[%zu]", path, i);
 		if (!config_setting_is_group(g))
@@ -390,17 +409,28 @@ void cfg_release_auto(void *dst)
 		free(set->v[i].subnqn);
 		free(set->v[i].name);
 		free(set->v[i].nbd_listen);
+		free(set->v[i].tls_key_file);
 	}
 	free(set->v);
 	set->v = NULL;
 	set->nr = 0;
 }
 
-void cfg_check_auto(struct ctx *c, struct gw_config *cfg)
+void cfg_check_auto(struct ctx *c, struct gw_config *cfg, const config_setting_t *list)
 {
-	(void)c;
 	for (size_t i = 0; i < cfg->auto_export.nr; i++) {
 		struct gw_auto_export *p = &cfg->auto_export.v[i];
+		const config_setting_t *el = list ? config_setting_get_elem(list, (unsigned)i) : NULL;
+		if (el && config_setting_is_group(el)) {
+			const config_setting_t *kt = config_setting_get_member(el, "tls");
+			const config_setting_t *kf = config_setting_get_member(el, "tls_key_file");
+			char label[48];
+			snprintf(label, sizeof(label), "auto_export[%zu]", i);
+			cfg_check_tls_key(c, cfg_setting_file(c, el),
+					  (int)config_setting_source_line(kt ? kt : el),
+					  (int)config_setting_source_line(kf ? kf : el), label,
+					  p->tls != GW_TLS_OFF, false, p->tls_key_file, &p->tls_key, NULL);
+		}
 		if (!p->nbd_connections)
 			p->nbd_connections = cfg->reactors;
 		if (p->nbd_iface < 0)
@@ -421,8 +451,16 @@ static struct gw_config *bare(const struct gw_config *cfg)
 	return n;
 }
 
+int config_auto_find_subsys(const struct gw_config *cfg, const char *subnqn)
+{
+	for (size_t i = 0; i < cfg->auto_export.nr; i++)
+		if (!fnmatch(cfg->auto_export.v[i].subnqn, subnqn, 0))
+			return (int)i;
+	return -1;
+}
+
 struct gw_config *config_auto_target(const struct gw_config *cfg, const char *name,
-				     const char *subnqn)
+				     const char *subnqn, const struct gw_auto_export *p)
 {
 	struct ctx c = { .path = "auto_export" };
 	struct gw_config *n = bare(cfg);
@@ -438,7 +476,13 @@ struct gw_config *config_auto_target(const struct gw_config *cfg, const char *na
 	t->nr_io_queues = cfg->reactors;
 	t->name = strdup(name);
 	t->subnqn = strdup(subnqn);
-	if (!t->name || !t->subnqn) {
+	if (p && p->tls) {
+		t->tls = p->tls;
+		t->tls_kdf = p->tls_kdf;
+		t->tls_key = p->tls_key;
+		t->tls_key_file = p->tls_key_file ? strdup(p->tls_key_file) : NULL;
+	}
+	if (!t->name || !t->subnqn || (p && p->tls_key_file && p->tls && !t->tls_key_file)) {
 		config_free(n);
 		return NULL;
 	}

@@ -137,40 +137,58 @@ void cfg_check_secrets(struct ctx *c, const config_setting_t *list, const char *
 		       "(dhchap_secret or dhchap_secret_file) too", list_name, i);
 }
 
-/* tls and tls_key_file of targets[i]: the key read (owner and mode
- * checked as for a secret) and parsed; TLS is for tcp paths only. */
-static void check_tls(struct ctx *c, const config_setting_t *list, size_t i,
-		      struct gw_target *t)
+void cfg_check_tls_key(struct ctx *c, const char *file, int tls_line, int key_line,
+		       const char *label, bool tls, bool inline_key, const char *key_file,
+		       struct nvmf_tls_key *key, const char *not_tcp)
 {
 	char buf[256], why[PATH_MAX + 128];
 	const char *bad = NULL;
 
-	if (t->tls_key_file && !t->tls) {
-		err_at(c, where(list, i, "tls_key_file"),
-		       "targets[%zu]: tls_key_file is set but tls is not true", i);
+	if ((key_file || inline_key) && !tls) {
+		cfg_err_line(c, file, key_line, "%s: tls_key_file is set but tls is not true", label);
 		return;
 	}
-	if (!t->tls)
+	if (!tls)
 		return;
-	if (!t->tls_key_file) {
-		err_at(c, where(list, i, "tls"), "targets[%zu]: tls = true needs tls_key_file", i);
+	if (!key_file && !inline_key) {
+		cfg_err_line(c, file, tls_line, "%s: tls = true needs tls_key_file", label);
 		return;
 	}
-	for (size_t p = 0; p < t->nr_paths; p++)
-		if (t->paths[p].transport != NVMF_TR_TCP) {
-			err_at(c, where(list, i, "tls"),
-			       "targets[%zu]: tls is for tcp paths; paths[%zu] is %s", i, p,
-			       nvmf_trtype_name(t->paths[p].transport));
-			return;
-		}
-	if (gw_secret_read_file(t->tls_key_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
-		err_at(c, where(list, i, "tls_key_file"), "targets[%zu].tls_key_file: %s", i, why);
-	} else if (nvmf_tls_key_parse(buf, &t->tls_key, &bad) < 0) {
-		err_at(c, where(list, i, "tls_key_file"),
-		       "targets[%zu].tls_key_file: %s does not hold an NVMe TLS key: %s", i,
-		       t->tls_key_file, bad);
+	if (not_tcp) {
+		cfg_err_line(c, file, tls_line, "%s: tls is for tcp %s", label, not_tcp);
+		return;
+	}
+	if (inline_key)
+		return; /* parsed where it was read */
+	if (gw_secret_read_file(key_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
+		cfg_err_line(c, file, key_line, "%s.tls_key_file: %s", label, why);
+	} else if (nvmf_tls_key_parse(buf, key, &bad) < 0) {
+		cfg_err_line(c, file, key_line, "%s.tls_key_file: %s does not hold an NVMe TLS key: %s",
+			     label, key_file, bad);
 	}
 	memset(buf, 0, sizeof(buf));
+}
+
+static int line_of(const config_setting_t *s)
+{
+	return s ? (int)config_setting_source_line(s) : 0;
+}
+
+/* tls and tls_key_file of targets[i]; TLS is for tcp paths only. */
+static void check_tls(struct ctx *c, const config_setting_t *list, size_t i,
+		      struct gw_target *t)
+{
+	char label[48], nt[96] = "";
+	const config_setting_t *s = where(list, i, "tls");
+
+	for (size_t p = 0; p < t->nr_paths && !nt[0]; p++)
+		if (t->paths[p].transport != NVMF_TR_TCP)
+			snprintf(nt, sizeof(nt), "paths; paths[%zu] is %s", p,
+				 nvmf_trtype_name(t->paths[p].transport));
+	snprintf(label, sizeof(label), "targets[%zu]", i);
+	cfg_check_tls_key(c, cfg_setting_file(c, s), line_of(s),
+			  line_of(where(list, i, "tls_key_file")), label, t->tls != GW_TLS_OFF,
+			  false, t->tls_key_file, &t->tls_key, nt[0] ? nt : NULL);
 }
 
 void cfg_check_targets(struct ctx *c, struct gw_config *cfg,

@@ -86,6 +86,20 @@ void cfg_check_nbd_tls(struct ctx *c, struct gw_export *e, const config_setting_
 void cfg_discovery_init(struct ctx *c, void *elem);
 void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_setting_t *root);
 
+/* config_schema.c: tls = true | false | "require" into an int (enum
+ * gw_tls_mode); the tls_kdf names, indexed by enum nvmf_tls_kdf. */
+void cfg_parse_tls_mode(struct ctx *c, const config_setting_t *s, const char *path, void *dst);
+const char *cfg_tls_kdf_name(int v);
+
+/* config_checks.c: the TLS key of LABEL ("targets[0]", a discovery_conf
+ * line...): tls_key_file read (owner and mode checked as for a secret)
+ * and parsed into *key unless the key came inline; errors at FILE, the
+ * line of tls (TLS_LINE) or of tls_key_file (KEY_LINE).  TCP says whether
+ * every transport it is for is tcp. */
+void cfg_check_tls_key(struct ctx *c, const char *file, int tls_line, int key_line,
+		       const char *label, bool tls, bool inline_key, const char *key_file,
+		       struct nvmf_tls_key *key, const char *not_tcp);
+
 /* config_schema.c: a target's defaults (discovered targets use them too). */
 void cfg_target_init(struct ctx *c, void *elem);
 
@@ -93,7 +107,7 @@ void cfg_target_init(struct ctx *c, void *elem);
  * the checks once the gateway keys are known. */
 void cfg_parse_auto(struct ctx *c, const config_setting_t *s, const char *path, void *dst);
 void cfg_release_auto(void *dst);
-void cfg_check_auto(struct ctx *c, struct gw_config *cfg);
+void cfg_check_auto(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
 
 /* config_intscan.c: records in c->wide_lines the lines of TEXT holding an
  * integer literal that libconfig 1.5 wrapped, and reports them. */

@@ -360,9 +360,33 @@ static const char *transports(int v)
 }
 
 /* Indexed by enum nvmf_tls_kdf. */
-static const char *tls_kdfs(int v)
+const char *cfg_tls_kdf_name(int v)
 {
 	return v == NVMF_TLS_KDF_RFC8446 ? "rfc8446" : v == NVMF_TLS_KDF_COMPAT ? "compat" : "?";
+}
+
+/* tls of a target: true, false, or "require" (enum gw_tls_mode). */
+void cfg_parse_tls_mode(struct ctx *c, const config_setting_t *s, const char *path, void *dst)
+{
+	int *mode = dst;
+
+	if (config_setting_type(s) == CONFIG_TYPE_BOOL) {
+		*mode = config_setting_get_bool(s) ? GW_TLS_ON : GW_TLS_OFF;
+		return;
+	}
+	if (config_setting_type(s) == CONFIG_TYPE_STRING &&
+	    !strcmp(config_setting_get_string(s), "require")) {
+		*mode = GW_TLS_REQUIRE;
+		return;
+	}
+	if (config_setting_type(s) == CONFIG_TYPE_STRING)
+		err_at(c, s, "%s: invalid value \"%s\": true, false or \"require\"", path,
+		       config_setting_get_string(s));
+	else
+		cfg_err_type(c, s, path, "true, false or \"require\"");
+	/* Meant as on: the key's own checks still run, without a second
+	 * error saying tls is not set. */
+	*mode = GW_TLS_ON;
 }
 
 static const char *multipaths(int v)
@@ -375,6 +399,7 @@ static void path_init(struct ctx *c, void *elem)
 	struct gw_path *p = elem;
 
 	p->tos = -1;
+	p->tls = -1;
 	cfg_dup_str(c, &p->trsvcid, "4420");
 }
 
@@ -436,9 +461,9 @@ static const struct field target_fields[] = {
 	F_FN(T, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
 	F_STR(T, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
 	F_STR(T, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
-	F_BOOL(T, "tls", tls),
+	F_FN(T, "tls", tls, int, cfg_parse_tls_mode, NULL),
 	F_STR(T, "tls_key_file", tls_key_file, chk_abspath, false),
-	F_ENUM(T, "tls_kdf", tls_kdf, tls_kdfs, false),
+	F_ENUM(T, "tls_kdf", tls_kdf, cfg_tls_kdf_name, false),
 	/* waiting for a target at start (issue 19) */
 	F_INT(T, "connect_loss_tmo", connect_loss_tmo, -1, 86400),
 	F_END,
@@ -563,6 +588,9 @@ static const struct field discovery_fields[] = {
 	F_FN(D, "dhchap_ctrl_secret", dhchap_ctrl_secret, char *, parse_secret, release_str),
 	F_STR(D, "dhchap_secret_file", dhchap_secret_file, chk_abspath, false),
 	F_STR(D, "dhchap_ctrl_secret_file", dhchap_ctrl_secret_file, chk_abspath, false),
+	F_BOOL(D, "tls", tls),
+	F_STR(D, "tls_key_file", tls_key_file, chk_abspath, false),
+	F_ENUM(D, "tls_kdf", tls_kdf, cfg_tls_kdf_name, false),
 	F_END,
 };
 #undef D

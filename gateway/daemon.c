@@ -941,7 +941,8 @@ static void tgt_opts(struct gw *gw, struct gw_tgt *t, struct mp_target_opts *o)
 		po->tos = p->tos;
 		po->hdr_digest = c->hdr_digest;
 		po->data_digest = c->data_digest;
-		po->tls = c->tls;
+		/* A discovered path: what its TREQ allows (daemon_discovery.c). */
+		po->tls = p->tls >= 0 ? p->tls > 0 : c->tls != GW_TLS_OFF;
 		po->tls_kdf = (uint8_t)c->tls_kdf;
 		po->tls_key = c->tls_key;
 	}

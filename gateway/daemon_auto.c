@@ -304,7 +304,12 @@ void gw_auto_discovered(struct gw *gw, const char *subnqn)
 				 "another target has (or too long); not used", subnqn, name);
 		return;
 	}
-	struct gw_config *n = config_auto_target(cfg, name, subnqn);
+	/* The TLS of the first policy for the subsystem: a made target
+	 * never takes the key of the discovery controller that listed it
+	 * (README, "TLS and discovery"). */
+	int pi = config_auto_find_subsys(cfg, subnqn);
+	struct gw_config *n =
+		config_auto_target(cfg, name, subnqn, pi >= 0 ? &cfg->auto_export.v[pi] : NULL);
 	struct gw_cfgref *ref = n ? gw_cfgref_new(gw, n) : NULL;
 	struct gw_tgt *t = ref ? gw_tgt_new(gw, ref, &n->targets[0]) : NULL;
 	if (!t) {
@@ -330,6 +335,15 @@ static bool stopping_tgt(struct gw_tgt *t, struct gw_tgt **stop, size_t n)
 	return false;
 }
 
+/* The TLS a target made by policy p would get is what t has. */
+static bool tls_same(const struct gw_auto_export *p, const struct gw_target *t)
+{
+	if (p->tls != t->tls)
+		return false;
+	return !p->tls || (p->tls_kdf == t->tls_kdf &&
+			   !memcmp(&p->tls_key, &t->tls_key, sizeof(t->tls_key)));
+}
+
 void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **stop_tgts,
 		    size_t *nr_stop_tgts, struct gw_exp **stop_exps, size_t *nr_stop_exps)
 {
@@ -350,6 +364,10 @@ void gw_auto_reload(struct gw *gw, const struct gw_config *n, struct gw_tgt **st
 				why = "the file now configures it";
 		if (!why && !glob_matches(n, t->cfg->subnqn))
 			why = "no auto_export policy matches it any more";
+		if (!why && !tls_same(&n->auto_export.v[config_auto_find_subsys(n, t->cfg->subnqn)],
+				      t->cfg))
+			/* Made again at once, from the paths discovery lists. */
+			why = "its policy's TLS settings changed";
 		if (!why) {
 			/* As for a configured target: a reload is how the
 			 * operator says a target given up on is back. */

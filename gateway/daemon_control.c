@@ -92,6 +92,8 @@ static void put_waiting(struct json_buf *j, struct gw_tgt *t)
 
 	json_kv_double(j, "waiting_s", (double)((now - t->wait_since_ns) / NSEC_PER_MSEC) / 1e3);
 	json_kv_str(j, "last_error", err ? strerror(-err) : "none");
+	if (t->wait_reason[0])
+		json_kv_str(j, "wait_reason", t->wait_reason);
 	if (next) {
 		uint64_t in_ms = next > now ? (next - now) / NSEC_PER_MSEC : 0;
 		time_t at = time(NULL) + (time_t)((in_ms + 999) / 1000);

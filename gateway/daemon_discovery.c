@@ -83,6 +83,7 @@ struct disc_path {
 	struct dlog_entry e;
 	char from[96];		/* the discovery controller that listed it */
 	bool listed;		/* still in that controller's log */
+	bool refused_logged;	/* TREQ required, no key: said once */
 };
 
 struct gw_discs {
@@ -204,6 +205,37 @@ static struct gw_tgt *discovered_tgt(struct gw *gw, const char *subnqn)
 	return NULL;
 }
 
+/* One error line per listed port that needs a key the target lacks. */
+static void treq_refused(struct disc_path *p, const struct gw_target *c, bool auto_made)
+{
+	if (p->refused_logged)
+		return;
+	p->refused_logged = true;
+	log_err("target %s: subsystem %s port %s:%s requires TLS (TREQ) and the target has no "
+		"TLS key: not connecting to it; set tls = true and tls_key_file on %s", c->name,
+		p->e.subnqn, p->e.traddr, p->e.trsvcid,
+		auto_made ? "its auto_export policy" : "the target");
+}
+
+/* TLS on a discovered path of target c: 1 yes, 0 no, -1 none possible
+ * (the port requires TLS and c has no key: a plaintext connect would
+ * only be refused).  TREQ "not required": plaintext unless c says
+ * "require"; "not specified": as c says.  The security type (TSAS) is
+ * not consulted: nvmet lists "none" on a port that still takes TLS. */
+static int disc_entry_tls(const struct dlog_entry *e, const struct gw_target *c)
+{
+	if (e->trtype != NVMF_TRTYPE_TCP)
+		return 0;
+	switch (e->treq & 3) {
+	case 1:
+		return c->tls ? 1 : -1;
+	case 2:
+		return c->tls == GW_TLS_REQUIRE;
+	default:
+		return c->tls != GW_TLS_OFF;
+	}
+}
+
 static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 		       struct nvmf_path_opts *po)
 {
@@ -214,7 +246,7 @@ static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
 	po->tos = -1;
 	po->hdr_digest = c->hdr_digest;
 	po->data_digest = c->data_digest;
-	po->tls = c->tls;
+	po->tls = disc_entry_tls(e, c) > 0;
 	po->tls_kdf = (uint8_t)c->tls_kdf;
 	po->tls_key = c->tls_key;
 }
@@ -244,6 +276,12 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 		return;
 	if (idx >= 0) {
 		mp_target_path_listed(t->mp, (unsigned)idx, true);
+		return;
+	}
+	if (disc_entry_tls(e, t->cfg) < 0) {
+		struct disc_path *p = find_path(gw->discs, e);
+		if (p)
+			treq_refused(p, t->cfg, t->auto_made);
 		return;
 	}
 	/* It logs the path it adds, or why not.  Link watching resolves
@@ -307,11 +345,22 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 			dc_log(notice, d, "target %s: path %s %s:%s is not in its configuration; "
 			       "it is not used until a reload names it", t->name, tr, e->traddr,
 			       e->trsvcid);
-		/* TREQ "required": a plaintext connect would only be cut. */
-		if ((e->treq & 3) == 1 && !(t && t->tls))
-			dc_log(warn, d, "subsystem %s: port %s:%s requires TLS (TREQ), and %s; its "
-			       "connects will be refused", e->subnqn, e->traddr, e->trsvcid,
-			       t ? "its target has no tls = true" : "no target with tls is configured");
+		/* TREQ "required": a plaintext connect would only be cut.
+		 * Discovered paths of such a target are not used at all
+		 * (treq_refused); a target with paths of its own keeps them. */
+		if ((e->treq & 3) == 1 && t && !t->tls && (!t->nr_paths || t->paths_discovered))
+			treq_refused(p, t, false);
+		else if ((e->treq & 3) == 1 && !t &&
+			 config_auto_find_subsys(all->gw->cur->cfg, e->subnqn) >= 0)
+			; /* a policy's target: said when it is filled */
+		else if ((e->treq & 3) == 1 && t && !t->tls)
+			dc_log(warn, d, "subsystem %s: port %s:%s requires TLS (TREQ), and its target "
+			       "has no tls = true; its connects will be refused", e->subnqn,
+			       e->traddr, e->trsvcid);
+		else if ((e->treq & 3) == 1 && !t)
+			dc_log(info, d, "subsystem %s: port %s:%s requires TLS (TREQ); a target for "
+			       "it needs tls = true and tls_key_file", e->subnqn, e->traddr,
+			       e->trsvcid);
 		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:
@@ -401,10 +450,20 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
-		n += p->listed && !strcmp(p->e.subnqn, c->subnqn);
+		if (!p->listed || strcmp(p->e.subnqn, c->subnqn))
+			continue;
+		if (disc_entry_tls(&p->e, c) < 0) {
+			treq_refused(p, c, t->auto_made);
+			snprintf(t->wait_reason, sizeof(t->wait_reason),
+				 "port %s:%s requires TLS (TREQ) and the target has no TLS key",
+				 p->e.traddr, p->e.trsvcid);
+			continue;
+		}
+		n++;
 	}
 	if (!n)
 		return;
+	t->wait_reason[0] = 0;
 	if (n > MP_MAX_PATHS)
 		n = MP_MAX_PATHS;
 	struct gw_path *paths = calloc(n, sizeof(*paths));
@@ -417,17 +476,20 @@ static void fill_target(struct gw_discs *all, struct gw_tgt *t)
 	size_t k = 0;
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
-		if (k == n || !p->listed || strcmp(p->e.subnqn, c->subnqn))
+		if (k == n || !p->listed || strcmp(p->e.subnqn, c->subnqn) ||
+		    disc_entry_tls(&p->e, c) < 0)
 			continue;
 		struct gw_path *gp = &paths[k];
+		gp->tls = disc_entry_tls(&p->e, c);
 		gp->transport = p->e.trtype == NVMF_TRTYPE_RDMA ? NVMF_TR_RDMA : NVMF_TR_TCP;
 		gp->traddr = strdup(p->e.traddr);
 		gp->trsvcid = strdup(p->e.trsvcid);
 		gp->tos = -1;
 		if (!gp->traddr || !gp->trsvcid)
 			abort(); /* a few bytes at start-up rate: as the batch code does */
-		log_notice("target %s: path %zu from discovery: %s %s:%s", c->name, k,
-			   dlog_trtype_name(p->e.trtype), p->e.traddr, p->e.trsvcid);
+		log_notice("target %s: path %zu from discovery: %s %s:%s%s", c->name, k,
+			   dlog_trtype_name(p->e.trtype), p->e.traddr, p->e.trsvcid,
+			   gp->tls ? " (TLS)" : "");
 		k++;
 	}
 	/* Owned by the loaded file from now on: config_free releases them. */
@@ -464,10 +526,32 @@ static void fill_scan(struct gw_discs *all)
 	}
 }
 
+/* A target discovery gave no usable path (none listed, or only ports
+ * that require TLS it has no key for): its exports fail once its
+ * connect_loss_tmo has passed, as for a target not reached. */
+static void wait_expire(struct gw *gw)
+{
+	struct list_node *pos, *tmp;
+	uint64_t now = reactor_now_ns();
+
+	list_for_each_safe(pos, tmp, &gw->tgts) {
+		struct gw_tgt *t = container_of(pos, struct gw_tgt, link);
+		int tmo = t->cfg->connect_loss_tmo;
+		if (!t->waiting || t->mp || t->connecting || t->cfg->nr_paths || tmo < 0 ||
+		    now - t->wait_since_ns < (uint64_t)tmo * NSEC_PER_SEC)
+			continue;
+		log_warn("target %s: discovery gave no usable path within connect_loss_tmo (%d s)%s%s",
+			 t->cfg->name, tmo, t->wait_reason[0] ? ": " : "", t->wait_reason);
+		gw_tgt_wait_expired(t);
+	}
+}
+
 static void fill_timer_fired(struct reactor_timer *tm)
 {
 	struct gw_discs *all = container_of(tm, struct gw_discs, fill_timer);
 
+	if (!all->stopping && all->gw->state == GW_RUNNING && !all->gw->busy)
+		wait_expire(all->gw);
 	fill_scan(all);
 	if (!all->stopping)
 		reactor_timer_arm(&all->gw->reactors[0], &all->fill_timer, NSEC_PER_SEC);
@@ -751,13 +835,19 @@ static const char *nz(const char *s) { return s ? s : ""; }
  * the next reload, which restarts it (harmless). */
 static char *disc_key(const struct gw_discovery *c)
 {
-	char *k = NULL;
+	char *k = NULL, key[2 * sizeof(c->tls_key) + 1];
 
-	if (asprintf(&k, "%d\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%d\x1f%d\x1f%s\x1f%s",
+	/* The key's bytes: a key file rewritten in place is a change. */
+	for (size_t i = 0; i < sizeof(c->tls_key); i++)
+		snprintf(key + 2 * i, 3, "%02x", ((const uint8_t *)&c->tls_key)[i]);
+	if (asprintf(&k, "%d\x1f%s\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%d\x1f%d\x1f%s\x1f%s"
+		     "\x1f%d\x1f%d\x1f%s\x1f%s",
 		     (int)c->transport, nz(c->traddr), nz(c->trsvcid), nz(c->host_traddr),
 		     nz(c->host_iface), nz(c->hostnqn), c->persistent, c->keep_alive_tmo,
-		     c->reconnect_delay, nz(c->dhchap_secret), nz(c->dhchap_ctrl_secret)) < 0)
-		return NULL;
+		     c->reconnect_delay, nz(c->dhchap_secret), nz(c->dhchap_ctrl_secret),
+		     c->tls, c->tls_kdf, nz(c->tls_key_file), c->tls ? key : "") < 0)
+		k = NULL;
+	memset(key, 0, sizeof(key));
 	return k;
 }
 
@@ -797,6 +887,9 @@ static struct disc_ctrl *ctrl_new(struct gw_discs *all, const struct gw_discover
 		nvmf_dhchap_key_parse(c->dhchap_secret, &o->dhchap_key, &why);
 	if (c->dhchap_ctrl_secret)
 		nvmf_dhchap_key_parse(c->dhchap_ctrl_secret, &o->dhchap_ctrl_key, &why);
+	o->path.tls = c->tls;
+	o->path.tls_kdf = (uint8_t)c->tls_kdf;
+	o->path.tls_key = c->tls_key;
 	ctrl_name(d);
 	d->key = disc_key(c);
 	return d;
@@ -1123,6 +1216,7 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 		json_kv_str(j, "state", state_names[d->state]);
 		json_kv_u64(j, "depth", d->depth);
 		json_kv_bool(j, "persistent", d->persistent);
+		json_kv_bool(j, "tls", d->opts.path.tls);
 		json_kv_bool(j, "change_events", d->aen);
 		json_kv_u64(j, "connects", d->connects);
 		json_kv_u64(j, "log_reads", d->reads);
@@ -1157,6 +1251,9 @@ void gw_discovery_status(struct gw *gw, struct json_buf *j)
 		json_kv_str(j, "transport", dlog_trtype_name(p->e.trtype));
 		json_kv_str(j, "traddr", p->e.traddr);
 		json_kv_str(j, "trsvcid", p->e.trsvcid);
+		/* What the log said about TLS on that port (raw values). */
+		json_kv_u64(j, "treq", p->e.treq & 3);
+		json_kv_u64(j, "sectype", p->e.sectype);
 		json_kv_bool(j, "listed", p->listed);
 		json_kv_str(j, "from", p->from);
 		json_kv_str(j, "target", t ? t->name : NULL);

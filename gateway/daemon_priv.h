@@ -52,6 +52,9 @@ struct gw_tgt {
 	bool waiting;
 	bool up_pending; /* came up while a change was applied: start after it */
 	uint64_t wait_since_ns;
+	/* Waiting for discovery and why its listed ports are not used ("":
+	 * none listed yet), for the status. */
+	char wait_reason[160];
 	/* Made by an auto_export policy for a discovered subsystem (its cfg
 	 * is a file of its own, daemon_auto.c), not named by the file. */
 	bool auto_made;
@@ -178,6 +181,9 @@ bool gw_exp_running(const struct gw_exp *e);
  * up.  gw_wait_resume: after a change, start the exports of targets that
  * came up meanwhile. */
 bool gw_tgt_wait(struct gw_tgt *t);
+/* t's connect_loss_tmo ran out before it was reached: its waiting exports
+ * fail (a reload tries again). */
+void gw_tgt_wait_expired(struct gw_tgt *t);
 /* A batch of t's waiting exports, taken out of waiting (possibly none),
  * ending with done; NULL when out of memory, nothing taken. */
 struct gw_batch *gw_waiting_batch(struct gw_tgt *t, void (*done)(struct gw_batch *b));

@@ -99,30 +99,38 @@ static void start_waiting_exports(struct gw_tgt *t)
 	gw_batch_run(b);
 }
 
+void gw_tgt_wait_expired(struct gw_tgt *t)
+{
+	struct gw *gw = t->gw;
+	struct list_node *pos, *tmp;
+
+	t->waiting = false;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (e->tgt != t || !e->waiting)
+			continue;
+		e->waiting = false;
+		e->failed = true;
+		log_err("export %s: target %s not reached within connect_loss_tmo (%d s); "
+			"export failed (a reload tries again)",
+			e->name, t->cfg->name, t->cfg->connect_loss_tmo);
+	}
+	unsigned total, ok = gw_exports_running(gw, &total);
+	notify_sendf("STATUS=%u of %u exports running", ok, total);
+}
+
 static void tgt_up(struct mp_target *mp, int err, void *arg)
 {
 	struct gw_tgt *t = arg;
 	struct gw *gw = t->gw;
-	struct list_node *pos, *tmp;
 	double waited = (double)(reactor_now_ns() - t->wait_since_ns) / 1e9;
 
 	(void)mp;
-	t->waiting = false;
 	if (err) {
-		list_for_each_safe(pos, tmp, &gw->exps) {
-			struct gw_exp *e = container_of(pos, struct gw_exp, link);
-			if (e->tgt != t || !e->waiting)
-				continue;
-			e->waiting = false;
-			e->failed = true;
-			log_err("export %s: target %s not reached within connect_loss_tmo (%d s); "
-				"export failed (a reload tries again)",
-				e->name, t->cfg->name, t->cfg->connect_loss_tmo);
-		}
-		unsigned total, ok = gw_exports_running(gw, &total);
-		notify_sendf("STATUS=%u of %u exports running", ok, total);
+		gw_tgt_wait_expired(t);
 		return;
 	}
+	t->waiting = false;
 	t->live = true;
 	log_notice("target %s: connected after waiting %.1f s; starting its exports",
 		   t->cfg->name, waited);

@@ -37,6 +37,8 @@ void disc_print(FILE *f, const uint8_t *buf, bool json)
 						[3] = "current discovery subsystem" };
 	static const char *const treqs[] = { "not specified", "required", "not required",
 					     "reserved" };
+	/* TCP's TSAS security type (NVMe/TCP transport specification). */
+	static const char *const sectypes[] = { "none", "tls1.2", "tls1.3" };
 
 	if (json)
 		fprintf(f, "{\n  \"genctr\": %llu,\n  \"records\": [",
@@ -51,6 +53,8 @@ void disc_print(FILE *f, const uint8_t *buf, bool json)
 		const char *af = e->adrfam < 5 && adrfams[e->adrfam] ? adrfams[e->adrfam] : "unknown";
 		const char *st = e->subtype < 4 && subtypes[e->subtype] ? subtypes[e->subtype] :
 									  "unknown";
+		const char *sec = e->trtype != 3 ? NULL : e->tsas[0] < 3 ? sectypes[e->tsas[0]]
+									   : "unknown";
 		char treq[96];
 		snprintf(treq, sizeof(treq), "%s%s", treqs[e->treq & 3],
 			 (e->treq & 4) ? ", sq flow control disable supported" : "");
@@ -63,6 +67,8 @@ void disc_print(FILE *f, const uint8_t *buf, bool json)
 			json_field(f, e->subnqn, sizeof(e->subnqn));
 			fputs(", \"traddr\": ", f);
 			json_field(f, e->traddr, sizeof(e->traddr));
+			if (sec)
+				fprintf(f, ", \"sectype\": \"%s\"", sec);
 			fputc('}', f);
 			continue;
 		}
@@ -70,6 +76,8 @@ void disc_print(FILE *f, const uint8_t *buf, bool json)
 		fprintf(f, "trtype:  %s\nadrfam:  %s\nsubtype: %s\ntreq:    %s\nportid:  %u\n"
 			"trsvcid: %.32s\nsubnqn:  %.256s\ntraddr:  %.256s\n",
 			tr, af, st, treq, e->portid, e->trsvcid, e->subnqn, e->traddr);
+		if (sec)
+			fprintf(f, "sectype: %s\n", sec);
 	}
 	if (json)
 		fprintf(f, "\n  ]\n}\n");

@@ -14,10 +14,12 @@
 #include "gateway/base/parse.h"
 #include "gateway/config_priv.h"
 #include "gateway/discovery_conf.h"
+#include "gateway/secret.h"
 #include "transports/auth/auth.h"
 
 enum opt_id { O_TRANSPORT, O_TRADDR, O_TRSVCID, O_HOST_TRADDR, O_HOST_IFACE, O_HOSTNQN,
-	      O_SECRET, O_CTRL_SECRET, O_KATO, O_PERSISTENT, O_IGNORED_ARG, O_IGNORED_FLAG };
+	      O_SECRET, O_CTRL_SECRET, O_KATO, O_PERSISTENT, O_TLS, O_TLS_KEY,
+	      O_UNSUPPORTED_ARG, O_UNSUPPORTED_FLAG, O_IGNORED_ARG, O_IGNORED_FLAG };
 
 struct opt {
 	const char *lng;
@@ -37,6 +39,15 @@ static const struct opt opts[] = {
 	{ "dhchap-ctrl-secret", 'C', O_CTRL_SECRET },
 	{ "keep-alive-tmo", 'k', O_KATO },
 	{ "persistent", 'p', O_PERSISTENT },
+	{ "tls", 0, O_TLS },
+	/* nvme-cli 2.x: the interchange key inline; here also a key file. */
+	{ "tls_key", 0, O_TLS_KEY },
+	{ "tls-key", 0, O_TLS_KEY },
+	/* Change which key or channel is used: refused, not ignored. */
+	{ "keyring", 0, O_UNSUPPORTED_ARG },
+	{ "tls_key_identity", 0, O_UNSUPPORTED_ARG },
+	{ "tls-key-identity", 0, O_UNSUPPORTED_ARG },
+	{ "concat", 0, O_UNSUPPORTED_FLAG },
 	/* Known to nvme-cli, no meaning here. */
 	{ "hostid", 'I', O_IGNORED_ARG },
 	{ "nqn", 'n', O_IGNORED_ARG },
@@ -48,17 +59,12 @@ static const struct opt opts[] = {
 	{ "nr-poll-queues", 'P', O_IGNORED_ARG },
 	{ "queue-size", 'Q', O_IGNORED_ARG },
 	{ "tos", 'T', O_IGNORED_ARG },
-	{ "keyring", 0, O_IGNORED_ARG },
-	{ "tls_key", 0, O_IGNORED_ARG },
-	{ "tls-key", 0, O_IGNORED_ARG },
 	{ "device", 'd', O_IGNORED_ARG },
 	{ "config", 'J', O_IGNORED_ARG },
 	{ "duplicate-connect", 'D', O_IGNORED_FLAG },
 	{ "disable-sqflow", 0, O_IGNORED_FLAG },
 	{ "hdr-digest", 'g', O_IGNORED_FLAG },
 	{ "data-digest", 'G', O_IGNORED_FLAG },
-	{ "tls", 0, O_IGNORED_FLAG },
-	{ "concat", 0, O_IGNORED_FLAG },
 	{ "quiet", 0, O_IGNORED_FLAG },
 	{ "verbose", 'v', O_IGNORED_FLAG },
 };
@@ -85,6 +91,9 @@ void discovery_entry_release(struct gw_discovery *d)
 	free(d->dhchap_ctrl_secret);
 	free(d->dhchap_secret_file);
 	free(d->dhchap_ctrl_secret_file);
+	free(d->tls_key_file);
+	d->tls_key_file = NULL;
+	memset(&d->tls_key, 0, sizeof(d->tls_key));
 	d->traddr = d->trsvcid = d->host_traddr = d->host_iface = d->hostnqn = NULL;
 	d->dhchap_secret = d->dhchap_ctrl_secret = NULL;
 	d->dhchap_secret_file = d->dhchap_ctrl_secret_file = NULL;
@@ -159,6 +168,31 @@ static int apply(const struct opt *o, const char *v, struct gw_discovery *d, cha
 		d->keep_alive_tmo = (int)k;
 		return 0;
 	}
+	case O_TLS:
+		d->tls = true;
+		return 0;
+	case O_TLS_KEY:
+		/* Never echoed: it may be the key itself. */
+		if (!strncmp(v, "NVMeTLSkey-1:", 13)) {
+			if (nvmf_tls_key_parse(v, &d->tls_key, &why) < 0)
+				return fail(err, errlen, "--%s: not a valid NVMe TLS key: %s", o->lng,
+					    why);
+			d->tls_key_inline = true;
+			free(d->tls_key_file);
+			d->tls_key_file = NULL;
+			return 0;
+		}
+		if (v[0] != '/')
+			return fail(err, errlen, "--%s: give the key (NVMeTLSkey-1:...) or the "
+				    "absolute path of a file holding it; a keyring serial number "
+				    "is not supported", o->lng);
+		d->tls_key_inline = false;
+		dst = &d->tls_key_file;
+		break;
+	case O_UNSUPPORTED_ARG:
+	case O_UNSUPPORTED_FLAG:
+		return fail(err, errlen, "--%s: not supported by the gateway (it changes which "
+			    "TLS key or channel is used; give the key with --tls_key)", o->lng);
 	case O_PERSISTENT:
 	case O_IGNORED_ARG:
 	case O_IGNORED_FLAG:
@@ -173,7 +207,8 @@ static int apply(const struct opt *o, const char *v, struct gw_discovery *d, cha
 
 static bool takes_arg(const struct opt *o)
 {
-	return o->id != O_PERSISTENT && o->id != O_IGNORED_FLAG;
+	return o->id != O_PERSISTENT && o->id != O_IGNORED_FLAG && o->id != O_TLS &&
+	       o->id != O_UNSUPPORTED_FLAG;
 }
 
 /* Splits line (modified) into words at blanks; a word starting with '#'
@@ -313,6 +348,12 @@ static void read_conf(struct ctx *c, struct gw_config *cfg, const char *file,
 		}
 		d.src_file = file;
 		d.src_line = lineno;
+		char problem[128];
+		if (d.tls_key_inline && gw_secret_file_problem(&st, problem, sizeof(problem)))
+			/* As an inline dhchap secret in the main file. */
+			cfg_err_line(c, file, lineno, "--tls_key: %s holds a TLS key and %s; "
+				     "refusing it (chmod go-rwx, or name a key file instead)", file,
+				     problem);
 		cfg->discovery.ctrls[cfg->discovery.nr++] = d;
 	}
 	free(line);
@@ -327,7 +368,34 @@ void cfg_discovery_init(struct ctx *c, void *elem)
 	d->persistent = true;
 	d->keep_alive_tmo = 30;
 	d->reconnect_delay = 2;
+	d->tls_kdf = NVMF_TLS_KDF_COMPAT; /* as a target's */
 	/* trsvcid stays NULL until cfg_check_discovery knows the transport. */
+}
+
+static int line_of(const config_setting_t *el, const char *key)
+{
+	const config_setting_t *s = el ? config_setting_get_member(el, key) : NULL;
+
+	return (int)config_setting_source_line(s ? s : el);
+}
+
+/* The TLS key of discovery[i] or of a discovery_conf line. */
+static void check_tls(struct ctx *c, const config_setting_t *list, size_t i,
+		      struct gw_discovery *d)
+{
+	const config_setting_t *el =
+		!d->src_file && list ? config_setting_get_elem(list, (unsigned)i) : NULL;
+	char label[PATH_LEN];
+
+	if (d->src_file)
+		snprintf(label, sizeof(label), "discovery_conf");
+	else
+		snprintf(label, sizeof(label), "discovery[%zu]", i);
+	cfg_check_tls_key(c, d->src_file ? d->src_file : el ? cfg_setting_file(c, el) : c->path,
+			  d->src_file ? d->src_line : el ? line_of(el, "tls") : 0,
+			  d->src_file ? d->src_line : el ? line_of(el, "tls_key_file") : 0, label,
+			  d->tls, d->tls_key_inline, d->tls_key_file, &d->tls_key,
+			  d->transport != NVMF_TR_TCP ? "controllers; this one is rdma" : NULL);
 }
 
 static bool same_ctrl(const struct gw_discovery *a, const struct gw_discovery *b)
@@ -364,6 +432,7 @@ void cfg_check_discovery(struct ctx *c, struct gw_config *cfg, const config_sett
 					  d->dhchap_ctrl_secret_file);
 		if (!d->traddr) /* its error is already reported */
 			continue;
+		check_tls(c, list, i, d);
 		/* As nvme-cli: 8009 for tcp, 4420 for rdma. */
 		if (!d->trsvcid)
 			cfg_dup_str(c, &d->trsvcid, d->transport == NVMF_TR_RDMA ? "4420" : "8009");

@@ -105,6 +105,7 @@ static bool record_ok(const struct nvmf_disc_log_entry *r, struct dlog_entry *e)
 	e->adrfam = r->adrfam;
 	e->subtype = r->subtype;
 	e->treq = r->treq;
+	e->sectype = r->trtype == NVMF_TRTYPE_TCP ? r->tsas[0] : 0;
 	e->portid = r->portid;
 	e->cntlid = r->cntlid;
 	return true;

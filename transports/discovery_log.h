@@ -21,6 +21,7 @@ struct dlog_entry {
 	uint8_t adrfam;		/* NVMF_ADRFAM_IPV4, _IPV6 (rdma also _IB) */
 	uint8_t subtype;	/* NVMF_SUBTYPE_* */
 	uint8_t treq;
+	uint8_t sectype;	/* tcp: TSAS security type (0 none, 2 TLS 1.3) */
 	uint16_t portid;
 	uint16_t cntlid;
 	char trsvcid[6];	/* a decimal port, 1-65535 */

@@ -148,7 +148,8 @@ tlsroot=$VM_CACHE/trixie-tls tlsroot_ok= want_tls= gw_tls=1
 [ "${INTEROP_TLS:-}" = 0 ] && gw_tls=
 if [[ " $transports " == *" tcp "* ]] &&
 	{ [[ -n $want_tls && tls-kernel-host =~ ${INTEROP_CASES:-.} ]] ||
-		[[ -n $gw_tls && tls-gateway =~ ${INTEROP_CASES:-.} ]]; }; then
+		[[ -n $gw_tls && tls-gateway =~ ${INTEROP_CASES:-.} ]] ||
+		[[ -n $gw_tls && tls-discovery =~ ${INTEROP_CASES:-.} ]]; }; then
 	"$top/tests/interop/tlsroot.sh" "$tlsroot" > "$logdir/tlsroot.log" 2>&1 && tlsroot_ok=1
 fi
 
@@ -283,6 +284,13 @@ if [[ " $transports " == *" tcp "* ]]; then
 		T=600 g "TLS_RECORD=${TLS_RECORD:-} GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4431 gateway"
 	}
 	[ -z "$gw_tls" ] || case_ tls-gateway t_tls_gateway
+	# The daemon's persistent discovery controller over TLS to nvmet and an
+	# auto_export target over TLS made from its log (tls_discovery.sh).
+	t_tls_discovery() {
+		[ -n "$tlsroot_ok" ] || { cat "$logdir/tlsroot.log"; echo "no Debian 13 root for tlshd"; return 1; }
+		T=600 g "GW=$GW bash tests/interop/tls_kernel.sh $tlsroot/root 4432 discovery"
+	}
+	[ -z "$gw_tls" ] || case_ tls-discovery t_tls_discovery
 fi
 
 # Failures under I/O: link flaps, ANA, path loss, ctrl_loss_tmo, fast_io_fail_tmo.

@@ -19,7 +19,7 @@
 # kernel host's steps; it adds a plaintext port (PORT+1) to the same
 # subsystem for the cost of TLS, and a SHA-384 key.
 set -u
-root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway]]}
+root=${1:?usage: tls_kernel.sh TLSROOT [PORT [kernel|gateway|discovery]]}
 port=${2:-4430}
 mode=${3:-kernel}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -180,6 +180,16 @@ tlshd_end() {
 	grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
 		echo "(tlshd logged no 'Handshake ... was successful' line)"
 }
+
+# MODE "discovery": the daemon's discovery controller and an auto_export
+# target over TLS (tls_discovery.sh).
+if [ "$mode" = discovery ]; then
+	. "$here/tls_discovery.sh"
+	tls_discovery_steps
+	tlshd_end
+	grep -q 'Handshake with .* was successful' "$work/tlshd.log" || fail "tlshd saw no successful handshake"
+	exit 0
+fi
 
 if [ "$mode" = gateway ]; then
 	. "$here/tls_gateway.sh"

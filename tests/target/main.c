@@ -401,6 +401,10 @@ static void usage(FILE *out)
 		"  --tls-kdf K      compat (default, as nvme-cli 2.13 provisions nvmet) or rfc8446\n"
 		"  --plain-port N   with --tls-key: port id N (1, 2, ...) stays plaintext\n"
 		"                   (TREQ \"not specified\"), for a TLS port next to a plain one\n"
+		"  --port-treq N:T  port id N lists TREQ T in the discovery log: required,\n"
+		"                   not-required (with --tls-key the port then takes TLS and\n"
+		"                   plaintext connections) or not-specified (only the listing\n"
+		"                   changes: TLS as --tls-key and --plain-port say)\n"
 		"  --tls-ku-flood S with --tls-key: after each handshake, for S seconds, reads\n"
 		"                   nothing and sends key update requests (a hostile peer)\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
@@ -427,7 +431,7 @@ int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
 	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
-	       O_PLAIN_PORT, O_TLS_KU_FLOOD };
+	       O_PLAIN_PORT, O_TLS_KU_FLOOD, O_PORT_TREQ };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -447,6 +451,7 @@ int main(int argc, char **argv)
 		{ "tls-key", required_argument, 0, O_TLS_KEY },
 		{ "tls-kdf", required_argument, 0, O_TLS_KDF },
 		{ "plain-port", required_argument, 0, O_PLAIN_PORT },
+		{ "port-treq", required_argument, 0, O_PORT_TREQ },
 		{ "tls-ku-flood", required_argument, 0, O_TLS_KU_FLOOD },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
@@ -520,6 +525,21 @@ int main(int argc, char **argv)
 			}
 			T.ports[v - 1].plain = true;
 			break;
+		case O_PORT_TREQ: {
+			static const char *const names[] = { "not-specified", "required",
+							      "not-required" };
+			v = strtoul(optarg, &end, 10);
+			int k = 0;
+			while (*end == ':' && k < 3 && strcmp(end + 1, names[k]))
+				k++;
+			if (v < 1 || v > TGT_MAX_PORTS || *end != ':' || k == 3) {
+				fprintf(stderr, "nvmf-test-target: --port-treq: N:required, "
+					"N:not-required or N:not-specified (N 1 to %d)\n", TGT_MAX_PORTS);
+				return 1;
+			}
+			T.ports[v - 1].treq = k + 1;
+			break;
+		}
 		case O_SUBSYS:
 			if (subsys_add(optarg) < 0)
 				return 1;

@@ -665,7 +665,8 @@ static size_t build_disc_log(struct tgt_ctrl *ctrl)
 			e->subtype = ss->discovery ? NVMF_SUBTYPE_DISCOVERY_CUR : NVMF_SUBTYPE_NVME;
 			/* SQ flow control disable supported; secure channel
 			 * "required" with --tls-key, else not specified. */
-			e->treq = (uint8_t)(0x4 | (T.tls && !T.ports[p].plain ? 0x1 : 0));
+			e->treq = (uint8_t)(0x4 | (T.ports[p].treq ? T.ports[p].treq - 1
+						   : T.tls && !T.ports[p].plain ? 0x1 : 0));
 			e->portid = (uint16_t)(p + 1);
 			e->cntlid = 0xffff;
 			e->asqsz = TGT_ADMIN_QSIZE;

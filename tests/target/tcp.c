@@ -746,6 +746,15 @@ static void consume(struct tgt_conn *c)
 
 void conn_readable(struct tgt_conn *c)
 {
+	if (c->tls_sniff) {
+		int r = tgt_tls_sniff(c);
+		if (r < 0) {
+			c->tls_sniff = false;
+			conn_close(c, "closed before its first byte");
+		}
+		if (r <= 0)
+			return;
+	}
 	if (c->ssl && tgt_tls_handshake(c) <= 0)
 		return;
 	for (int loops = 0; loops < 16 && !c->closing; loops++) {

@@ -231,6 +231,7 @@ struct tgt_conn {
 	bool on_flushq;
 	struct ssl_st *ssl; /* --tls-key: every PDU through it */
 	bool tls_up; /* handshake done */
+	bool tls_sniff; /* --port-treq N:not-required: TLS or not, not known yet */
 };
 
 /* ---- global state (main.c) ---- */
@@ -244,6 +245,10 @@ struct tgt_port {
 	bool aen_hold; /* `aen-hold N on`: events for its controllers wait */
 	bool disc_hidden; /* `disc-port N hide`: left out of the discovery log */
 	bool plain; /* --plain-port: no TLS here even with --tls-key */
+	/* --port-treq: 0 as --tls-key says, else 1 + the TREQ listed (1 + 2,
+	 * "not required": TLS and plaintext both taken, told apart by the
+	 * first byte a host sends; the others list only). */
+	int treq;
 	uint64_t nr_io_cmds; /* I/O queue commands received on this port */
 };
 
@@ -314,6 +319,9 @@ extern struct tgt T;
 /* TLS (tls.c): --tls-key LINE makes every port require TLS 1.3. */
 int tgt_tls_setup(const char *key_line, const char *kdf);
 int tgt_tls_conn(struct tgt_conn *c);
+/* A --port-treq N:not-required connection's first byte: TLS or not.
+ * 1 decided, 0 nothing yet, -1 closed. */
+int tgt_tls_sniff(struct tgt_conn *c);
 int tgt_tls_handshake(struct tgt_conn *c);
 ssize_t tgt_tls_read(struct tgt_conn *c, void *buf, size_t len);
 ssize_t tgt_tls_write(struct tgt_conn *c, const void *buf, size_t len);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include <openssl/err.h>
@@ -89,12 +90,32 @@ int tgt_tls_conn(struct tgt_conn *c)
 {
 	if (!ctx || T.ports[c->port].plain)
 		return 0;
+	if (T.ports[c->port].treq == 3 && !c->tls_sniff) {
+		c->tls_sniff = true; /* tgt_tls_sniff decides */
+		return 0;
+	}
 	c->ssl = SSL_new(ctx);
 	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
 		return -ENOMEM;
 	SSL_set_app_data(c->ssl, c);
 	SSL_set_accept_state(c->ssl);
 	return 0;
+}
+
+int tgt_tls_sniff(struct tgt_conn *c)
+{
+	unsigned char b;
+	ssize_t r = recv(c->fd, &b, 1, MSG_PEEK);
+
+	if (r <= 0)
+		return r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) ? -1 : 0;
+	/* A TLS handshake record; an ICReq PDU starts with type 0. */
+	if (b == 0x16 && tgt_tls_conn(c) < 0)
+		return -1;
+	c->tls_sniff = false;
+	fprintf(stderr, "nvmf-test-target: port %u: %s connection from %s\n", c->port + 1,
+		c->ssl ? "TLS" : "plaintext", c->peer);
+	return 1;
 }
 
 static void tls_why(char *buf, size_t len)

@@ -125,7 +125,7 @@ START_TEST(load_and_build)
 	ck_assert_str_eq(one->exports[0].nbd.listen.path, "/tmp/sub-1-4.sock");
 	config_free(one);
 
-	struct gw_config *tc = config_auto_target(cfg, "sub-1", NQN);
+	struct gw_config *tc = config_auto_target(cfg, "sub-1", NQN, NULL);
 	ck_assert_ptr_nonnull(tc);
 	ck_assert_str_eq(tc->targets[0].name, "sub-1");
 	ck_assert_uint_eq(tc->targets[0].nr_paths, 0);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int line(const char *l, struct gw_discovery *d, char *err)
@@ -199,6 +200,104 @@ START_TEST(config_errors_name_file_and_line)
 }
 END_TEST
 
+#define KEY "NVMeTLSkey-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"
+
+/* nvme-cli's TLS options: --tls, --tls_key (the key inline, or here a key
+ * file); what would change the key or channel in a way the gateway cannot
+ * follow is refused, never ignored; a key is never echoed. */
+START_TEST(tls_options)
+{
+	struct gw_discovery d;
+	char err[256];
+
+	ck_assert_int_eq(line("-t tcp -a 10.0.0.1 --tls --tls_key=" KEY, &d, err), 1);
+	ck_assert(d.tls);
+	ck_assert(d.tls_key_inline);
+	ck_assert_ptr_null(d.tls_key_file);
+	ck_assert_uint_ne(d.tls_key.hash, 0);
+	discovery_entry_release(&d);
+	ck_assert_int_eq(line("-t tcp -a 10.0.0.1 --tls --tls-key /etc/k", &d, err), 1);
+	ck_assert(!d.tls_key_inline);
+	ck_assert_str_eq(d.tls_key_file, "/etc/k");
+	discovery_entry_release(&d);
+
+	static const char *const bad[][2] = {
+		{ "-t tcp -a x --tls --tls_key=12345", "keyring serial number is not supported" },
+		{ "-t tcp -a x --tls --tls_key=k", "absolute path" },
+		{ "-t tcp -a x --tls --keyring=.nvme", "--keyring: not supported" },
+		{ "-t tcp -a x --tls --tls_key_identity=NVMe0R01", "not supported" },
+		{ "-t tcp -a x --concat", "--concat: not supported" },
+		{ "-t tcp -a x --tls=1", "takes no value" },
+		{ "-t tcp -a x --tls --tls_key=NVMeTLSkey-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYX:",
+		  "not a valid NVMe TLS key" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(line(bad[i][0], &d, err) == -EINVAL, "%s", bad[i][0]);
+		ck_assert_msg(strstr(err, bad[i][1]), "%s: %s", bad[i][0], err);
+		ck_assert_msg(!strstr(err, "NVMeTLSkey-1:01:AAEC"), "key echoed: %s", err);
+	}
+
+	struct gw_config *cfg;
+	char dpath[64], want[160];
+	int rc;
+	char *errs = load_errs("discovery = ( { transport = \"tcp\"; traddr = \"127.0.0.1\";\n"
+			       "    tls = true; },\n"
+			       "  { transport = \"rdma\"; traddr = \"10.0.0.1\"; tls = true;\n"
+			       "    tls_key_file = \"/nonexistent/k\"; },\n"
+			       "  { transport = \"tcp\"; traddr = \"10.0.0.2\";\n"
+			       "    tls_key_file = \"/nonexistent/k\"; } );\n"
+			       "discovery_conf = \"%s\";\n",
+			       "-t tcp -a 127.0.0.3 --tls\n-t tcp -a 127.0.0.4 --tls_key=" KEY "\n"
+			       "-t tcp -a 127.0.0.5 --tls --tls_key=/nonexistent/k\n"
+			       "-t tcp -a 127.0.0.6 --tls --tls_key=" KEY "\n",
+			       &cfg, &rc, dpath);
+	ck_assert_int_eq(rc, -EINVAL);
+	ck_assert_msg(strstr(errs, ":2: discovery[0]: tls = true needs tls_key_file"), "%s", errs);
+	ck_assert_msg(strstr(errs, ":3: discovery[1]: tls is for tcp controllers"), "%s", errs);
+	ck_assert_msg(strstr(errs, ":6: discovery[2]: tls_key_file is set but tls is not true"),
+		      "%s", errs);
+	snprintf(want, sizeof(want), "%s:1: discovery_conf: tls = true needs tls_key_file", dpath);
+	ck_assert_msg(strstr(errs, want), "%s", errs);
+	snprintf(want, sizeof(want), "%s:2: discovery_conf: tls_key_file is set but tls", dpath);
+	ck_assert_msg(strstr(errs, want), "%s", errs);
+	snprintf(want, sizeof(want), "%s:3: discovery_conf.tls_key_file: ", dpath);
+	ck_assert_msg(strstr(errs, want), "%s", errs);
+	snprintf(want, sizeof(want), "%s:4:", dpath);
+	ck_assert_msg(!strstr(errs, want), "%s", errs); /* a good line */
+	ck_assert_msg(!strstr(errs, "NVMeTLSkey"), "key echoed: %s", errs);
+	free(errs);
+	unlink(dpath);
+
+	/* The inline key from a file others may read: refused. */
+	errs = load_errs("discovery_conf = \"%s\";\n", "-t tcp -a 127.0.0.6 --tls --tls_key=" KEY "\n",
+			 &cfg, &rc, dpath);
+	ck_assert_msg(rc == 0, "%s", errs);
+	ck_assert(cfg->discovery.ctrls[0].tls);
+	ck_assert_uint_ne(cfg->discovery.ctrls[0].tls_key.hash, 0);
+	config_free(cfg);
+	free(errs);
+	ck_assert_int_eq(chmod(dpath, 0644), 0);
+	char *text;
+	ck_assert_int_gt(asprintf(&text, "discovery_conf = \"%s\";\n", dpath), 0);
+	char path[64] = "/tmp/test_dconf.XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	free(text);
+	size_t len = 0;
+	errs = NULL;
+	FILE *f = open_memstream(&errs, &len);
+	rc = config_load(path, &cfg, f);
+	fclose(f);
+	unlink(path);
+	unlink(dpath);
+	ck_assert_int_eq(rc, -EINVAL);
+	snprintf(want, sizeof(want), "%s:1: --tls_key: %s holds a TLS key", dpath, dpath);
+	ck_assert_msg(strstr(errs, want), "%s", errs);
+	free(errs);
+}
+END_TEST
+
 /* A target without paths: allowed with discovery (it takes the paths a
  * log lists), refused without. */
 START_TEST(pathless_target_needs_discovery)
@@ -237,6 +336,7 @@ int main(void)
 	tcase_add_test(tc, config_list_and_file);
 	tcase_add_test(tc, config_errors_name_file_and_line);
 	tcase_add_test(tc, pathless_target_needs_discovery);
+	tcase_add_test(tc, tls_options);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
