@@ -257,7 +257,8 @@ int config_auto_build(const struct gw_config *cfg, size_t idx, struct gw_target 
  * TLS settings of policy P (NULL: none). */
 struct gw_config *config_auto_target(const struct gw_config *cfg, const char *name,
 				     const char *subnqn, const struct gw_auto_export *p);
-/* The first policy whose subnqn glob matches, whatever its nsid; -1. */
+/* The policy whose subnqn glob matches (whatever its nsid) with the
+ * strictest TLS, the first of equals; -1. */
 int config_auto_find_subsys(const struct gw_config *cfg, const char *subnqn);
 
 #endif

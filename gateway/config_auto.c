@@ -453,10 +453,17 @@ static struct gw_config *bare(const struct gw_config *cfg)
 
 int config_auto_find_subsys(const struct gw_config *cfg, const char *subnqn)
 {
+	/* One target serves every nsid of the subsystem, and policies for
+	 * different nsids may differ in TLS: the strictest wins (the first
+	 * of equals), so that no policy's tls = "require" is served in
+	 * plaintext because another matched first. */
+	int best = -1;
+
 	for (size_t i = 0; i < cfg->auto_export.nr; i++)
-		if (!fnmatch(cfg->auto_export.v[i].subnqn, subnqn, 0))
-			return (int)i;
-	return -1;
+		if (!fnmatch(cfg->auto_export.v[i].subnqn, subnqn, 0) &&
+		    (best < 0 || cfg->auto_export.v[i].tls > cfg->auto_export.v[best].tls))
+			best = (int)i;
+	return best;
 }
 
 struct gw_config *config_auto_target(const struct gw_config *cfg, const char *name,

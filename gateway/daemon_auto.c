@@ -304,7 +304,7 @@ void gw_auto_discovered(struct gw *gw, const char *subnqn)
 				 "another target has (or too long); not used", subnqn, name);
 		return;
 	}
-	/* The TLS of the first policy for the subsystem: a made target
+	/* The strictest TLS of the policies for the subsystem: a made target
 	 * never takes the key of the discovery controller that listed it
 	 * (README, "TLS and discovery"). */
 	int pi = config_auto_find_subsys(cfg, subnqn);

@@ -205,35 +205,43 @@ static struct gw_tgt *discovered_tgt(struct gw *gw, const char *subnqn)
 	return NULL;
 }
 
-/* One error line per listed port that needs a key the target lacks. */
+/* One error line per listed port the target may not use: it requires TLS
+ * and the target has no key, or the target says tls = "require" and the
+ * port is not NVMe/TCP (no TLS there). */
 static void treq_refused(struct disc_path *p, const struct gw_target *c, bool auto_made)
 {
 	if (p->refused_logged)
 		return;
 	p->refused_logged = true;
-	log_err("target %s: subsystem %s port %s:%s requires TLS (TREQ) and the target has no "
-		"TLS key: not connecting to it; set tls = true and tls_key_file on %s", c->name,
-		p->e.subnqn, p->e.traddr, p->e.trsvcid,
-		auto_made ? "its auto_export policy" : "the target");
+	if (p->e.trtype != NVMF_TRTYPE_TCP)
+		log_err("target %s: subsystem %s port %s:%s is not NVMe/TCP and the target says "
+			"tls = \"require\": not connecting to it", c->name, p->e.subnqn,
+			p->e.traddr, p->e.trsvcid);
+	else
+		log_err("target %s: subsystem %s port %s:%s requires TLS (TREQ) and the target has "
+			"no TLS key: not connecting to it; set tls = true and tls_key_file on %s",
+			c->name, p->e.subnqn, p->e.traddr, p->e.trsvcid,
+			auto_made ? "its auto_export policy" : "the target");
 }
 
-/* TLS on a discovered path of target c: 1 yes, 0 no, -1 none possible
- * (the port requires TLS and c has no key: a plaintext connect would
- * only be refused).  TREQ "not required": plaintext unless c says
- * "require"; "not specified": as c says.  The security type (TSAS) is
- * not consulted: nvmet lists "none" on a port that still takes TLS. */
+/* TLS on a discovered path of target c: 1 yes, 0 no, -1 not to be used
+ * (treq_refused says why).  TREQ only ever turns TLS on, as libnvme's
+ * connect-all does: the log may come from a plaintext discovery
+ * controller, and one byte of it must not switch off the TLS the
+ * operator configured (with TLS off the PSK no longer proves who the
+ * target is).  So: TREQ "required" needs a key; a target with tls = true
+ * uses TLS on every NVMe/TCP port whatever TREQ says; one without TLS
+ * connects in plaintext where the port does not require it.  "require"
+ * also refuses ports of other transports, which have no TLS.  The
+ * security type (TSAS) is not consulted: nvmet lists "none" on a port
+ * that still takes TLS. */
 static int disc_entry_tls(const struct dlog_entry *e, const struct gw_target *c)
 {
 	if (e->trtype != NVMF_TRTYPE_TCP)
-		return 0;
-	switch (e->treq & 3) {
-	case 1:
+		return c->tls == GW_TLS_REQUIRE ? -1 : 0;
+	if ((e->treq & 3) == 1)
 		return c->tls ? 1 : -1;
-	case 2:
-		return c->tls == GW_TLS_REQUIRE;
-	default:
-		return c->tls != GW_TLS_OFF;
-	}
+	return c->tls != GW_TLS_OFF;
 }
 
 static void entry_path(const struct dlog_entry *e, const struct gw_target *c,
@@ -910,6 +918,13 @@ static void start_referral(struct disc_ctrl *parent, const struct dlog_entry *e)
 	}
 	if (parent->all->stopping)
 		return;
+	/* Followed with the parent's settings: a TLS parent's referral to
+	 * a transport without TLS would be read in plaintext. */
+	if (parent->opts.path.tls && e->trtype != NVMF_TRTYPE_TCP) {
+		dc_log(err, parent, "referral to %s %s:%s not followed: this discovery controller "
+		       "uses TLS, and %s has none", tr, e->traddr, e->trsvcid, tr);
+		return;
+	}
 	dc_log(notice, parent, "following referral to %s %s:%s (depth %u)", tr, e->traddr,
 	       e->trsvcid, parent->depth + 1);
 	struct disc_ctrl *d = ctrl_alloc(parent->all, parent->root, parent->depth + 1);

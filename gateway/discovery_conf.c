@@ -227,6 +227,19 @@ static size_t split(char *line, char **w, size_t max)
 	return n;
 }
 
+/* A key or secret somewhere in s (the interchange formats' prefixes). */
+static bool line_holds_key(const char *s)
+{
+	return strstr(s, "NVMeTLSkey-") || strstr(s, "DHHC-");
+}
+
+/* A word as an error message may show it: never a key (errors go to the
+ * journal and to the reload's reply). */
+static const char *shown(const char *a)
+{
+	return line_holds_key(a) ? "(a word holding a key, not shown)" : a;
+}
+
 int discovery_conf_line(const char *line, struct gw_discovery *d, char *err, size_t errlen)
 {
 	char buf[4096], *w[64];
@@ -254,7 +267,7 @@ int discovery_conf_line(const char *line, struct gw_discovery *d, char *err, siz
 			if (o && eq)
 				v = eq + 1;
 			if (o && eq && !takes_arg(o)) {
-				rc = fail(err, errlen, "%s: --%s takes no value", a, o->lng);
+				rc = fail(err, errlen, "%s: --%s takes no value", shown(a), o->lng);
 				break;
 			}
 		} else if (a[0] == '-' && a[1] && a[1] != '-') {
@@ -263,14 +276,14 @@ int discovery_conf_line(const char *line, struct gw_discovery *d, char *err, siz
 					o = &opts[k];
 			if (o && a[2]) {
 				if (!takes_arg(o)) {
-					rc = fail(err, errlen, "%s: -%c takes no value", a, o->shrt);
+					rc = fail(err, errlen, "%s: -%c takes no value", shown(a), o->shrt);
 					break;
 				}
 				v = a + 2; /* -ttcp, as getopt reads it */
 			}
 		}
 		if (!o) {
-			rc = fail(err, errlen, "%s: %s", a,
+			rc = fail(err, errlen, "%s: %s", shown(a),
 				  a[0] == '-' ? "unknown option" : "not an option");
 			break;
 		}
@@ -334,6 +347,13 @@ static void read_conf(struct ctx *c, struct gw_config *cfg, const char *file,
 		struct gw_discovery d;
 		char err[512];
 		lineno++;
+		char problem[128];
+		/* Any key in the line, wherever it stands (a later --tls_key=FILE
+		 * does not take it out of the file), and DH-HMAC-CHAP secrets
+		 * too: as an inline secret in the main file. */
+		if (line_holds_key(line) && gw_secret_file_problem(&st, problem, sizeof(problem)))
+			cfg_err_line(c, file, lineno, "%s holds a key or secret and %s; refusing it "
+				     "(chmod go-rwx, or name a key file instead)", file, problem);
 		int rc = discovery_conf_line(line, &d, err, sizeof(err));
 		if (rc < 0) {
 			cfg_err_line(c, file, lineno, "%s", err);
@@ -348,12 +368,6 @@ static void read_conf(struct ctx *c, struct gw_config *cfg, const char *file,
 		}
 		d.src_file = file;
 		d.src_line = lineno;
-		char problem[128];
-		if (d.tls_key_inline && gw_secret_file_problem(&st, problem, sizeof(problem)))
-			/* As an inline dhchap secret in the main file. */
-			cfg_err_line(c, file, lineno, "--tls_key: %s holds a TLS key and %s; "
-				     "refusing it (chmod go-rwx, or name a key file instead)", file,
-				     problem);
 		cfg->discovery.ctrls[cfg->discovery.nr++] = d;
 	}
 	free(line);
