@@ -410,6 +410,7 @@ void cfg_release_auto(void *dst)
 		free(set->v[i].name);
 		free(set->v[i].nbd_listen);
 		free(set->v[i].tls_key_file);
+		explicit_bzero(&set->v[i].tls_key, sizeof(set->v[i].tls_key));
 	}
 	free(set->v);
 	set->v = NULL;

@@ -1117,8 +1117,11 @@ void gw_discovery_reload(struct gw *gw)
 			   nvmf_trtype_name(c->transport), c->traddr, c->trsvcid);
 		start_entry(all, c);
 	}
-	for (size_t i = 0; i < s->nr; i++)
+	for (size_t i = 0; i < s->nr; i++) {
+		if (keys[i])
+			explicit_bzero(keys[i], strlen(keys[i]));
 		free(keys[i]);
+	}
 	free(keys);
 	free(kept);
 }
@@ -1132,7 +1135,11 @@ static void ctrl_free(struct disc_ctrl *d)
 		nvmf_ctrl_free(&d->ctrl);
 	disc_walk_free(&d->walk);
 	dlog_free(&d->log);
+	/* Both hold keys (the hex of the TLS key, DH-HMAC-CHAP secrets). */
+	if (d->key)
+		explicit_bzero(d->key, strlen(d->key));
 	free(d->key);
+	explicit_bzero(&d->opts, sizeof(d->opts));
 	list_del(&d->link);
 	if (--root->users == 0)
 		free(root);
