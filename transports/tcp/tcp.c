@@ -746,6 +746,12 @@ static void tcp_queue_free(struct nvmf_queue *q)
 {
 	struct tcp_queue *tq = tq_of(q);
 
+	/* Shows whether large reads land in place (t_tls_bench checks it). */
+	log_debug("%s: tcp: %llu PDUs received; read data %llu bytes direct, %llu copied from "
+		  "the staging buffer%s",
+		  q->name, (unsigned long long)tq->nr_pdus_rx,
+		  (unsigned long long)tq->nr_rx_direct_data,
+		  (unsigned long long)tq->nr_rx_staged_data, tq->tls ? " (TLS)" : "");
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
 	if (tq->fd >= 0)

@@ -140,6 +140,7 @@ struct tcp_queue {
 	struct iovec riov[NVMF_REQ_MAX_IOV + 1]; /* the data, then the staging buffer */
 	uint64_t nr_pdus_rx;
 	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
+	uint64_t nr_rx_direct_data; /* C2H data bytes that landed in the request */
 
 	/* TLS (tcp_tls.c), NULL when the path has none. */
 	struct tcp_tls *tls;
@@ -188,8 +189,9 @@ int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic);
  * sent from out_sent to out_len) and its receive always lands in tls->in;
  * the plaintext PDUs of a batch (tq->siov) are sealed into tls->out as it
  * has room, and a batch is released once all of it is sealed and its
- * ciphertext sent.  Received ciphertext is opened by SSL_read into rbuf
- * and goes to tcp_rx_consume as plaintext does. */
+ * ciphertext sent.  Received ciphertext is opened by SSL_read: the payload
+ * of a large C2HData straight into the request's buffer (then
+ * tcp_rx_direct_done), everything else into rbuf for tcp_rx_consume. */
 #define TCP_TLS_OUT_SIZE (64u * 1024)
 #define TCP_TLS_IN_SIZE (64u * 1024)
 

@@ -426,6 +426,7 @@ int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)
 	}
 	tr->c2h_off += n;
 	tq->rx_data_left -= n;
+	tq->nr_rx_direct_data += n;
 	stream_advance(tq, n);
 	return tq->rx_data_left ? 0 : data_done(tq);
 }

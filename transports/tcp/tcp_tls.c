@@ -303,11 +303,67 @@ void tcp_tls_recv_arm(struct tcp_queue *tq)
 	tq->ops_in_flight++;
 }
 
+/* Where the next opened bytes of a C2HData payload go when they skip rbuf:
+ * the rest of the request's buffer segment at c2h_off, at most the rest
+ * of the payload.  NULL when they go through rbuf: the payload is small
+ * (its bytes mostly came along with its header) or not being received. */
+static uint8_t *rx_direct_seg(const struct tcp_queue *tq, uint32_t *len)
+{
+	const struct nvmf_req *req = tq->rx_req;
+	size_t off;
+
+	if (tq->rx_state != TCP_RX_DATA || !tq->rx_data_left ||
+	    (tq->rx_data_left < TCP_DIRECT_MIN && !tq->rx_stream_left))
+		return NULL;
+	off = tcp_req_of(tq->rx_req)->c2h_off;
+	for (unsigned i = 0; i < req->iovcnt; i++) {
+		if (off < req->iov[i].iov_len) {
+			size_t n = req->iov[i].iov_len - off;
+			*len = n < tq->rx_data_left ? (uint32_t)n : tq->rx_data_left;
+			return (uint8_t *)req->iov[i].iov_base + off;
+		}
+		off -= req->iov[i].iov_len;
+	}
+	return NULL;
+}
+
+/* Opens the next plaintext and hands it to the rx state machine: inside a
+ * large C2HData payload SSL_read writes it straight into the request's
+ * buffer (the data digest is computed over it there, as for a plaintext
+ * direct receive), else into rbuf, no further than the next C2HData
+ * header in a stream (tcp_rx_staged_len), so that its payload goes direct
+ * too.  1 when bytes were consumed, 0 when SSL_read had none (*e says
+ * why), -errno once the queue failed. */
+static int open_some(struct tcp_queue *tq, int *e)
+{
+	struct tcp_tls *t = tq->tls;
+	uint32_t want;
+	uint8_t *dst = rx_direct_seg(tq, &want);
+	size_t got;
+	int ret;
+
+	if (!dst) {
+		dst = tq->rbuf;
+		want = tcp_rx_staged_len(tq, TCP_RBUF_SIZE);
+		if (!want)
+			want = TCP_RBUF_SIZE;
+	}
+	ERR_clear_error();
+	if (!SSL_read_ex(t->ssl, dst, want, &got)) {
+		*e = SSL_get_error(t->ssl, 0);
+		return 0;
+	}
+	if (dst != tq->rbuf)
+		ret = tcp_rx_direct_done(tq, (uint32_t)got);
+	else
+		ret = tcp_rx_consume(tq, tq->rbuf, (uint32_t)got);
+	return ret < 0 ? ret : 1;
+}
+
 int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 {
 	struct tcp_tls *t = tq->tls;
-	size_t got;
-	int e;
+	int e = SSL_ERROR_NONE;
 
 	if (BIO_write(t->rbio, t->in, (int)n) != (int)n) {
 		nvmf_queue_transport_error(tq->q, -ENOMEM, "TLS: cannot buffer received records");
@@ -325,16 +381,13 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 	size_t said = BIO_ctrl_pending(t->wbio);
 	bool data = false;
 	for (;;) {
-		ERR_clear_error();
-		if (!SSL_read_ex(t->ssl, tq->rbuf, TCP_RBUF_SIZE, &got)) {
-			e = SSL_get_error(t->ssl, 0);
-			break;
-		}
-		data = true;
-		t->ctl_bytes = 0;
-		int ret = tcp_rx_consume(tq, tq->rbuf, (uint32_t)got);
+		int ret = open_some(tq, &e);
 		if (ret < 0)
 			return ret;
+		if (!ret)
+			break;
+		data = true;
+		t->ctl_bytes = 0;
 		if (tq->conn == TCP_CONN_CLOSING)
 			return 0;
 	}
