@@ -186,7 +186,8 @@ int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic);
 /* ---- TLS 1.3 on memory BIOs (tcp_tls.c) ----
  *
  * Under TLS the socket's send always carries tls->out (ciphertext, a FIFO
- * sent from out_sent to out_len) and its receive always lands in tls->in;
+ * sent from out_sent to out_len) and its receive always lands in tls->in,
+ * which the read BIO hands to OpenSSL in place (from in_off to in_len);
  * the plaintext PDUs of a batch (tq->siov) are sealed into tls->out as it
  * has room, and a batch is released once all of it is sealed and its
  * ciphertext sent.  Received ciphertext is opened by SSL_read: the payload
@@ -202,6 +203,7 @@ struct tcp_tls {
 	uint8_t *out; /* TCP_TLS_OUT_SIZE */
 	uint32_t out_sent, out_len;
 	uint8_t *in; /* TCP_TLS_IN_SIZE */
+	uint32_t in_off, in_len; /* received, not yet taken by OpenSSL */
 	/* A peer that sends key update requests and does not read our
 	 * answers: the receive waits while TLS holds this much unsent
 	 * (re-armed as it drains), and TLS_CTL_MAX bytes of such answers

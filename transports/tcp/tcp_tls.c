@@ -1,6 +1,6 @@
 /* NVMe/TCP over TLS 1.3 with a configured PSK, the host's side: OpenSSL on
- * memory BIOs, so that the reactor (io_uring or epoll) keeps doing the
- * socket I/O.  The handshake runs between the TCP connect and the ICReq,
+ * BIOs over our own buffers (a read BIO over tls->in, a memory write BIO),
+ * so that the reactor (io_uring or epoll) keeps doing the socket I/O.  The handshake runs between the TCP connect and the ICReq,
  * under the connect timeout; then every PDU byte is sealed into tls->out
  * and opened from tls->in.  See tcp_internal.h for the send FIFO. */
 #include <errno.h>
@@ -32,13 +32,71 @@ struct tcp_tls_bufs {
 };
 
 static SSL_CTX *client_ctx;
+static BIO_METHOD *in_method;
 static pthread_once_t client_ctx_once = PTHREAD_ONCE_INIT;
+
+/* The read BIO is a window [in_off, in_len) over tls->in, where the socket
+ * receive lands: OpenSSL copies what it needs of a record straight out of
+ * it (a memory BIO took a copy of every receive first). */
+static int in_read(BIO *b, char *buf, size_t len, size_t *got)
+{
+	struct tcp_tls *t = BIO_get_data(b);
+	size_t have = t->in_len - t->in_off;
+
+	BIO_clear_retry_flags(b);
+	*got = 0;
+	if (!have) {
+		/* Empty is "try again", as for a memory BIO: WANT_READ. */
+		BIO_set_retry_read(b);
+		return 0;
+	}
+	if (len > have)
+		len = have;
+	memcpy(buf, t->in + t->in_off, len);
+	t->in_off += (uint32_t)len;
+	*got = len;
+	return 1;
+}
+
+static long in_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	const struct tcp_tls *t = BIO_get_data(b);
+
+	(void)num;
+	(void)ptr;
+	switch (cmd) {
+	case BIO_CTRL_PENDING:
+		return (long)(t->in_len - t->in_off);
+	case BIO_CTRL_FLUSH:
+		return 1;
+	default:
+		return 0; /* not at EOF, no kTLS, nothing else supported */
+	}
+}
 
 static void client_ctx_init(void)
 {
+	int type = BIO_get_new_index();
+
 	client_ctx = SSL_CTX_new(TLS_client_method());
 	if (client_ctx)
 		SSL_CTX_set_session_cache_mode(client_ctx, SSL_SESS_CACHE_OFF);
+	if (type > 0 && (in_method = BIO_meth_new(type | BIO_TYPE_SOURCE_SINK, "nvmf tcp in")) &&
+	    (!BIO_meth_set_read_ex(in_method, in_read) || !BIO_meth_set_ctrl(in_method, in_ctrl))) {
+		BIO_meth_free(in_method);
+		in_method = NULL;
+	}
+}
+
+static BIO *in_bio_new(struct tcp_tls *t)
+{
+	BIO *b = in_method ? BIO_new(in_method) : NULL;
+
+	if (b) {
+		BIO_set_data(b, t);
+		BIO_set_init(b, 1);
+	}
+	return b;
 }
 
 int tcp_tls_init(struct tcp_queue *tq)
@@ -166,6 +224,7 @@ void tcp_tls_start(struct tcp_queue *tq)
 
 	tls_drop_ssl(t);
 	t->out_sent = t->out_len = 0;
+	t->in_off = t->in_len = 0;
 	t->ctl_bytes = 0;
 	t->rx_parked = false;
 	pthread_once(&client_ctx_once, client_ctx_init);
@@ -181,7 +240,7 @@ void tcp_tls_start(struct tcp_queue *tq)
 		return;
 	}
 	ERR_clear_error();
-	if (!client_ctx || !(t->ssl = SSL_new(client_ctx)) || !(t->rbio = BIO_new(BIO_s_mem())) ||
+	if (!client_ctx || !(t->ssl = SSL_new(client_ctx)) || !(t->rbio = in_bio_new(t)) ||
 	    !(t->wbio = BIO_new(BIO_s_mem()))) {
 		BIO_free(t->rbio);
 		t->rbio = NULL;
@@ -291,14 +350,31 @@ bool tcp_tls_sent(struct tcp_queue *tq, uint32_t n)
 
 void tcp_tls_recv_arm(struct tcp_queue *tq)
 {
+	struct tcp_tls *t = tq->tls;
+
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
-	if (BIO_ctrl_pending(tq->tls->wbio) > TLS_WBIO_MAX) {
-		tq->tls->rx_parked = true; /* tcp_tls_sent re-arms it */
+	if (BIO_ctrl_pending(t->wbio) > TLS_WBIO_MAX) {
+		t->rx_parked = true; /* tcp_tls_sent re-arms it */
+		return;
+	}
+	/* OpenSSL reads until the window is empty before it wants more, so
+	 * this is normally a reset; bytes it left are kept, moved to the
+	 * front. */
+	if (t->in_off) {
+		memmove(t->in, t->in + t->in_off, t->in_len - t->in_off);
+		t->in_len -= t->in_off;
+		t->in_off = 0;
+	}
+	if (t->in_len == TCP_TLS_IN_SIZE) {
+		nvmf_queue_transport_error(tq->q, -EPROTO,
+					   "TLS: %u received bytes left unread by OpenSSL",
+					   t->in_len);
 		return;
 	}
 	tq->rx_direct = false;
-	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, tq->tls->in, TCP_TLS_IN_SIZE, 0);
+	reactor_recv(tq->q->r, &tq->recv_op, tq->fd, t->in + t->in_len, TCP_TLS_IN_SIZE - t->in_len,
+		     0);
 	tq->recv_pending = true;
 	tq->ops_in_flight++;
 }
@@ -365,10 +441,7 @@ int tcp_tls_received(struct tcp_queue *tq, uint32_t n)
 	struct tcp_tls *t = tq->tls;
 	int e = SSL_ERROR_NONE;
 
-	if (BIO_write(t->rbio, t->in, (int)n) != (int)n) {
-		nvmf_queue_transport_error(tq->q, -ENOMEM, "TLS: cannot buffer received records");
-		return -ENOMEM;
-	}
+	t->in_len += n; /* the read BIO hands it to OpenSSL from there */
 	if (tq->conn == TCP_CONN_TLS) {
 		hs_step(tq);
 		if (tq->conn == TCP_CONN_CLOSING)
