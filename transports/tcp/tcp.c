@@ -431,7 +431,8 @@ void tcp_recv_arm(struct tcp_queue *tq)
 	if (tq->recv_pending || tq->conn == TCP_CONN_CLOSING)
 		return;
 	if (tq->tls) {
-		/* Ciphertext first: no direct receive into the request. */
+		/* Ciphertext first: the socket cannot receive into the
+		 * request, SSL_read opens large payloads there instead. */
 		tcp_tls_recv_arm(tq);
 		return;
 	}
