@@ -407,6 +407,8 @@ static void usage(FILE *out)
 		"                   changes: TLS as --tls-key and --plain-port say)\n"
 		"  --tls-ku-flood S with --tls-key: after each handshake, for S seconds, reads\n"
 		"                   nothing and sends key update requests (a hostile peer)\n"
+		"  --tls-pack       with --tls-key: records of up to 16 KiB across PDU\n"
+		"                   boundaries (as kernel TLS seals), not one per PDU piece\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
 		"  --drop-after N --refuse SECS --delay MS --status SCT:SC[:dnr][:FRACTION]\n"
 		"  --corrupt hdgst|ddgst --malformed type|hlen|cid|plen\n"
@@ -431,7 +433,7 @@ int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
 	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
-	       O_PLAIN_PORT, O_TLS_KU_FLOOD, O_PORT_TREQ };
+	       O_PLAIN_PORT, O_TLS_KU_FLOOD, O_PORT_TREQ, O_TLS_PACK };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -453,6 +455,7 @@ int main(int argc, char **argv)
 		{ "plain-port", required_argument, 0, O_PLAIN_PORT },
 		{ "port-treq", required_argument, 0, O_PORT_TREQ },
 		{ "tls-ku-flood", required_argument, 0, O_TLS_KU_FLOOD },
+		{ "tls-pack", no_argument, 0, O_TLS_PACK },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -507,6 +510,9 @@ int main(int argc, char **argv)
 			break;
 		case O_TLS_KDF:
 			tls_kdf = optarg;
+			break;
+		case O_TLS_PACK:
+			T.tls_pack = true;
 			break;
 		case O_TLS_KU_FLOOD:
 			v = strtoul(optarg, &end, 10);

@@ -78,6 +78,22 @@ static void tx_push(struct tgt_conn *c, const void *base, size_t len, struct tgt
 	}
 }
 
+/* Up to one record of the queued pieces, gathered.  A write OpenSSL must
+ * retry gathers the same bytes again (the queue only grows behind them)
+ * into the same buffer (one thread). */
+static ssize_t tls_write_packed(struct tgt_conn *c, const struct iovec *iov, unsigned n)
+{
+	static uint8_t pack[16384];
+	size_t len = 0;
+
+	for (unsigned k = 0; k < n && len < sizeof(pack); k++) {
+		size_t m = iov[k].iov_len < sizeof(pack) - len ? iov[k].iov_len : sizeof(pack) - len;
+		memcpy(pack + len, iov[k].iov_base, m);
+		len += m;
+	}
+	return tgt_tls_write(c, pack, len);
+}
+
 void conn_writable(struct tgt_conn *c)
 {
 	struct iovec iov[256];
@@ -88,9 +104,17 @@ void conn_writable(struct tgt_conn *c)
 			iov[n++] = c->tx[i].iov;
 			i = (i + 1) % c->tx_size;
 		}
-		/* Under TLS one record per piece: simple, and a test tool. */
-		ssize_t w = c->ssl ? tgt_tls_write(c, iov[0].iov_base, iov[0].iov_len)
-				   : writev(c->fd, iov, (int)n);
+		/* Under TLS one record per piece: simple, and a test tool;
+		 * --tls-pack fills records across pieces as kernel TLS does,
+		 * so a host sees a payload's end, its digest, the next
+		 * header and data in one record. */
+		ssize_t w;
+		if (c->ssl && T.tls_pack)
+			w = tls_write_packed(c, iov, n);
+		else if (c->ssl)
+			w = tgt_tls_write(c, iov[0].iov_base, iov[0].iov_len);
+		else
+			w = writev(c->fd, iov, (int)n);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				break;

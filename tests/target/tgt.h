@@ -282,6 +282,7 @@ struct tgt {
 	int epfd;
 	bool tls; /* every port requires TLS (TREQ "required") */
 	unsigned tls_ku_flood; /* --tls-ku-flood: seconds of key update requests */
+	bool tls_pack; /* --tls-pack: records span PDU pieces */
 	struct tgt_port ports[TGT_MAX_PORTS];
 	unsigned nr_ports;
 	struct tgt_subsys *subsys;
