@@ -35,11 +35,13 @@ echo "$n bench --verify runs over TLS passed"
 
 # Large reads are opened straight into the request's buffer (issue 21):
 # only the PDU headers and digests go through the staging buffer, so the
-# queue's debug counts show the data direct and (almost) none copied.
+# queue's debug counts show the data direct and none copied.  Mixed reads
+# and writes: a read's C2HData after a write's response (no stream going)
+# had the start of its payload copied (review: 8 % of it).
 check_direct() { # WHAT
 	local dg line direct staged
 	for dg in "" "-g -G"; do
-		NVMF_GATEWAY_LOG=debug gw_bench "$A" "${TLS[@]}" -w randread -b 128k -d 8 -T 1 \
+		NVMF_GATEWAY_LOG=debug gw_bench "$A" "${TLS[@]}" -w randrw -b 128k -d 8 -T 1 \
 			--verify --size 8M $dg > /dev/null
 		[ "$BENCH_RC" = 0 ] || fail "bench 128k over TLS $1 $dg: exit $BENCH_RC"
 		grep -q ' 0 mismatches' "$TGT_DIR/bench.out" || fail "bench 128k $1 $dg: no verify line"
@@ -51,7 +53,7 @@ check_direct() { # WHAT
 		[ -n "$direct" ] && [ -n "$staged" ] || fail "unreadable counts: $line"
 		[ "$direct" -ge $((8 << 20)) ] ||
 			fail "128k reads over TLS $1 $dg: only $direct bytes direct"
-		[ "$staged" -le $((direct / 64)) ] ||
+		[ "$staged" = 0 ] ||
 			fail "128k reads over TLS $1 $dg: $staged bytes staged against $direct direct"
 	done
 }

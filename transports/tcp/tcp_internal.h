@@ -183,7 +183,7 @@ void tcp_send_icreq(struct tcp_queue *tq);
 /* Handles a validated ICResp. */
 int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic);
 
-/* ---- TLS 1.3 on memory BIOs (tcp_tls.c) ----
+/* ---- TLS 1.3 on BIOs over our buffers (tcp_tls.c) ----
  *
  * Under TLS the socket's send always carries tls->out (ciphertext, a FIFO
  * sent from out_sent to out_len) and its receive always lands in tls->in,

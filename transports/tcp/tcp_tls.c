@@ -1,6 +1,7 @@
 /* NVMe/TCP over TLS 1.3 with a configured PSK, the host's side: OpenSSL on
  * BIOs over our own buffers (a read BIO over tls->in, a memory write BIO),
- * so that the reactor (io_uring or epoll) keeps doing the socket I/O.  The handshake runs between the TCP connect and the ICReq,
+ * so that the reactor (io_uring or epoll) keeps doing the socket I/O.  The
+ * handshake runs between the TCP connect and the ICReq,
  * under the connect timeout; then every PDU byte is sealed into tls->out
  * and opened from tls->in.  See tcp_internal.h for the send FIFO. */
 #include <errno.h>
@@ -421,6 +422,13 @@ static int open_some(struct tcp_queue *tq, int *e)
 	if (!dst) {
 		dst = tq->rbuf;
 		want = tcp_rx_staged_len(tq, TCP_RBUF_SIZE);
+		/* Outside a stream a header is opened alone: the next PDU may
+		 * be a large C2HData (after a response, or the first), and a
+		 * longer read would copy the start of its payload through
+		 * rbuf.  Under TLS a short read costs a memcpy, not a syscall. */
+		if (!tq->rx_stream_left && tq->rx_state == TCP_RX_HDR &&
+		    tq->rhdr_need > tq->rhdr_len)
+			want = tq->rhdr_need - tq->rhdr_len;
 		if (!want)
 			want = TCP_RBUF_SIZE;
 	}
