@@ -301,7 +301,7 @@ tls_sha384() {
 	in_root nvme check-tls-key --keydata="$key2" --subsysnqn="$subnqn" --hostnqn="$hostnqn" \
 		--keyring=.nvme --insert 2>&1 || fail "check-tls-key --insert (02)"
 	grep ' psk ' /proc/keys
-	kid2=$(awk -v h="$hostnqn" -v s="$subnqn" '$8 == "psk" && $9 == "NVMe0R02" && index($0, h " " s) { print $1; exit }' /proc/keys)
+	kid2=$(awk -v h="$hostnqn" -v s="$subnqn" '$8 == "psk" && $2 !~ /R/ && $9 == "NVMe0R02" && index($0, h " " s) { print $1; exit }' /proc/keys)
 	[ -n "$kid2" ] || fail "no NVMe0R02 psk key in /proc/keys"
 	as_possessor "keyctl pipe 0x$kid2" > "$work/retained384" || fail "cannot read key 0x$kid2"
 	ident2="NVMe0R02 $hostnqn $subnqn"

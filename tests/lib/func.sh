@@ -118,7 +118,10 @@ gw_start() {
 		GW_MNT=$dir
 		"$GW" mount "$@" > "$tmp/gw.log" 2>&1 &
 		GW_PID=$!
-		_gw_wait 'grep -qs " $dir fuse" /proc/mounts && ls "$dir" > /dev/null 2>&1' ;;
+		# Its file listed, not only a mount in /proc/mounts: that may
+		# still be the stale one the new gateway is about to clear,
+		# and the bare directory lists fine in between.
+		_gw_wait 'grep -qs " $dir fuse" /proc/mounts && [ -n "$(ls -A "$dir" 2> /dev/null)" ]' ;;
 	run)
 		local conf=$1 prefix=${2:-}
 		"$GW" check -c "$conf" > /dev/null ||
