@@ -81,19 +81,10 @@ nr=$!
 cleanup_fn stop_var nr
 wait_for 60 'grep -q "TLS handshake failed" "$tmp/gw.log"' || fail "no handshake failure: $(cat "$tmp/noread.out")"
 starttls() { "$NBDPY" - "$xsock" <<'PY'
-import socket, struct, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-g = b""
-while len(g) < 18:
-    g += s.recv(18 - len(g))
-s.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
-r = b""
-while len(r) < 20:
-    d = s.recv(20 - len(r))
-    assert d, "EOF"
-    r += d
-print(hex(struct.unpack(">I", r[12:16])[0]))
+import os, sys
+sys.path.insert(0, os.environ["TOP"] + "/tests/func/nbd")
+from starttls import starttls
+print(hex(starttls(sys.argv[1])[1]))
 PY
 }
 p=$(starttls)

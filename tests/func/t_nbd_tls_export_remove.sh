@@ -25,23 +25,12 @@ CONF
 gw_start run "$tmp/gw.conf"
 
 /usr/bin/python3 - "$tmp/disk.sock" > "$tmp/idle.out" 2>&1 << 'PY' &
-import socket, struct, sys, time
+import os, sys, time
+sys.path.insert(0, os.environ["TOP"] + "/tests/func/nbd")
+from starttls import starttls
 socks = []
 for i in range(8):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sys.argv[1])
-    g = b""
-    while len(g) < 18:
-        g += s.recv(18 - len(g))
-    s.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
-    r = b""
-    while len(r) < 20:
-        d = s.recv(20 - len(r))
-        if not d:
-            break
-        r += d
-    assert len(r) == 20, "no STARTTLS reply"
-    socks.append(s)
+    socks.append(starttls(sys.argv[1])[0])  # asserts a STARTTLS reply came
 print("connected", flush=True)
 time.sleep(30)
 PY

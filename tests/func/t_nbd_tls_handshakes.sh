@@ -36,24 +36,12 @@ done
 # into it; before that fix NBD_OPT_LIST was answered in plaintext).
 mkfifo "$tmp/cmd"
 "$NBDPY" - "$sock" "$tmp/cmd" > "$tmp/idle.out" 2>&1 <<'PY' &
-import socket, struct, sys
+import os, sys
+sys.path.insert(0, os.environ["TOP"] + "/tests/func/nbd")
+from starttls import OPT_LIST, option, reply, starttls
 socks, acks, refused = [], 0, []
 for i in range(10):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sys.argv[1])
-    g = b""
-    while len(g) < 18:
-        g += s.recv(18 - len(g))
-    s.sendall(struct.pack(">I", 3) + struct.pack(">QII", 0x49484156454F5054, 5, 0))
-    r = b""
-    while len(r) < 20:
-        d = s.recv(20 - len(r))
-        assert d, "EOF instead of a STARTTLS reply"
-        r += d
-    typ, ln = struct.unpack(">II", r[12:20])
-    msg = b""
-    while len(msg) < ln:
-        msg += s.recv(ln - len(msg))
+    s, typ, msg = starttls(sys.argv[1])
     if typ == 1:
         acks += 1
     else:
@@ -61,17 +49,9 @@ for i in range(10):
         # listener allows it (tls = on): a client that only allows TLS
         # would otherwise go on in plaintext, a downgrade anyone holding
         # the slots could force.  NBD_OPT_LIST must get NBD_REP_ERR_TLS_REQD.
-        s.sendall(struct.pack(">QII", 0x49484156454F5054, 3, 0))
-        r = b""
-        while len(r) < 20:
-            d = s.recv(20 - len(r))
-            assert d, "EOF instead of a LIST reply"
-            r += d
-        t2, l2 = struct.unpack(">II", r[12:20])
-        m2 = b""
-        while len(m2) < l2:
-            m2 += s.recv(l2 - len(m2))
-        refused.append("0x%08x %s; then LIST: 0x%08x" % (typ, msg.decode(), t2))
+        option(s, OPT_LIST)
+        t2 = reply(s)[0]
+        refused.append("0x%08x %s; then LIST: 0x%08x" % (typ, msg, t2))
     socks.append(s)
 print("acks", acks, flush=True)
 print("refused", len(refused), flush=True)
