@@ -792,7 +792,11 @@ static void drain_begin(struct nbd_conn *c, int err, uint64_t ns)
 	nbd_conn_maybe_finish(c);
 }
 
-void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
+/* Stop reading, send what is queued, then close within ns; a connection
+ * not started yet just closes.  Each connection's end is logged once:
+ * orderly ends as notices, failures as warnings. */
+static void end_after_send(struct nbd_conn *c, int err, const char *why, bool failure,
+			   uint64_t ns)
 {
 	if (c->state >= NBD_CONN_DRAINING)
 		return;
@@ -800,9 +804,16 @@ void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
 		nbd_conn_fail(c, err, "%s", why);
 		return;
 	}
-	/* Orderly ends are logged too: each connection's end, once. */
-	log_notice("nbd %s: closing: %s", c->peer, why);
-	drain_begin(c, err, NBD_DRAIN_TIMEOUT_NS);
+	if (failure)
+		log_warn("nbd %s: closing: %s", c->peer, why);
+	else
+		log_notice("nbd %s: closing: %s", c->peer, why);
+	drain_begin(c, err, ns);
+}
+
+void nbd_conn_drain(struct nbd_conn *c, int err, const char *why)
+{
+	end_after_send(c, err, why, false, NBD_DRAIN_TIMEOUT_NS);
 }
 
 void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
@@ -815,14 +826,9 @@ void nbd_conn_fail_after_send(struct nbd_conn *c, int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (c->state == NBD_CONN_NEW) {
-		nbd_conn_fail(c, err, "%s", why);
-		return;
-	}
-	log_warn("nbd %s: closing: %s", c->peer, why);
 	/* Best effort, and short: a failed handshake must not hold the
 	 * connection much past its own deadline. */
-	drain_begin(c, err, NBD_LAST_WORDS_TIMEOUT_NS);
+	end_after_send(c, err, why, true, NBD_LAST_WORDS_TIMEOUT_NS);
 }
 
 /* ---- the public ways in ---- */
