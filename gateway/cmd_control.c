@@ -297,8 +297,14 @@ static void print_status(const struct json_val *root)
 	       txt(root, "config"));
 	/* Why matters as much as which: epoll on a host that has io_uring
 	 * means a sysctl, a seccomp profile or a forced setting. */
-	printf("reactor backend: %s (%s)\n\n", txt(root, "reactor_backend"),
+	printf("reactor backend: %s (%s)\n", txt(root, "reactor_backend"),
 	       txt(root, "reactor_backend_why"));
+	const struct json_val *bp = json_get(root, "busy_poll");
+	if (strcmp(txt(root, "poll_us"), "0") && bp)
+		printf("busy poll: %s us after each completion; %s spins ended with one, %s slept, "
+		       "%s ms spent spinning\n",
+		       txt(root, "poll_us"), txt(bp, "hits"), txt(bp, "misses"), txt(bp, "spin_ms"));
+	printf("\n");
 	print_targets(root, false);
 	print_waiting(root);
 	discovery_print_status(root);

@@ -189,6 +189,7 @@ struct gw_config {
 	char *path;		/* the file it was loaded from */
 	int reactors;
 	int reactor_backend;	/* enum reactor_backend_mode: auto (0) */
+	int poll_us;		/* busy-poll window, 0: off */
 	int nbd_interface;	/* enum nbd_kdev_iface: auto (0) */
 	char *control;
 	char *state_dir;

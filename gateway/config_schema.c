@@ -538,6 +538,7 @@ static const struct schema export_schema = {
 static const struct field gateway_fields[] = {
 	F_INT(C, "reactors", reactors, 1, MAX_REACTORS),
 	F_ENUM(C, "reactor_backend", reactor_backend, reactor_backend_mode_name, false),
+	F_INT(C, "poll_us", poll_us, 0, REACTOR_MAX_POLL_US),
 	F_ENUM(C, "nbd_interface", nbd_interface, nbd_kdev_iface_name, false),
 	F_STR(C, "control", control, chk_sockpath, false),
 	F_STR(C, "state_dir", state_dir, chk_abspath, false),

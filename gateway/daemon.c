@@ -1143,6 +1143,7 @@ int daemon_run(const char *path, bool foreground)
 	log_info("buffer budget %llu MiB, a stalled client cut off after %d s",
 		 (unsigned long long)(gw.cfg->buffer_budget >> 20), gw.cfg->stall_timeout);
 	reactor_set_backend_mode((enum reactor_backend_mode)gw.cfg->reactor_backend);
+	reactor_set_poll_us((unsigned)gw.cfg->poll_us);
 	for (unsigned i = 0; i < gw.nr_reactors; i++) {
 		ret = reactor_init(&gw.reactors[i], i, 512);
 		if (ret < 0) {
@@ -1153,6 +1154,9 @@ int daemon_run(const char *path, bool foreground)
 	}
 	log_notice("gateway: reactors on %s (%s)", reactor_backend_name(&gw.reactors[0]),
 		   gw.reactors[0].backend_why);
+	if (gw.cfg->poll_us)
+		log_notice("gateway: reactors busy-poll %d us after each completion (poll_us)",
+			   gw.cfg->poll_us);
 	/* Its timers go on every reactor's list before their threads start. */
 	struct watchdog *wd = NULL;
 	uint64_t wd_usec;

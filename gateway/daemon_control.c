@@ -199,6 +199,27 @@ static int put_exports(struct json_buf *j, struct gw *gw, bool stats)
 	return 0;
 }
 
+/* The busy-poll window and what it cost: the operator's measure of the
+ * CPU traded for latency (spin_ms against the exports' I/O counts). */
+static void put_busy_poll(struct json_buf *j, struct gw *gw)
+{
+	struct reactor_spin_stats sum = { 0 }, one;
+
+	json_kv_u64(j, "poll_us", reactor_poll_us());
+	for (unsigned i = 0; i < gw->nr_reactors; i++) {
+		reactor_spin_stats(&gw->reactors[i], &one);
+		sum.hits += one.hits;
+		sum.misses += one.misses;
+		sum.spin_ns += one.spin_ns;
+	}
+	json_key(j, "busy_poll");
+	json_obj_begin(j);
+	json_kv_u64(j, "hits", sum.hits);
+	json_kv_u64(j, "misses", sum.misses);
+	json_kv_u64(j, "spin_ms", sum.spin_ns / NSEC_PER_MSEC);
+	json_obj_end(j);
+}
+
 static void cmd_status(struct gw *gw, struct control_call *call, bool stats)
 {
 	struct json_buf j;
@@ -214,6 +235,7 @@ static void cmd_status(struct gw *gw, struct control_call *call, bool stats)
 		json_kv_str(&j, "config", gw->path);
 		json_kv_str(&j, "reactor_backend", reactor_backend_name(&gw->reactors[0]));
 		json_kv_str(&j, "reactor_backend_why", gw->reactors[0].backend_why);
+		put_busy_poll(&j, gw);
 		json_kv_u64(&j, "reloads", gw->reloads);
 		json_kv_u64(&j, "exports_running", ok);
 		json_kv_u64(&j, "exports_total", total);

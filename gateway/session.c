@@ -240,6 +240,7 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		{ 'i', "nr-io-queues", 1, 128 }, { 'Q', "queue-size", 2, 4096 },
 		{ 'k', "keep-alive-tmo", 0, 3600 }, { 1000, "nsid", 1, 0xfffffffe },
 		{ 1002, "connect-timeout", 100, 600000 }, { 1003, "io-timeout", 100, 3600000 },
+		{ SESSION_OPT_POLL_US, "poll-us", 0, REACTOR_MAX_POLL_US },
 	};
 	for (unsigned i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
 		if (nums[i].opt != opt)
@@ -257,6 +258,8 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		case 1000: s->nsid = (uint32_t)v; break;
 		case 1002: s->opts.path.connect_timeout_ms = (unsigned)v; break;
 		case 1003: s->opts.io_timeout_ms = (unsigned)v; break;
+		/* Before session_run makes the reactors. */
+		case SESSION_OPT_POLL_US: reactor_set_poll_us((unsigned)v); break;
 		}
 		return 1;
 	}

@@ -70,6 +70,7 @@ struct session {
 #define SESSION_OPT_TLS 1103
 #define SESSION_OPT_TLS_KEY_FILE 1104
 #define SESSION_OPT_TLS_KDF 1105
+#define SESSION_OPT_POLL_US 1106
 #define SESSION_LONGOPTS                                                  \
 	{ "transport", required_argument, 0, 't' },                        \
 		{ "traddr", required_argument, 0, 'a' },                   \
@@ -101,6 +102,7 @@ struct session {
 		{ "tos", required_argument, 0, SESSION_OPT_TOS },          \
 		{ "host-traddr", required_argument, 0, SESSION_OPT_HOST_TRADDR }, \
 		{ "host-iface", required_argument, 0, SESSION_OPT_HOST_IFACE }, \
+		{ "poll-us", required_argument, 0, SESSION_OPT_POLL_US },  \
 		{ "verbose", no_argument, 0, 'v' }
 #define SESSION_HELP                                                                   \
 	"  -t, --transport tcp|rdma     transport (default tcp)\n"                       \
@@ -137,7 +139,9 @@ struct session {
 	"                               (bench: --tos only)\n"                          \
 	"  -w, --host-traddr ADDR       connect from this local address\n"              \
 	"                               (bench: --host-traddr only)\n"                  \
-	"  -f, --host-iface IF          connect through this interface\n"
+	"  -f, --host-iface IF          connect through this interface\n"              \
+	"      --poll-us N              busy-poll N us after each completion before\n"  \
+	"                               sleeping (default 0: off); costs CPU\n"
 
 /* --mem SIZE[:BLOCK] for the exporter commands: 0, or -1 after a message. */
 int session_parse_mem(struct session *s, const char *arg);

@@ -59,6 +59,7 @@ static void mbox_arm(struct reactor *r)
 }
 
 static enum reactor_backend_mode backend_mode = REACTOR_AUTO;
+static unsigned poll_us_default;
 
 void reactor_set_backend_mode(enum reactor_backend_mode mode) { backend_mode = mode; }
 
@@ -223,6 +224,7 @@ int reactor_init(struct reactor *r, unsigned id, unsigned entries)
 
 	memset(r, 0, sizeof(*r));
 	r->id = id;
+	r->poll_ns = (uint64_t)poll_us_default * 1000u;
 	list_init(&r->timers);
 	list_init(&r->deferred);
 	list_init(&r->mbox);
@@ -483,21 +485,11 @@ static void run_deferred(struct reactor *r)
 }
 
 #ifndef GW_NO_IO_URING
-static void uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
+/* Runs the completions in the ring; returns how many. */
+static unsigned uring_complete(struct reactor *r)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head, count = 0;
-	struct __kernel_timespec ts = {
-		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
-		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
-	};
-	int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
-						   timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
-
-	r->pending_submit = 0;
-	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
-	    ret != -EBUSY)
-		log_err("reactor %u: wait: %s", r->id, strerror(-ret));
 
 	io_uring_for_each_cqe(&r->ring, head, cqe) {
 		struct reactor_op *op = io_uring_cqe_get_data(cqe);
@@ -509,12 +501,107 @@ static void uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 			op->fn(op, cqe->res, cqe->flags);
 	}
 	io_uring_cq_advance(&r->ring, count);
+	return count;
+}
+
+static unsigned uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
+{
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec ts = {
+		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
+		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
+	};
+	int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
+						   timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+
+	r->pending_submit = 0;
+	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
+	    ret != -EBUSY)
+		log_err("reactor %u: wait: %s", r->id, strerror(-ret));
+	return uring_complete(r);
 }
 #endif
+
+static unsigned backend_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
+{
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING)
+		return uring_wait_and_complete(r, timeout_ns);
+#endif
+	return ep_wait_and_complete(r, timeout_ns);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Polls without sleeping until a completion ran or until end_ns; returns
+ * how many ran.  io_uring: what is queued goes to the kernel once, then
+ * the ring is watched from user space, where completions arrive without a
+ * system call (the kernel runs their task work when it interrupts this
+ * thread).  epoll: epoll_wait with no timeout, in a loop. */
+static unsigned spin(struct reactor *r, uint64_t end_ns)
+{
+	uint64_t start = reactor_now_ns(), now = start;
+	unsigned n = 0;
+
+#ifndef GW_NO_IO_URING
+	if (r->backend == REACTOR_IO_URING && io_uring_sq_ready(&r->ring)) {
+		int ret = io_uring_submit(&r->ring);
+		if (ret < 0)
+			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
+		r->pending_submit = 0;
+	}
+#endif
+	while (now < end_ns && !r->stop) {
+#ifndef GW_NO_IO_URING
+		if (r->backend == REACTOR_IO_URING) {
+			/* With COOP_TASKRUN the kernel only flags task work
+			 * it has for this thread, it does not interrupt. */
+			if (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_TASKRUN)
+				io_uring_get_events(&r->ring);
+			if (io_uring_cq_ready(&r->ring))
+				n = uring_complete(r);
+			else
+				cpu_relax();
+		} else
+#endif
+			n = ep_wait_and_complete(r, 0);
+		if (n)
+			break;
+		now = reactor_now_ns();
+	}
+	if (n)
+		__atomic_store_n(&r->nr_spin_hits, r->nr_spin_hits + 1, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(&r->nr_spin_misses, r->nr_spin_misses + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->spin_ns, r->spin_ns + (now - start), __ATOMIC_RELAXED);
+	return n;
+}
+
+void reactor_spin_stats(const struct reactor *r, struct reactor_spin_stats *out)
+{
+	out->hits = __atomic_load_n(&r->nr_spin_hits, __ATOMIC_RELAXED);
+	out->misses = __atomic_load_n(&r->nr_spin_misses, __ATOMIC_RELAXED);
+	out->spin_ns = __atomic_load_n(&r->spin_ns, __ATOMIC_RELAXED);
+}
+
+void reactor_set_poll_us(unsigned us)
+{
+	poll_us_default = us > REACTOR_MAX_POLL_US ? REACTOR_MAX_POLL_US : us;
+}
+
+unsigned reactor_poll_us(void) { return poll_us_default; }
 
 void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 {
 	uint64_t next;
+	unsigned n = 0;
 
 	run_deferred(r);
 	next = run_timers(r);
@@ -524,12 +611,23 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 	 * for a completion that may never come. */
 	if (!list_empty(&r->deferred) || r->stop)
 		timeout_ns = 0;
-#ifndef GW_NO_IO_URING
-	if (r->backend == REACTOR_IO_URING)
-		uring_wait_and_complete(r, timeout_ns);
-	else
-#endif
-		ep_wait_and_complete(r, timeout_ns);
+	/* Only while busy: a reactor that had nothing to do for a whole
+	 * window sleeps, so an idle gateway costs no CPU either way. */
+	if (r->poll_ns && timeout_ns) {
+		uint64_t now = reactor_now_ns();
+		if (now < r->busy_until_ns) {
+			uint64_t window = r->busy_until_ns - now;
+			n = spin(r, now + (timeout_ns < window ? timeout_ns : window));
+			if (!n && timeout_ns != UINT64_MAX) {
+				uint64_t spent = reactor_now_ns() - now;
+				timeout_ns = spent < timeout_ns ? timeout_ns - spent : 0;
+			}
+		}
+	}
+	if (!n)
+		n = backend_wait_and_complete(r, timeout_ns);
+	if (n && r->poll_ns)
+		r->busy_until_ns = reactor_now_ns() + r->poll_ns;
 	run_deferred(r);
 	run_timers(r);
 }

@@ -92,6 +92,16 @@ struct reactor {
 	unsigned fdtab_chunks;
 	int *dirty;		   /* fds whose interest may have changed */
 	unsigned nr_dirty, dirty_cap;
+	/* Busy-poll window (reactor_set_poll_us): after a pass that ran a
+	 * completion the loop spins until busy_until_ns rather than sleeping,
+	 * so that the next completion costs no wakeup. */
+	uint64_t poll_ns;
+	uint64_t busy_until_ns;
+	/* Written by the reactor's thread only, read by status: relaxed
+	 * atomics (reactor_spin_stats). */
+	uint64_t nr_spin_hits;	 /* spins that ended with a completion */
+	uint64_t nr_spin_misses; /* spins that ran the whole window and slept */
+	uint64_t spin_ns;	 /* time spent spinning, for the CPU it costs */
 };
 
 /* The backend reactor_init() uses from now on: auto takes io_uring when the
@@ -105,6 +115,19 @@ const char *reactor_backend_mode_name(int mode);
  * overrides the mode set here: for running a test suite on one backend. */
 #define REACTOR_BACKEND_ENV "NVMF_GATEWAY_REACTOR_BACKEND"
 const char *reactor_backend_name(const struct reactor *r);
+
+/* The busy-poll window reactor_init() gives reactors from now on: 0 (the
+ * default) sleeps as soon as nothing is ready; N keeps polling for N
+ * microseconds after the last completion, trading a core's time for the
+ * wakeup latency of the next one (at most REACTOR_MAX_POLL_US). */
+#define REACTOR_MAX_POLL_US 100000u
+void reactor_set_poll_us(unsigned us);
+unsigned reactor_poll_us(void);
+/* What the window did so far, from any thread. */
+struct reactor_spin_stats {
+	uint64_t hits, misses, spin_ns;
+};
+void reactor_spin_stats(const struct reactor *r, struct reactor_spin_stats *out);
 
 int reactor_init(struct reactor *r, unsigned id, unsigned entries);
 void reactor_fini(struct reactor *r);

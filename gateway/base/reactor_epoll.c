@@ -321,8 +321,9 @@ static void retry(struct reactor *r, struct reactor_fd *f, struct list_node *q)
 	note_idle(f);
 }
 
-void ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
+unsigned ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 {
+	unsigned count = 0;
 	struct epoll_event ev[EP_EVENTS];
 	struct list_node batch, *n;
 	int ms, nev;
@@ -366,5 +367,7 @@ void ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 		struct reactor_op *op = container_of(n, struct reactor_op, link);
 		op->queued = false;
 		op->fn(op, op->res, 0);
+		count++;
 	}
+	return count;
 }

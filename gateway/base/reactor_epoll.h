@@ -28,7 +28,8 @@ void ep_connect(struct reactor *r, struct reactor_op *op, int fd,
 		const struct sockaddr *addr, socklen_t addrlen);
 void ep_nop(struct reactor *r, struct reactor_op *op);
 void ep_cancel(struct reactor *r, struct reactor_op *target);
-/* Waits up to timeout_ns (UINT64_MAX: no bound) and runs the completions. */
-void ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns);
+/* Waits up to timeout_ns (UINT64_MAX: no bound) and runs the completions;
+ * returns how many ran. */
+unsigned ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns);
 
 #endif

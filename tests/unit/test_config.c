@@ -95,7 +95,7 @@ static int error_line(const struct loaded *l, int nth, const char **msg)
 
 static const char full_conf[] =
 	"# every key set, none to its default\n"
-	"gateway = { reactors = 3; control = \"/tmp/gw.sock\";\n"
+	"gateway = { reactors = 3; poll_us = 50; control = \"/tmp/gw.sock\";\n"
 	"  state_dir = \"/tmp/gw-state\"; log_level = \"debug\";\n"
 	"  hostnqn = \"nqn.2014-08.org.nvmexpress:uuid:0f8fa3d6-0b2e-4c2d-9d3b-111111111111\";\n"
 	"  hostid = \"0f8fa3d6-0b2e-4c2d-9d3b-111111111111\";\n"
@@ -142,6 +142,7 @@ START_TEST(full_file)
 	const struct gw_config *c = l.cfg;
 	ck_assert_str_eq(c->path, l.path);
 	ck_assert_int_eq(c->reactors, 3);
+	ck_assert_int_eq(c->poll_us, 50);
 	ck_assert_str_eq(c->control, "/tmp/gw.sock");
 	ck_assert_str_eq(c->state_dir, "/tmp/gw-state");
 	ck_assert_int_eq(c->log_level, LOG_LVL_DEBUG);
@@ -238,6 +239,7 @@ START_TEST(defaults)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	int reactors = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
 	ck_assert_int_eq(c->reactors, reactors);
+	ck_assert_int_eq(c->poll_us, 0);
 	char control[108];
 	config_default_control(control, sizeof(control));
 	ck_assert_str_eq(c->control, control);
@@ -403,6 +405,7 @@ static const struct bad_case bad_cases[] = {
 	/* ranges */
 	{ "gateway = { reactors = 0; }; #!\n", "gateway.reactors = 0 is out of range 1..256" },
 	{ "gateway = { reactors = 257; }; #!\n", "out of range 1..256" },
+	{ "gateway = { poll_us = 100001; }; #!\n", "gateway.poll_us = 100001 is out of range 0..100000" },
 	{ TARGETS("  queue_size = 4096; #!\n"), "targets[0].queue_size = 4096 is out of range 2..1024" },
 	{ TARGETS("  nr_io_queues = 129; #!\n"), "out of range 1..128" },
 	{ TARGETS("  keep_alive_tmo = -1; #!\n"), "out of range 0..3600" },

@@ -159,7 +159,7 @@ END_TEST
 START_TEST(restart_keys)
 {
 	struct gw_config *a = load("gateway = { reactors = 1; log_level = \"info\"; };\n");
-	struct gw_config *b = load("gateway = { reactors = 2; log_level = \"debug\";"
+	struct gw_config *b = load("gateway = { reactors = 2; log_level = \"debug\"; poll_us = 20;"
 				   " metrics = \"tcp:127.0.0.1:9999\"; };\n"
 				   "fuse = { mountpoint = \"/tmp/elsewhere\"; };\n");
 	char buf[256];
@@ -167,7 +167,7 @@ START_TEST(restart_keys)
 	ck_assert_str_eq(config_diff_restart_keys(a, a, buf, sizeof(buf)), "");
 	/* log_level applies at once: not a restart key */
 	ck_assert_str_eq(config_diff_restart_keys(a, b, buf, sizeof(buf)),
-			 "reactors, metrics, fuse.mountpoint");
+			 "reactors, poll_us, metrics, fuse.mountpoint");
 	config_free(a);
 	config_free(b);
 }
