@@ -489,19 +489,22 @@ static void run_deferred(struct reactor *r)
 static unsigned uring_complete(struct reactor *r)
 {
 	struct io_uring_cqe *cqe;
-	unsigned head, count = 0;
+	unsigned head, count = 0, ran = 0;
 
 	io_uring_for_each_cqe(&r->ring, head, cqe) {
 		struct reactor_op *op = io_uring_cqe_get_data(cqe);
 		count++;
 		/* Before 5.11 (no IORING_FEAT_EXT_ARG) liburing bounds the
 		 * wait with a timeout request of its own; one that outlived its
-		 * wait completes here, among ours, and is no reactor_op. */
-		if (op && cqe->user_data != LIBURING_UDATA_TIMEOUT)
+		 * wait completes here, among ours, and is no reactor_op (nor
+		 * work that opens the busy-poll window). */
+		if (op && cqe->user_data != LIBURING_UDATA_TIMEOUT) {
 			op->fn(op, cqe->res, cqe->flags);
+			ran++;
+		}
 	}
 	io_uring_cq_advance(&r->ring, count);
-	return count;
+	return ran;
 }
 
 static unsigned uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)

@@ -96,6 +96,12 @@ static void setup_uring_no_ext_arg(void)
 	R.ring.features &= ~IORING_FEAT_EXT_ARG;
 }
 
+static void setup_uring_no_ext_arg_poll(void)
+{
+	reactor_set_poll_us(200);
+	setup_uring_no_ext_arg();
+}
+
 /* Waits that end early (an operation completed) leave liburing's timeout
  * armed; it completes during a later pass, behind other completions. */
 START_TEST(bounded_waits_between_operations)
@@ -597,6 +603,10 @@ int main(void)
 		tcase_add_checked_fixture(tc, setup_uring_no_ext_arg, teardown);
 		add_contract(tc);
 		tcase_add_test(tc, bounded_waits_between_operations);
+		suite_add_tcase(s, tc);
+		tc = tcase_create("io_uring_before_5_11_poll");
+		tcase_add_checked_fixture(tc, setup_uring_no_ext_arg_poll, teardown);
+		add_poll(tc);
 		suite_add_tcase(s, tc);
 #endif
 	} else {
