@@ -14,12 +14,12 @@ PKG_CONFIG ?= pkg-config
 # libcrypto (OpenSSL, Debian's standard crypto library): HMAC, SHA-2 and the
 # FFDHE named groups that DH-HMAC-CHAP authentication needs, via EVP_PKEY;
 # libssl (same OpenSSL): NBD over TLS (nbd/tls.c).
-# liburing is optional (issue 18): NO_IO_URING=1, or no liburing 2.1+
-# that pkg-config finds, builds the epoll reactor backend alone.  2.1 for
+# liburing is optional (issue 18): NO_IO_URING=1, or no liburing 2.2+
+# that pkg-config finds, builds the epoll reactor backend alone.  2.2 for
 # io_uring_submit_and_wait_timeout; Debian 11 and Ubuntu 20.04 ship 0.7
 # and 0.5, which would not compile.
 ifeq ($(origin NO_IO_URING),undefined)
-NO_IO_URING := $(if $(shell $(PKG_CONFIG) --atleast-version=2.1 liburing 2>/dev/null && echo y),,1)
+NO_IO_URING := $(if $(shell $(PKG_CONFIG) --atleast-version=2.2 liburing 2>/dev/null && echo y),,1)
 endif
 PKGS := $(if $(NO_IO_URING),,liburing) libconfig fuse3 libnl-genl-3.0 libnl-route-3.0 \
 	libibverbs librdmacm libssl libcrypto

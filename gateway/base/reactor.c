@@ -485,7 +485,9 @@ static void run_deferred(struct reactor *r)
 }
 
 #ifndef GW_NO_IO_URING
-/* Runs the completions in the ring; returns how many. */
+/* Runs the completions in the ring; returns how many ran a callback.
+ * That is the busy window's measure of work: liburing's own timeouts and
+ * the answers to cancels are not. */
 static unsigned uring_complete(struct reactor *r)
 {
 	struct io_uring_cqe *cqe;
@@ -534,6 +536,14 @@ static unsigned backend_wait_and_complete(struct reactor *r, uint64_t timeout_ns
 	return ep_wait_and_complete(r, timeout_ns);
 }
 
+#ifndef GW_NO_IO_URING
+#ifdef IORING_SQ_TASKRUN
+#define SQ_NEEDS_ENTER (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN)
+#else
+#define SQ_NEEDS_ENTER IORING_SQ_CQ_OVERFLOW
+#endif
+#endif
+
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -556,7 +566,9 @@ static unsigned spin(struct reactor *r, uint64_t end_ns)
 #ifndef GW_NO_IO_URING
 	if (r->backend == REACTOR_IO_URING && io_uring_sq_ready(&r->ring)) {
 		int ret = io_uring_submit(&r->ring);
-		if (ret < 0)
+		/* As in the wait: EBUSY (a kernel before 5.19 with an
+		 * overflowed CQ) and EAGAIN leave the SQEs for the next pass. */
+		if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR)
 			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
 		r->pending_submit = 0;
 	}
@@ -564,10 +576,18 @@ static unsigned spin(struct reactor *r, uint64_t end_ns)
 	while (now < end_ns && !r->stop) {
 #ifndef GW_NO_IO_URING
 		if (r->backend == REACTOR_IO_URING) {
-			/* With COOP_TASKRUN the kernel only flags task work
-			 * it has for this thread, it does not interrupt. */
-			if (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_TASKRUN)
-				io_uring_get_events(&r->ring);
+			/* Completions only a system call hands over: an
+			 * overflowed CQ (while its list is not empty every new
+			 * completion goes there too) and, were the ring set up
+			 * with COOP_TASKRUN | TASKRUN_FLAG (it is not), task work
+			 * the kernel only flags.  A peek at an empty
+			 * ring with the flag up enters the kernel for them
+			 * (liburing 2.2 has no io_uring_get_events). */
+			if (!io_uring_cq_ready(&r->ring) &&
+			    (IO_URING_READ_ONCE(*r->ring.sq.kflags) & SQ_NEEDS_ENTER)) {
+				struct io_uring_cqe *cqe;
+				(void)io_uring_peek_cqe(&r->ring, &cqe);
+			}
 			if (io_uring_cq_ready(&r->ring))
 				n = uring_complete(r);
 			else
@@ -625,6 +645,9 @@ void reactor_poll(struct reactor *r, uint64_t timeout_ns)
 				uint64_t spent = reactor_now_ns() - now;
 				timeout_ns = spent < timeout_ns ? timeout_ns - spent : 0;
 			}
+			/* The spin saw a stop: no sleep after it either. */
+			if (r->stop)
+				timeout_ns = 0;
 		}
 	}
 	if (!n)

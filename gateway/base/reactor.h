@@ -119,8 +119,10 @@ const char *reactor_backend_name(const struct reactor *r);
 /* The busy-poll window reactor_init() gives reactors from now on: 0 (the
  * default) sleeps as soon as nothing is ready; N keeps polling for N
  * microseconds after the last completion, trading a core's time for the
- * wakeup latency of the next one (at most REACTOR_MAX_POLL_US). */
-#define REACTOR_MAX_POLL_US 100000u
+ * wakeup latency of the next one.  At most 1 ms: a window longer than
+ * the gap between two I/Os buys nothing, and every keep-alive of an idle
+ * gateway opens one. */
+#define REACTOR_MAX_POLL_US 1000u
 void reactor_set_poll_us(unsigned us);
 unsigned reactor_poll_us(void);
 /* What the window did so far, from any thread. */

@@ -405,7 +405,7 @@ static const struct bad_case bad_cases[] = {
 	/* ranges */
 	{ "gateway = { reactors = 0; }; #!\n", "gateway.reactors = 0 is out of range 1..256" },
 	{ "gateway = { reactors = 257; }; #!\n", "out of range 1..256" },
-	{ "gateway = { poll_us = 100001; }; #!\n", "gateway.poll_us = 100001 is out of range 0..100000" },
+	{ "gateway = { poll_us = 1001; }; #!\n", "gateway.poll_us = 1001 is out of range 0..1000" },
 	{ TARGETS("  queue_size = 4096; #!\n"), "targets[0].queue_size = 4096 is out of range 2..1024" },
 	{ TARGETS("  nr_io_queues = 129; #!\n"), "out of range 1..128" },
 	{ TARGETS("  keep_alive_tmo = -1; #!\n"), "out of range 0..3600" },

@@ -533,6 +533,130 @@ START_TEST(timer_ends_the_spin)
 }
 END_TEST
 
+
+/* A timer due inside the window runs on time: timer_ends_the_spin only
+ * checks that it ran in the same pass, which it also does after a spin
+ * that ignored it for the whole window. */
+START_TEST(timer_on_time_in_window)
+{
+	struct tick k = { 0 };
+	uint64_t t0;
+
+	R.poll_ns = 200 * NSEC_PER_MSEC;
+	reactor_timer_init(&k.t, tick_fn);
+	one_completion();
+	reactor_timer_arm(&R, &k.t, 5 * NSEC_PER_MSEC);
+	t0 = reactor_now_ns();
+	reactor_poll(&R, UINT64_MAX);
+	ck_assert_int_eq(k.fired, 1);
+	ck_assert_uint_lt(reactor_now_ns() - t0, 100 * NSEC_PER_MSEC);
+}
+END_TEST
+
+/* What was queued before the pass goes to the kernel at the spin's start,
+ * not at the window's end. */
+START_TEST(queued_before_spin_runs_at_once)
+{
+	struct done n;
+	uint64_t t0;
+
+	R.poll_ns = 200 * NSEC_PER_MSEC;
+	one_completion();
+	done_init(&n);
+	reactor_nop(&R, &n.op);
+	t0 = reactor_now_ns();
+	reactor_poll(&R, UINT64_MAX);
+	ck_assert_int_eq(n.calls, 1);
+	ck_assert_uint_lt(reactor_now_ns() - t0, 100 * NSEC_PER_MSEC);
+}
+END_TEST
+
+static void *stop_later(void *arg)
+{
+	usleep(20000);
+	/* As a stop_msg would, minus the wakeup: what the spin's own
+	 * !r->stop check is there for. */
+	__atomic_store_n(&((struct reactor *)arg)->stop, true, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* The spin checks r->stop and ends on it; the pass then must not sleep
+ * for the rest of its bound (reactor_poll zeroes the wait for a stop seen
+ * before it, not for one the spin saw). */
+START_TEST(stop_seen_by_spin_ends_the_pass)
+{
+	pthread_t t;
+	uint64_t t0;
+
+	R.poll_ns = 500 * NSEC_PER_MSEC;
+	one_completion();
+	ck_assert_int_eq(pthread_create(&t, NULL, stop_later, &R), 0);
+	t0 = reactor_now_ns();
+	reactor_poll(&R, 2 * NSEC_PER_SEC);
+	pthread_join(t, NULL);
+	ck_assert(R.stop);
+	ck_assert_uint_lt(reactor_now_ns() - t0, 400 * NSEC_PER_MSEC);
+}
+END_TEST
+
+#ifndef GW_NO_IO_URING
+/* More completions than the CQ holds (a burst: the kernel keeps the rest
+ * on its overflow list, and while that list is not empty every new
+ * completion goes there too).  Only io_uring_enter(GETEVENTS) moves them
+ * to the ring: a spin that only watched the ring (and entered the kernel
+ * only with SQEs to submit) was blind for the whole window. */
+START_TEST(cq_overflow_not_stalled_by_spin)
+{
+	enum { N = 200 };
+	static struct done d[N];
+	unsigned done = 0;
+	uint64_t t0;
+
+	R.poll_ns = 300 * NSEC_PER_MSEC;
+	one_completion();
+	for (int i = 0; i < N; i++) {
+		done_init(&d[i]);
+		reactor_nop(&R, &d[i].op); /* submits by itself each time the SQ fills */
+	}
+	t0 = reactor_now_ns();
+	for (int pass = 0; pass < 50 && done < N; pass++) {
+		reactor_poll(&R, UINT64_MAX);
+		done = 0;
+		for (int i = 0; i < N; i++)
+			done += (unsigned)d[i].calls;
+	}
+	ck_assert_uint_eq(done, N);
+	/* Without the window: a few passes, well under a millisecond. */
+	ck_assert_uint_lt(reactor_now_ns() - t0, 100 * NSEC_PER_MSEC);
+}
+END_TEST
+
+/* Before 5.11 a bounded wait is a timeout request of liburing's own
+ * (user_data LIBURING_UDATA_TIMEOUT).  A wait that ends at once (a
+ * completion already there) leaves it armed; when it fires inside a later
+ * window it is no hit: counted, it ran nothing, yet ended the spin,
+ * skipped the wait and opened a new window. */
+START_TEST(liburing_timeout_is_no_hit)
+{
+	struct reactor_spin_stats st0, st1;
+	struct done n;
+
+	R.poll_ns = 60 * NSEC_PER_MSEC;
+	done_init(&n);
+	reactor_nop(&R, &n.op);
+	reactor_submit(&R);		  /* its CQE is in the ring before the wait */
+	reactor_poll(&R, 10 * NSEC_PER_MSEC); /* arms liburing's 10 ms timeout, returns at once */
+	ck_assert_int_eq(n.calls, 1);
+	reactor_spin_stats(&R, &st0);
+	reactor_poll(&R, 200 * NSEC_PER_MSEC); /* spins: the timeout fires at ~10 ms */
+	reactor_spin_stats(&R, &st1);
+	ck_assert_uint_eq(st1.hits, st0.hits);
+	ck_assert_uint_eq(st1.misses, st0.misses + 1);
+}
+END_TEST
+
+#endif
+
 /* Whether the kernel lets a reactor have io_uring here. */
 static bool io_uring_usable(void)
 {
@@ -568,6 +692,9 @@ static void add_poll(TCase *tc)
 	tcase_add_test(tc, spin_takes_a_completion);
 	tcase_add_test(tc, idle_reactor_sleeps);
 	tcase_add_test(tc, timer_ends_the_spin);
+	tcase_add_test(tc, timer_on_time_in_window);
+	tcase_add_test(tc, queued_before_spin_runs_at_once);
+	tcase_add_test(tc, stop_seen_by_spin_ends_the_pass);
 }
 
 int main(void)
@@ -604,9 +731,17 @@ int main(void)
 		add_contract(tc);
 		tcase_add_test(tc, bounded_waits_between_operations);
 		suite_add_tcase(s, tc);
+		tc = tcase_create("io_uring_poll_overflow");
+		tcase_add_checked_fixture(tc, setup_uring_poll, teardown);
+		tcase_add_test(tc, cq_overflow_not_stalled_by_spin);
+		suite_add_tcase(s, tc);
+		/* The pre-5.11 wait path under a window. */
 		tc = tcase_create("io_uring_before_5_11_poll");
 		tcase_add_checked_fixture(tc, setup_uring_no_ext_arg_poll, teardown);
 		add_poll(tc);
+		tcase_add_test(tc, bounded_waits_between_operations);
+		tcase_add_test(tc, liburing_timeout_is_no_hit);
+		tcase_add_test(tc, cq_overflow_not_stalled_by_spin);
 		suite_add_tcase(s, tc);
 #endif
 	} else {
