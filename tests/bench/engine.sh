@@ -3,17 +3,20 @@
 # 20): the Linux target (nvmet, a 4 KiB-block namespace on a loop device over
 # a sparse file on guest tmpfs), then for each point, one after the other
 # with the same queue depth and duration:
-#   bench   the gateway's `bench` subcommand;
+#   bench   the gateway's `bench` subcommand (one I/O queue, its default);
 #   nbd     fio on /dev/nbdN attached by `nvmf-gateway nbd ... auto` (one
 #           NBD connection, one NVMe I/O queue: the command's defaults);
-#   kernel  fio on /dev/nvmeXn1 of `nvme connect -t tcp`.
+#   kernel  fio on /dev/nvmeXn1 of `nvme connect -t tcp` (one I/O queue per
+#           vCPU, 2: nvme-cli's default).
 # fio runs io_uring, direct=1, time based; latencies are submission to
 # completion (fio's total latency, bench's own).  Points: 4k randread QD32
 # and QD1, 128k read QD8, 128k write QD8 (last, over the first 256 MiB).
 # Guest-side steps are tests/bench/engine_guest.sh.  CPU per I/O: the whole
 # guest's busy time over the run (/proc/stat; it includes nvmet, the kernel
 # hosts and fio), the gateway process's own (getrusage for bench,
-# /proc/PID/stat for nbd) and fio's (its usr+sys).  Prints one table and the
+# /proc/PID/stat for nbd) and fio's (its usr+sys); and, on the host, the CPU
+# that processes other than qemu took during the run (a busy host starves
+# the vCPUs, and the serial paths lose most).  Prints one table and the
 # ratios bench/kernel and nbd/kernel (IOPS, so also MiB/s), then the issue's
 # guest goals, met or not.  Figures only, no assertion.  Under TCG the
 # absolute numbers say little; the ratios are the point.  Not part of make
@@ -43,12 +46,28 @@ mkdir -p "$out"
 vm_exec ". tests/interop/nvmet.sh && nvmet_subsys $nqn 1G 4096 &&
 	nvmet_port 1 tcp 10.0.2.15 4420 && nvmet_link $nqn 1" || exit 1
 
+# Host busy jiffies (all CPUs) and qemu's utime+stime: what else ran on
+# the host during a run (another benchmark leaves qemu's vCPUs less than
+# they think they have, and the serial paths lose most).
+host_cpu() {
+	local _ u n s q sq st f
+	read -r _ u n s _ _ q sq st _ < /proc/stat
+	f=$(cat "/proc/$(_vm_pid)/stat") || return 1
+	read -r -a f <<< "${f##*) }"
+	echo "$((u + n + s + q + sq + st)) $((f[11] + f[12])) $(date +%s.%N)"
+}
+
 # run WAY NAME RW BS QD REGION
 run() {
-	local way=$1 region=${6#-}
+	local way=$1 region=${6#-} h0 h1 r
+	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
 		eg_$way $2 $3 $4 $5 $region"
+	r=$?
+	h1=$(host_cpu)
+	echo "$h0 $h1 $(getconf CLK_TCK)" > "$out/$2.$way.host"
+	return $r
 }
 rc=0
 for p in "${points[@]}"; do
@@ -61,7 +80,7 @@ done
 [ $rc = 0 ] || { echo "engine.sh: a run failed" >&2; exit 1; }
 
 python3 - "$out" "$T" "${points[@]%% *}" <<'PY'
-import json, sys
+import json, os, sys
 out, T, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 def load(name, way):
@@ -83,6 +102,8 @@ def load(name, way):
     r["guest"] = c["busy"] * tick_us / ios if ios else float("nan")
     r["gw"] = c["gw"] * tick_us / ios if c["gw"] is not None and ios else None
     r["busy"] = c["busy"] / c["total"] if c["total"] else float("nan")
+    b0, q0, t0, b1, q1, t1, hz = map(float, open(f"{out}/{name}.{way}.host").read().split())
+    r["other"] = (b1 - b0 - (q1 - q0)) / hz / (t1 - t0)
     return r
 
 def f(v, w, p=0):
@@ -90,7 +111,7 @@ def f(v, w, p=0):
 
 print(f"NVMe/TCP to nvmet in one TCG guest (2 vCPUs), {T} s per run; fio: io_uring, direct=1")
 print(f"{'point':17} {'way':6} {'IOPS':>8} {'MiB/s':>8} {'mean us':>8} {'p99 us':>8} "
-      f"{'guest':>7} {'busy':>5} {'gw':>7} {'fio':>7}   ratio to kernel")
+      f"{'guest':>7} {'busy':>5} {'gw':>7} {'fio':>7} {'other':>5}  ratio to kernel")
 res = {}
 for name in names:
     rows = {w: load(name, w) for w in ("bench", "nbd", "kernel")}
@@ -100,10 +121,12 @@ for name in names:
         ratio = f"{r['iops'] / k:5.2f}" if w != "kernel" and k else ""
         print(f"{name if w == 'bench' else '':17} {w:6} {r['iops']:8.0f} {r['mibs']:8.1f} "
               f"{r['mean']:8.1f} {r['p99']:8.0f} {f(r['guest'], 7, 1)} {r['busy']:5.2f} "
-              f"{f(r['gw'], 7, 1)} {f(r['fio'], 7, 1)}   {ratio}")
+              f"{f(r['gw'], 7, 1)} {f(r['fio'], 7, 1)} {r['other']:5.2f}  {ratio}")
 print("(ratio: IOPS, the same as MiB/s; guest: busy CPU us per I/O of the whole guest,"
       " all vCPUs; busy: its share\n of the run's CPU time; gw: the gateway process's CPU"
-      " us per I/O; fio: fio's usr+sys us per I/O)")
+      " us per I/O; fio: fio's usr+sys us per I/O;\n other: host CPUs used by processes"
+      " other than qemu during the run, of", os.cpu_count(), "- above ~0.2 the run was"
+      " disturbed)")
 for w in ("nbd", "kernel"):
     print(f"{w + ' queue:':13} {open(f'{out}/{names[0]}.{w}.queue').read().strip()}")
 

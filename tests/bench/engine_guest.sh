@@ -48,10 +48,12 @@ eg_cpu() {
 # multipath head, /dev/nvmeXnY, that of its path device nvmeXcZnY).
 eg_queue() {
 	local d=${1#/dev/} p k
-	for p in "/sys/block/$d/multipath/"*; do
-		[ -e "$p" ] && d=${p##*/}
-		break
-	done
+	if [[ $d =~ ^nvme([0-9]+)n([0-9]+)$ ]] && [ ! -e "/sys/block/$d/mq" ]; then
+		for p in /sys/block/nvme"${BASH_REMATCH[1]}"c*n"${BASH_REMATCH[2]}"; do
+			[ -e "$p" ] && d=${p##*/}
+			break
+		done
+	fi
 	printf '%s: ' "$d"
 	for k in max_sectors_kb max_hw_sectors_kb max_segments nr_requests scheduler \
 		read_ahead_kb logical_block_size; do
