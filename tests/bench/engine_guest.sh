@@ -1,0 +1,112 @@
+# shellcheck shell=bash
+# engine_guest.sh: guest-side runs of tests/bench/engine.sh, sourced in the
+# guest after tests/interop/nvmet.sh.  Needs in the environment: GW (the
+# gateway binary), EG_NQN (the nvmet subsystem, namespace 1), EG_OUT (the
+# result folder, on the share), EG_T (seconds per run); EG_ADDR, EG_PORT
+# (default 10.0.2.15 4420).  Each way of one point, NAME RW BS QD [SIZE]
+# (SIZE: the region used, default the whole namespace), leaves in EG_OUT
+#   NAME.WAY.json   the tool's own JSON (bench -o json, or fio's)
+#   NAME.WAY.cpu    the CPU of the run: guest busy and total jiffies over it
+#                   (/proc/stat, every vCPU) and the gateway's utime+stime
+#   NAME.WAY.queue  the block device's queue settings (nbd, kernel)
+# and returns non-zero, with a message, on the first step that fails:
+#   eg_bench ...    the gateway's `bench` (its CPU from getrusage, /usr/bin/time)
+#   eg_nbd ...      fio on /dev/nbdN of `$GW nbd ... auto` (nbd_lib.sh's
+#                   nbd_start; stopped with SIGTERM, exit code 0 checked);
+#                   the gateway's CPU from /proc/PID/stat around fio
+#   eg_kernel ...   fio on /dev/nvmeXn1 of `nvme connect -t tcp`
+# fio: io_uring, direct=1, time based, total latency percentiles.
+
+EG_ADDR=${EG_ADDR:-10.0.2.15}
+EG_PORT=${EG_PORT:-4420}
+EG_HZ=$(getconf CLK_TCK)
+
+# Busy and total jiffies of all vCPUs (idle and iowait are not busy).
+eg_stat() {
+	local _ u n s i w q sq st
+	read -r _ u n s i w q sq st _ < /proc/stat
+	echo "$((u + n + s + q + sq + st)) $((u + n + s + i + w + q + sq + st))"
+}
+
+# utime+stime of PID, in clock ticks.
+eg_pid_cpu() {
+	local s f
+	s=$(cat "/proc/$1/stat") || return 1
+	read -r -a f <<< "${s##*) }" # the fields after "(comm) ": state is f[0]
+	echo $((f[11] + f[12]))
+}
+
+# eg_cpu FILE STAT0 STAT1 GW_TICKS|null
+eg_cpu() {
+	local b0 t0 b1 t1
+	read -r b0 t0 <<< "$2"
+	read -r b1 t1 <<< "$3"
+	echo "{\"hz\": $EG_HZ, \"busy\": $((b1 - b0)), \"total\": $((t1 - t0)), \"gw\": $4}" > "$1"
+}
+
+# eg_queue DEV: what decides how a request reaches the driver (for a
+# multipath head, /dev/nvmeXnY, that of its path device nvmeXcZnY).
+eg_queue() {
+	local d=${1#/dev/} p k
+	if [[ $d =~ ^nvme([0-9]+)n([0-9]+)$ ]] && [ ! -e "/sys/block/$d/mq" ]; then
+		for p in /sys/block/nvme"${BASH_REMATCH[1]}"c*n"${BASH_REMATCH[2]}"; do
+			[ -e "$p" ] && d=${p##*/}
+			break
+		done
+	fi
+	printf '%s: ' "$d"
+	for k in max_sectors_kb max_hw_sectors_kb max_segments nr_requests scheduler \
+		read_ahead_kb logical_block_size; do
+		printf '%s=%s ' "$k" "$(cat "/sys/block/$d/queue/$k" 2> /dev/null)"
+	done
+	printf 'hw_queues=%s\n' "$(find "/sys/block/$d/mq" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)"
+}
+
+eg_fio() { # DEV NAME RW BS QD [SIZE]
+	fio --name="$2" --filename="$1" --ioengine=io_uring --direct=1 --rw="$3" --bs="$4" \
+		--iodepth="$5" --runtime="$EG_T" --time_based --lat_percentiles=1 \
+		${6:+--size="$6"} --output-format=json
+}
+
+eg_bench() { # NAME RW BS QD [SIZE]
+	local o=$EG_OUT/$1.bench s0 s1 u s
+	s0=$(eg_stat)
+	NVMF_GATEWAY_STATE_DIR=/tmp/gw-state /usr/bin/time -f '%U %S' -o "$o.time" \
+		"$GW" bench -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" -w "$2" -b "$3" \
+		-d "$4" -T "$EG_T" ${5:+--size "$5"} -o json > "$o.json" ||
+		{ echo "engine: bench $1 failed"; cat "$o.time"; return 1; }
+	s1=$(eg_stat)
+	read -r u s < "$o.time"
+	eg_cpu "$o.cpu" "$s0" "$s1" "$(awk -v u="$u" -v s="$s" -v hz="$EG_HZ" 'BEGIN { printf "%.0f", (u + s) * hz }')"
+}
+
+eg_nbd() { # NAME RW BS QD [SIZE]
+	local o=$EG_OUT/$1.nbd s0 s1 g0 g1 r
+	. tests/interop/nbd_lib.sh
+	trap - ERR
+	nbd_start "$EG_NQN" auto "$1" > "$o.log" 2>&1 ||
+		{ echo "engine: nbd $1 did not attach"; cat "$o.log"; return 1; }
+	eg_queue "$NBD_DEV" > "$o.queue"
+	g0=$(eg_pid_cpu "$GW_PID") && s0=$(eg_stat)
+	eg_fio "$NBD_DEV" "$@" > "$o.json"
+	r=$?
+	s1=$(eg_stat) && g1=$(eg_pid_cpu "$GW_PID")
+	nbd_stop >> "$o.log" 2>&1 ||
+		{ echo "engine: nbd $1: the gateway did not stop cleanly"; cat "$o.log"; return 1; }
+	[ $r = 0 ] || { echo "engine: fio on $NBD_DEV ($1) failed"; return 1; }
+	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
+}
+
+eg_kernel() { # NAME RW BS QD [SIZE]
+	local o=$EG_OUT/$1.kernel s0 s1 dev r
+	nvme connect -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" > /dev/null || return 1
+	dev=$(nvme_host_dev "$EG_NQN") || { nvme disconnect -n "$EG_NQN" > /dev/null; return 1; }
+	eg_queue "$dev" > "$o.queue"
+	s0=$(eg_stat)
+	eg_fio "$dev" "$@" > "$o.json"
+	r=$?
+	s1=$(eg_stat)
+	nvme disconnect -n "$EG_NQN" > /dev/null
+	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
+	eg_cpu "$o.cpu" "$s0" "$s1" null
+}
