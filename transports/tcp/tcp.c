@@ -307,6 +307,8 @@ static void tcp_send_kick(struct tcp_queue *tq)
 					   it->req->cid);
 		return;
 	}
+	tq->nr_tx_batches++;
+	tq->nr_tx_pdus += tq->batch_cnt;
 	send_submit(tq);
 }
 
@@ -790,6 +792,9 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		  q->name, (unsigned long long)tq->nr_pdus_rx,
 		  (unsigned long long)tq->nr_rx_direct_data,
 		  (unsigned long long)tq->nr_rx_staged_data, tq->tls ? " (TLS)" : "");
+	/* How well sends are batched (commands per sendmsg). */
+	log_debug("%s: tcp: %llu PDUs sent in %llu batches", q->name,
+		  (unsigned long long)tq->nr_tx_pdus, (unsigned long long)tq->nr_tx_batches);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
 	INVARIANT(!tq->kick_queued && !tq->quiesce_queued, "tcp queue freed with a deferred run queued");

@@ -145,6 +145,7 @@ struct tcp_queue {
 	uint64_t nr_pdus_rx;
 	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
 	uint64_t nr_rx_direct_data; /* C2H data bytes that landed in the request */
+	uint64_t nr_tx_batches, nr_tx_pdus; /* sends and the PDUs they carried */
 
 	/* TLS (tcp_tls.c), NULL when the path has none. */
 	struct tcp_tls *tls;
