@@ -129,8 +129,8 @@ void tcpfx_fini(struct tcp_fixture *f)
 	}
 }
 
-struct nvmf_req *tcpfx_submit_nowait_deferred(struct tcp_fixture *f, bool write, void *buf,
-					      uint32_t len)
+struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
+				     uint32_t len)
 {
 	struct nvmf_req *req = nvmf_req_get(&f->q);
 	struct iovec iov = { buf, len };
@@ -143,18 +143,6 @@ struct nvmf_req *tcpfx_submit_nowait_deferred(struct tcp_fixture *f, bool write,
 	req->done = fx_done;
 	req->ctx = f;
 	nvmf_req_submit(req);
-	return req;
-}
-
-struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
-				     uint32_t len)
-{
-	struct nvmf_req *req = tcpfx_submit_nowait_deferred(f, write, buf, len);
-
-	/* The tests place sends and receives one by one: the command goes to
-	 * a send now, not at the end of a reactor pass. */
-	if (req)
-		tcp_send_flush(f->tq);
 	return req;
 }
 

@@ -44,10 +44,6 @@ struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint
  * the target sees before the host's reactor runs again. */
 struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
 				     uint32_t len);
-/* Submitted only: its send waits for the end of the reactor's pass, as
- * every command's does outside the tests. */
-struct nvmf_req *tcpfx_submit_nowait_deferred(struct tcp_fixture *f, bool write, void *buf,
-					      uint32_t len);
 /* Runs the reactor until nothing of the queue's is pending: sends reaped,
  * deferred work done.  false if that did not happen (bounded). */
 bool tcpfx_settle(struct tcp_fixture *f);

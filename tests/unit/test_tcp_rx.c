@@ -252,42 +252,6 @@ static void submit_on_first_done(struct tcp_fixture *f, struct nvmf_req *req, in
 	ck_assert_ptr_nonnull(tcpfx_submit_nowait(f, true, nest_data[6], 512));
 }
 
-/* Commands submitted in one pass of the reactor (an NBD burst, the
- * completions of one wait) leave in one send at the pass's end, not one
- * send each: before, the first went alone and the rest behind it. */
-static unsigned pass_batch = ~0u;
-
-static void after_pass(struct reactor_msg *m)
-{
-	(void)m;
-	/* Runs after the deferred send: what that send carries. */
-	pass_batch = fx.tq->send_pending ? fx.tq->batch_cnt : 0;
-}
-
-static struct reactor_msg after_msg = { .fn = after_pass };
-
-static void submit_pass(struct reactor_msg *m)
-{
-	(void)m;
-	for (int i = 0; i < 4; i++)
-		ck_assert_ptr_nonnull(tcpfx_submit_nowait_deferred(&fx, true, nest_data[i], 512));
-	ck_assert(!fx.tq->send_pending);
-	reactor_defer(fx.r, &after_msg);
-}
-
-START_TEST(one_send_per_pass)
-{
-	struct reactor_msg m = { .fn = submit_pass };
-
-	fx.q.in_capsule_max = 4096;
-	pass_batch = ~0u;
-	reactor_defer(fx.r, &m);
-	reactor_poll(fx.r, 0);
-	ck_assert_uint_eq(pass_batch, 4);
-	ck_assert(tcpfx_settle(&fx));
-}
-END_TEST
-
 START_TEST(completions_after_batch_reaped_with_nested_submit)
 {
 	struct nvmf_req *x, *batch[3], *later[2];
@@ -1078,7 +1042,6 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, c2h_after_error_response_send_unreaped);
 	tcase_add_test(plain, response_before_send_reaped);
 	tcase_add_test(plain, completions_after_batch_reaped_with_nested_submit);
-	tcase_add_test(plain, one_send_per_pass);
 	tcase_add_test(plain, timeout_says_where_the_command_stood);
 	suite_add_tcase(s, plain);
 	suite_add_tcase(s, dig);

@@ -23,7 +23,6 @@ static const uint8_t zero_pad[128];
 static struct tcp_queue *tq_of(struct nvmf_queue *q) { return q->tp; }
 
 static void tcp_send_kick(struct tcp_queue *tq);
-static void tcp_send_kick_later(struct tcp_queue *tq);
 
 /* ---- quiescing ---- */
 
@@ -153,7 +152,7 @@ void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req)
 	/* If the last H2CData of the previous R2T is still being sent, the
 	 * batch completion picks this one up (see send_done). */
 	item_queue(tq, &tcp_req_of(req)->h2c_item);
-	tcp_send_kick_later(tq);
+	tcp_send_kick(tq);
 }
 
 static void req_finish_if_ready(struct tcp_queue *tq, struct nvmf_req *req)
@@ -364,41 +363,6 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 	tcp_send_kick(tq);
 }
 
-static void kick_run(struct reactor_msg *m)
-{
-	struct tcp_queue *tq = container_of(m, struct tcp_queue, kick_msg);
-
-	tq->kick_queued = false;
-	tq->ops_in_flight--;
-	if (tq->conn == TCP_CONN_CLOSING) {
-		maybe_quiesced(tq);
-		return;
-	}
-	tcp_send_kick(tq);
-}
-
-/* Commands submitted during one pass of the reactor (a burst of NBD
- * requests read at once, the completions of one wait) leave in one
- * sendmsg at the pass's end, not one each: a send per command cost a TCP
- * segment per I/O on io_uring, where a send completes at once (0.94
- * segments per 4K read at QD32, against 0.34 on epoll). */
-static void tcp_send_kick_later(struct tcp_queue *tq)
-{
-	if (tq->kick_queued || tq->send_pending)
-		return; /* send_done kicks again */
-	tq->kick_queued = true;
-	tq->ops_in_flight++;
-	reactor_defer(tq->q->r, &tq->kick_msg);
-}
-
-void tcp_send_flush(struct tcp_queue *tq)
-{
-	if (!tq->kick_queued)
-		return;
-	list_del(&tq->kick_msg.link);
-	kick_run(&tq->kick_msg);
-}
-
 static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 {
 	struct tcp_queue *tq = tq_of(q);
@@ -456,7 +420,7 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 		tr->cmd_ddgst = data_crc(sl, cnt);
 	}
 	item_queue(tq, &tr->cmd_item);
-	tcp_send_kick_later(tq);
+	tcp_send_kick(tq);
 	return 0;
 }
 
@@ -768,7 +732,6 @@ static int tcp_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *opt
 	tq->recv_op.fn = recv_done;
 	tq->send_op.fn = send_done;
 	tq->quiesce_msg.fn = quiesce_run;
-	tq->kick_msg.fn = kick_run;
 	reactor_timer_init(&tq->connect_timer, connect_timeout);
 	reactor_timer_init(&tq->term_timer, term_timeout);
 	list_init(&tq->sendq);
@@ -797,7 +760,6 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		  (unsigned long long)tq->nr_tx_pdus, (unsigned long long)tq->nr_tx_batches);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
-	INVARIANT(!tq->kick_queued && !tq->quiesce_queued, "tcp queue freed with a deferred run queued");
 	if (tq->fd >= 0)
 		close(tq->fd);
 	tcp_tls_free(tq);

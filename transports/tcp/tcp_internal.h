@@ -89,10 +89,6 @@ struct tcp_queue {
 	struct reactor_timer connect_timer;
 	struct reactor_msg quiesce_msg;
 	bool quiesce_queued;
-	/* The send of what one pass of the reactor submitted, deferred to the
-	 * pass's end (an op in flight while queued). */
-	struct reactor_msg kick_msg;
-	bool kick_queued;
 
 	/* Negotiated by ICReq/ICResp. */
 	bool hdgst, ddgst;
@@ -181,9 +177,6 @@ void tcp_send_term(struct tcp_queue *tq);
 
 /* Send side (tcp.c), used by the receive path. */
 void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);
-/* Sends what is queued now rather than at the end of the reactor's pass
- * (tests that need a send in flight right after a submit). */
-void tcp_send_flush(struct tcp_queue *tq);
 /* Complete req now, or when its send is reaped. */
 void tcp_req_respond(struct tcp_queue *tq, struct nvmf_req *req, const struct nvme_cqe *cqe);
 /* Sends the ICReq (through TLS when the path has it). */
