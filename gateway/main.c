@@ -1,4 +1,5 @@
 /* nvmf-gateway: the command line. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,6 +46,10 @@ int main(int argc, char **argv)
 		{ "export-add", cmd_control },
 		{ "export-remove", cmd_control },
 	};
+
+	/* A peer that goes away is an error of a send, never a signal: splice
+	 * (nbd/splice.c) cannot ask for MSG_NOSIGNAL. */
+	signal(SIGPIPE, SIG_IGN);
 
 	log_init();
 	membudget_pin_allocator();

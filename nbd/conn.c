@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,6 +63,7 @@ static void budget_poll(struct reactor_timer *t);
 static void housekeep(struct reactor_timer *t);
 static void resume_done(struct reactor_op *op, int res, uint32_t flags);
 static void tx_done(struct reactor_op *op, int res, uint32_t flags);
+static void tx_splice_step(struct nbd_conn *c);
 
 static void timer_fired(struct reactor_timer *t)
 {
@@ -137,6 +139,7 @@ static void conn_release(struct nbd_conn *c)
 	budget_wait_end(c);
 	reactor_timer_cancel(&c->house_timer);
 	nbd_tls_conn_free(c);
+	nbd_splice_free_all(c);
 	for (unsigned i = 0; i < NBD_MAX_INFLIGHT; i++)
 		buf_drop(c, &c->reqs[i]);
 	free(c->reqs);
@@ -438,6 +441,20 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 	while (n + 2 <= sizeof(c->txv) / sizeof(c->txv[0]) && bytes < NBD_TX_BATCH_BYTES &&
 	       (ln = list_pop(&c->replyq))) {
 		struct nbd_req *q = container_of(ln, struct nbd_req, link);
+		if (q->spliced) {
+			/* Its pipe goes out alone, after what is before it. */
+			if (n) {
+				list_add_head(&c->replyq, &q->link);
+				break;
+			}
+			list_add_tail(&c->sending, &q->link);
+			c->tx_splice = q;
+			c->splice_left = (size_t)q->sink->prefix_len + q->sink->filled;
+			if (!c->tx_progress_ns)
+				c->tx_progress_ns = reactor_now_ns();
+			tx_splice_step(c);
+			return;
+		}
 		bytes += q->hdr_len + q->data_len;
 		c->txv[n].iov_base = q->hdr;
 		c->txv[n++].iov_len = q->hdr_len;
@@ -497,6 +514,49 @@ static void release_sending(struct nbd_conn *c, bool sent)
 	c->hs_in_tx = 0;
 }
 
+/* The replies in `sending` went out whole. */
+static void tx_finished(struct nbd_conn *c)
+{
+	release_sending(c, true);
+	c->tx_progress_ns = 0;
+	if (c->tls_starting) {
+		/* The STARTTLS ACK went out in plaintext: from here on, TLS. */
+		c->tls_starting = false;
+		nbd_tls_begin(c);
+		return;
+	}
+	nbd_conn_tx_kick(c);
+	nbd_conn_rx_process(c);
+	nbd_conn_maybe_finish(c);
+}
+
+/* Sends what the socket takes of the spliced reply, then waits for room
+ * (a poll in tx_op) or moves on. */
+static void tx_splice_step(struct nbd_conn *c)
+{
+	struct nbd_req *q = c->tx_splice;
+
+	while (c->splice_left) {
+		ssize_t r = pipe_sink_to_socket(q->sink, c->fd, c->splice_left,
+						!list_empty(&c->replyq));
+		if (r == -EAGAIN) {
+			reactor_poll_fd(c->r, &c->tx_op, c->fd, POLLOUT);
+			c->tx_busy = true;
+			return;
+		}
+		if (r < 0) {
+			c->tx_splice = NULL;
+			release_sending(c, false);
+			nbd_conn_fail(c, (int)r, "send failed: %s", strerror((int)-r));
+			return;
+		}
+		c->splice_left -= (size_t)r;
+		c->tx_progress_ns = reactor_now_ns();
+	}
+	c->tx_splice = NULL;
+	tx_finished(c);
+}
+
 static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct nbd_conn *c = container_of(op, struct nbd_conn, tx_op);
@@ -504,8 +564,20 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 
 	c->tx_busy = false;
 	if (c->state >= NBD_CONN_CLOSING) {
+		c->tx_splice = NULL;
 		release_sending(c, false); /* whole or not: unknown, so not */
 		nbd_conn_maybe_finish(c);
+		return;
+	}
+	if (c->tx_splice) {
+		/* A poll for room: its events say nothing a splice will not. */
+		if (res < 0) {
+			c->tx_splice = NULL;
+			release_sending(c, false);
+			nbd_conn_fail(c, res, "send failed: %s", strerror(-res));
+			return;
+		}
+		tx_splice_step(c);
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
@@ -537,17 +609,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 			return;
 		}
 	}
-	release_sending(c, true);
-	c->tx_progress_ns = 0;
-	if (c->tls_starting) {
-		/* The STARTTLS ACK went out in plaintext: from here on, TLS. */
-		c->tls_starting = false;
-		nbd_tls_begin(c);
-		return;
-	}
-	nbd_conn_tx_kick(c);
-	nbd_conn_rx_process(c);
-	nbd_conn_maybe_finish(c);
+	tx_finished(c);
 }
 
 /* ---- requests and buffers ---- */
@@ -562,6 +624,8 @@ void nbd_req_put(struct nbd_conn *c, struct nbd_req *q)
 	q->msg = NULL;
 	q->err_at_offset = false;
 	q->loss_upto = 0;
+	nbd_splice_release(c, q);
+	q->spliced = false;
 	/* Someone waits for buffers: this one goes back to the budget now
 	 * rather than stay warm here. */
 	if (membudget_waiters(membudget_global()) || c->state >= NBD_CONN_CLOSING)

@@ -43,6 +43,13 @@
 /* Replies gathered into one sendmsg. */
 #define NBD_TX_BATCH 64
 #define NBD_TX_BATCH_BYTES (512u * 1024)
+/* Reads from this size up go out of a pipe the transport splices their
+ * payload into (nbd/splice.c): below it two copies cost less than the
+ * pipe's system calls. */
+#define NBD_SPLICE_MIN (64u * 1024)
+#define NBD_SPLICE_PIPES 16u /* per connection, opened as needed */
+/* A 1 MiB read and its header: 2 MiB (root; others get pipe-max-size). */
+#define NBD_SPLICE_PIPE_SIZE (2u << 20)
 /* Requests started per connection before going back to the ring. */
 #define NBD_RX_BURST 16
 
@@ -86,6 +93,10 @@ struct nbd_req {
 	uint8_t hdr[128];
 	unsigned hdr_len;
 	size_t data_len;
+	/* A READ's pipe, holding its reply header from the start; spliced:
+	 * the payload is there too and the reply goes out of the pipe. */
+	struct pipe_sink *sink;
+	bool spliced;
 };
 
 struct nbd_server;
@@ -137,6 +148,17 @@ struct nbd_conn {
 	uint8_t *hs;
 	size_t hs_len, hs_cap, hs_in_tx;
 	struct list_node sending;
+	/* A spliced reply being sent (alone): splice_left bytes of its pipe. */
+	struct nbd_req *tx_splice;
+	size_t splice_left;
+
+	/* nbd/splice.c: the pipes, opened as needed, and the free ones. */
+	struct pipe_sink *pipes;
+	struct pipe_sink *pipe_free[NBD_SPLICE_PIPES];
+	unsigned nr_pipe_free;
+	bool splice_tried, splice_ok;
+	unsigned splice_misses, splice_skip;
+	uint64_t nr_spliced, nr_splice_missed; /* replies, for the log */
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;
@@ -241,6 +263,19 @@ void nbd_tx_resume_pending(struct nbd_conn *c);
 void nbd_encode_reply(const struct nbd_conn *c, struct nbd_req *q);
 uint32_t nbd_errno_to_wire(int err);
 uint16_t nbd_conn_tflags(const struct nbd_export *e, bool structured);
+
+/* splice.c: READ replies out of a pipe (see NBD_SPLICE_MIN). */
+/* Before a READ is submitted: gives q (and its vol_io) a pipe holding its
+ * success reply header, when the read is large and the connection can. */
+void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q);
+/* At the READ's completion: keeps the pipe when the payload is in it
+ * (q->spliced), else gives it back.  *err becomes -EIO if the payload is in
+ * neither the pipe nor the buffer (a broken promise of the volume). */
+void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err);
+/* q's pipe, if any, back to the pool (closed if it holds unsent bytes of
+ * a connection that is closing, or failed). */
+void nbd_splice_release(struct nbd_conn *c, struct nbd_req *q);
+void nbd_splice_free_all(struct nbd_conn *c);
 
 /* server.c */
 void nbd_server_conn_closed(void *arg, int err);

@@ -151,6 +151,7 @@ static void io_done(struct vol_io *io, int err)
 		nbd_conn_maybe_finish(c);
 		return;
 	}
+	nbd_splice_settle(c, q, &err);
 	if (err) {
 		q->err = err;
 		if (q->type == NBD_CMD_FLUSH && err == -EIO)
@@ -175,6 +176,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 	io->length = q->length;
 	io->iov = NULL;
 	io->iovcnt = 0;
+	io->sink = NULL;
 	io->loss_seen = c->loss_cursor;
 	switch (q->type) {
 	case NBD_CMD_READ:
@@ -184,6 +186,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 		q->iov.iov_len = q->length;
 		io->iov = &q->iov;
 		io->iovcnt = 1;
+		nbd_splice_prepare(c, q);
 		break;
 	case NBD_CMD_FLUSH:
 		if (!(v->caps & VOL_CAP_FLUSH)) {
@@ -217,6 +220,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 	ret = vol_submit(v, c->r, io);
 	if (ret < 0) {
 		c->inflight--;
+		nbd_splice_release(c, q);
 		fail_req(c, q, ret, ret == -ENOTSUP ? "cannot zero fast" : NULL);
 	}
 }

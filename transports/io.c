@@ -94,6 +94,11 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		sqe->cdw10 = (uint32_t)slba;
 		sqe->cdw11 = (uint32_t)(slba >> 32);
 		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
+		/* Only a whole I/O in one command: the pipe holds one stream.
+		 * A command sent again (another path) starts it afresh. */
+		if (io->sink && io->op == NVMF_IO_READ && off == 0 && n == io->len &&
+		    !io->sink->broken && pipe_sink_reset(io->sink) == 0)
+			req->sink = io->sink;
 		break;
 	}
 	case NVMF_IO_WRITE_ZEROES:

@@ -24,6 +24,9 @@ struct nvmf_io {
 	uint64_t len; /* bytes, LBA aligned */
 	const struct iovec *iov;
 	unsigned iovcnt;
+	/* READ: the caller's pipe, used when the I/O is one command (see
+	 * pipe_sink.h); the data is then in the pipe if sink->filled == len. */
+	struct pipe_sink *sink;
 	nvmf_io_cb cb;
 	void *ctx;
 	/* Internal. */

@@ -211,6 +211,7 @@ static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 	memset(&req->cqe, 0, sizeof(req->cqe));
 	req->data_len = 0;
 	req->iovcnt = 0;
+	req->sink = NULL;
 	req->host_to_ctrl = false;
 	req->done = NULL;
 	req->ctx = req->ctx2 = NULL;

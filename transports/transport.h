@@ -12,6 +12,7 @@
 #include <sys/uio.h>
 
 #include "gateway/base/list.h"
+#include "gateway/base/pipe_sink.h"
 #include "gateway/base/reactor.h"
 #include "transports/auth/tls_psk.h"
 #include "transports/nvme_spec.h"
@@ -58,6 +59,9 @@ struct nvmf_req {
 	uint32_t data_len;
 	unsigned iovcnt;
 	struct iovec iov[NVMF_REQ_MAX_IOV];
+	/* A read's payload may go here instead of iov (pipe_sink.h): the
+	 * transport may use it or not, and sets it to NULL when it gives up. */
+	struct pipe_sink *sink;
 	uint64_t submit_ns;
 	struct nvme_dsm_range dsm; /* Dataset Management payload */
 	/* err: 0 when a CQE arrived (its status may still be an error), or

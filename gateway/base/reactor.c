@@ -108,6 +108,18 @@ const char *reactor_backend_name(const struct reactor *r)
 	return r->backend == REACTOR_EPOLL ? "epoll" : "io_uring";
 }
 
+bool reactor_nonblock_fd_ok(const struct reactor *r)
+{
+#ifndef GW_NO_IO_URING
+	/* Without fast poll a socket op on an O_NONBLOCK file may end in
+	 * EAGAIN instead of waiting for the socket. */
+	if (r->backend == REACTOR_IO_URING)
+		return r->ring.features & IORING_FEAT_FAST_POLL;
+#endif
+	(void)r;
+	return true;
+}
+
 #ifndef GW_NO_IO_URING
 /* What the modules ask for, and the cancel that stops them. */
 static const unsigned needed_opcodes[] = {

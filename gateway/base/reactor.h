@@ -115,6 +115,9 @@ const char *reactor_backend_mode_name(int mode);
  * overrides the mode set here: for running a test suite on one backend. */
 #define REACTOR_BACKEND_ENV "NVMF_GATEWAY_REACTOR_BACKEND"
 const char *reactor_backend_name(const struct reactor *r);
+/* Whether the ops above still wait properly on an O_NONBLOCK socket (the
+ * epoll backend sets it itself; io_uring needs IORING_FEAT_FAST_POLL). */
+bool reactor_nonblock_fd_ok(const struct reactor *r);
 
 /* The busy-poll window reactor_init() gives reactors from now on: 0 (the
  * default) sleeps as soon as nothing is ready; N keeps polling for N

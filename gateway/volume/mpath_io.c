@@ -695,6 +695,7 @@ static void mp_start(struct vol_io *io)
 	m->nio.len = io->length;
 	m->nio.iov = io->iov;
 	m->nio.iovcnt = io->iovcnt;
+	m->nio.sink = io->sink;
 	m->nio.cb = nio_done;
 	m->nio.ctx = io;
 	STORE(v->st[i].in_flight, v->st[i].in_flight + 1);

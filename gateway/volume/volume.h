@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "gateway/base/histogram.h"
+#include "gateway/base/pipe_sink.h"
 #include "gateway/base/reactor.h"
 
 struct nvmf_ctrl;
@@ -60,6 +61,10 @@ struct vol_io {
 	uint64_t length; /* bytes, multiple of block_size; 0 only for FLUSH */
 	const struct iovec *iov; /* READ / WRITE data, valid until cb */
 	unsigned iovcnt;
+	/* READ, optional: a pipe the backend may fill instead of iov (see
+	 * pipe_sink.h); after a successful cb the data is in the pipe when
+	 * sink->filled == length, else in iov.  NULL: iov only. */
+	struct pipe_sink *sink;
 	vol_io_cb cb;
 	void *ctx; /* the caller's */
 	/* FLUSH: the caller's session's cursor of reported write losses

@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +381,10 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	tr->h2c_item.kind = TCP_ITEM_H2C;
 	tr->h2c_off = tr->r2t_end = tr->c2h_off = 0;
 	tr->resp_ready = false;
+	/* A digest is computed over the bytes, and TLS opens them: both need
+	 * them in memory. */
+	if (req->host_to_ctrl || tq->tls || tq->ddgst)
+		req->sink = NULL;
 	/* Fabrics commands may always use the admin queue's 8 KiB capsule. */
 	uint32_t icmax = sqe->opcode == NVME_FABRICS_COMMAND ? NVME_TCP_ADMIN_CCSZ :
 							       q->in_capsule_max;
@@ -437,6 +442,12 @@ void tcp_recv_arm(struct tcp_queue *tq)
 		 * request, SSL_read opens large payloads there instead. */
 		tcp_tls_recv_arm(tq);
 		return;
+	}
+	if (tcp_rx_splice_wanted(tq)) {
+		reactor_poll_fd(tq->q->r, &tq->recv_op, tq->fd, POLLIN);
+		tq->rx_poll = true;
+		tq->rx_direct = false;
+		goto armed;
 	}
 	if (tq->rx_state == TCP_RX_DATA && tq->rx_data_left >= TCP_DIRECT_MIN && tq->rlen == 0) {
 		struct nvmf_req *req = tq->rx_req;
@@ -500,6 +511,17 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 		maybe_quiesced(tq);
 		return;
 	}
+	if (tq->rx_poll) {
+		tq->rx_poll = false;
+		if (res < 0) {
+			recv_failed(tq, res);
+			return;
+		}
+		if (tcp_rx_splice(tq, true) < 0 || tq->conn == TCP_CONN_CLOSING)
+			return;
+		tcp_recv_arm(tq);
+		return;
+	}
 	if (res <= 0) {
 		recv_failed(tq, res);
 		return;
@@ -530,6 +552,10 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 			tq->rlen = 0;
 	}
 	if (ret < 0 || tq->conn == TCP_CONN_CLOSING)
+		return;
+	/* The payload that follows a header is usually there already. */
+	if (tcp_rx_splice_wanted(tq) &&
+	    (tcp_rx_splice(tq, false) < 0 || tq->conn == TCP_CONN_CLOSING))
 		return;
 	tcp_recv_arm(tq);
 }
@@ -751,10 +777,11 @@ static void tcp_queue_free(struct nvmf_queue *q)
 
 	/* Shows whether large reads land in place (t_tls_bench checks it). */
 	log_debug("%s: tcp: %llu PDUs received; read data %llu bytes direct, %llu copied from "
-		  "the staging buffer%s",
+		  "the staging buffer, %llu spliced to a pipe%s",
 		  q->name, (unsigned long long)tq->nr_pdus_rx,
 		  (unsigned long long)tq->nr_rx_direct_data,
-		  (unsigned long long)tq->nr_rx_staged_data, tq->tls ? " (TLS)" : "");
+		  (unsigned long long)tq->nr_rx_staged_data,
+		  (unsigned long long)tq->nr_rx_spliced_data, tq->tls ? " (TLS)" : "");
 	/* How well sends are batched (commands per sendmsg). */
 	log_debug("%s: tcp: %llu PDUs sent in %llu batches", q->name,
 		  (unsigned long long)tq->nr_tx_pdus, (unsigned long long)tq->nr_tx_batches);

@@ -131,6 +131,7 @@ struct tcp_queue {
 	struct nvmf_req *rx_req;
 	uint8_t rx_flags;
 	bool rx_direct; /* the recv in flight targets rx_req's buffer */
+	bool rx_poll; /* the op in flight waits for bytes to splice (rx_req->sink) */
 	/* In a stream of large C2HData PDUs: the bytes from here to the end of
 	 * the header of the C2HData expected next (this PDU's rest, its
 	 * digest, the CapsuleResp unless SUCCESS, then that header); staged
@@ -141,6 +142,7 @@ struct tcp_queue {
 	uint64_t nr_pdus_rx;
 	uint64_t nr_rx_staged_data; /* C2H data bytes copied out of rbuf */
 	uint64_t nr_rx_direct_data; /* C2H data bytes that landed in the request */
+	uint64_t nr_rx_spliced_data; /* C2H data bytes spliced into the caller's pipe */
 	uint64_t nr_tx_batches, nr_tx_pdus; /* sends and the PDUs they carried */
 
 	/* TLS (tcp_tls.c), NULL when the path has none. */
@@ -164,6 +166,15 @@ void tcp_recv_arm(struct tcp_queue *tq);
 uint32_t tcp_rx_staged_len(const struct tcp_queue *tq, uint32_t room);
 /* n bytes of PDU payload landed directly in rx_req's buffer. */
 int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n);
+/* The payload being received goes to rx_req's pipe (pipe_sink.h) and the
+ * staging buffer is empty: the socket's bytes can be spliced. */
+bool tcp_rx_splice_wanted(const struct tcp_queue *tq);
+/* Splices what the socket holds of that payload.  1: the socket is empty,
+ * poll for more; 0: receive as usual (the data is complete, or the pipe
+ * was given up and its bytes put back in the buffer); <0: the queue failed.
+ * after_poll: a poll said the socket is readable, so an empty one has an
+ * end or an error for the ordinary receive to report. */
+int tcp_rx_splice(struct tcp_queue *tq, bool after_poll);
 void tcp_rx_reset(struct tcp_queue *tq);
 /* Fails the connection for a protocol error: sends an H2C TermReq with
  * fes/fei (now if the send side is idle, else after the send in flight is

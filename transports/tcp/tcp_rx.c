@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gateway/base/invariant.h"
 #include "gateway/base/iov.h"
 #include "gateway/base/log.h"
 #include "transports/crc32c.h"
@@ -31,6 +32,27 @@ static struct nvmf_req *find_sent_req(struct tcp_queue *tq, uint16_t cid)
 	struct nvmf_req *req = nvmf_queue_find_req(tq->q, cid);
 
 	return req && !tcp_req_of(req)->cmd_item.queued ? req : NULL;
+}
+
+/* The payload stops going to the caller's pipe: what is in it goes back to
+ * the request's buffer, where the rest will land. */
+static int sink_abandon(struct tcp_queue *tq, struct nvmf_req *req)
+{
+	struct pipe_sink *s = req->sink;
+	int ret;
+
+	INVARIANT(s->filled == tcp_req_of(req)->c2h_off,
+		  "a pipe holds all of its payload received so far");
+	req->sink = NULL;
+	ret = pipe_sink_unsplice(s, req->iov, req->iovcnt);
+	if (ret < 0) {
+		/* Bytes taken from the socket are lost: the command cannot
+		 * complete, and only a new connection resynchronises. */
+		nvmf_queue_transport_error(tq->q, ret, "CID 0x%04x: pipe failed: %s", req->cid,
+					   strerror(-ret));
+		return ret;
+	}
+	return 0;
 }
 
 static bool type_has_hdgst(uint8_t type)
@@ -375,7 +397,12 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			struct nvmf_req *req = tq->rx_req;
 			struct tcp_req *tr = tcp_req_of(req);
 			n = tq->rx_data_left < avail ? tq->rx_data_left : avail;
-			iov_copy_to(req->iov, req->iovcnt, tr->c2h_off, buf + off, n);
+			/* Bytes read with a header follow the rest into the pipe. */
+			if (req->sink && pipe_sink_put(req->sink, buf + off, n) < 0 &&
+			    (ret = sink_abandon(tq, req)) < 0)
+				return ret;
+			if (!req->sink)
+				iov_copy_to(req->iov, req->iovcnt, tr->c2h_off, buf + off, n);
 			tq->nr_rx_staged_data += n;
 			if (tq->ddgst)
 				tq->rx_crc = crc32c_update(tq->rx_crc, buf + off, n);
@@ -411,6 +438,41 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 		}
 	}
 	return (int)off;
+}
+
+bool tcp_rx_splice_wanted(const struct tcp_queue *tq)
+{
+	return tq->rx_state == TCP_RX_DATA && tq->rlen == 0 && tq->rx_req && tq->rx_req->sink;
+}
+
+int tcp_rx_splice(struct tcp_queue *tq, bool after_poll)
+{
+	while (tcp_rx_splice_wanted(tq)) {
+		struct nvmf_req *req = tq->rx_req;
+		struct tcp_req *tr = tcp_req_of(req);
+		ssize_t n = pipe_sink_from_socket(req->sink, tq->fd, tq->rx_data_left);
+		int ret;
+
+		if (n == -EAGAIN && !after_poll)
+			return 1;
+		if (n <= 0) {
+			/* The pipe is full, or the socket has news (an end, an
+			 * error) that the ordinary receive reports. */
+			if (n != -EAGAIN && n != -ENOSPC)
+				log_debug("%s: splice: %s", tq->q->name, strerror((int)-n));
+			return sink_abandon(tq, req);
+		}
+		after_poll = false;
+		tr->c2h_off += (uint32_t)n;
+		tq->rx_data_left -= (uint32_t)n;
+		tq->nr_rx_spliced_data += (uint64_t)n;
+		stream_advance(tq, (uint32_t)n);
+		if (!tq->rx_data_left && (ret = data_done(tq)) < 0)
+			return ret;
+		if (tq->conn == TCP_CONN_CLOSING)
+			return -ECONNRESET;
+	}
+	return 0;
 }
 
 int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)

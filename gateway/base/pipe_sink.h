@@ -1,0 +1,68 @@
+/* A pipe that carries a read's payload from the transport's socket to the
+ * exporter's socket without copying it through user memory: the transport
+ * splices the NVMe/TCP C2HData payload into it, the exporter splices its
+ * reply header and that payload out to its client.  The kernel moves page
+ * references, so the gateway never touches the bytes.
+ *
+ * The exporter owns the pipe and may put a prefix (its reply header) in
+ * first.  The producer (the transport) appends payload and keeps `filled`;
+ * whenever it cannot go on (pipe full, a digest to compute, a failed
+ * command) it gives the bytes back with pipe_sink_unsplice, into the I/O's
+ * own buffer, so that the data is always wholly in the pipe or wholly in the
+ * buffer.  The pipe holds exactly prefix_len + filled bytes at all times,
+ * unless `broken`. */
+#ifndef GW_PIPE_SINK_H
+#define GW_PIPE_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define PIPE_SINK_PREFIX_MAX 48u
+
+struct pipe_sink {
+	int rfd, wfd;
+	uint32_t cap; /* the pipe's size in bytes (F_GETPIPE_SZ) */
+	uint32_t filled; /* payload bytes after the prefix */
+	uint8_t prefix_len;
+	bool broken; /* a pipe operation failed: its content is unknown */
+	uint8_t prefix[PIPE_SINK_PREFIX_MAX];
+	uint64_t nr_spliced; /* payload bytes that went through, for the log */
+};
+
+/* Opens a non-blocking pipe of at least `cap` bytes if the kernel allows
+ * (it keeps the default size otherwise: s->cap says what it got). */
+int pipe_sink_open(struct pipe_sink *s, uint32_t cap);
+void pipe_sink_close(struct pipe_sink *s);
+bool pipe_sink_is_open(const struct pipe_sink *s);
+
+/* The pipe must be empty: writes len bytes (at most PIPE_SINK_PREFIX_MAX)
+ * that go out before the payload. */
+int pipe_sink_set_prefix(struct pipe_sink *s, const void *p, size_t len);
+
+/* Moves at most len bytes of payload from the socket fd (blocking or not:
+ * it takes only what the socket holds) into the pipe.  Returns the count,
+ * -EAGAIN when the socket holds nothing, -ENOSPC when the pipe is full, or
+ * another -errno. */
+ssize_t pipe_sink_from_socket(struct pipe_sink *s, int fd, size_t len);
+/* Appends len bytes from memory (payload the transport already read);
+ * -ENOSPC when the pipe has no room for all of them (some may have gone
+ * in: filled says how many). */
+int pipe_sink_put(struct pipe_sink *s, const void *buf, size_t len);
+/* The producer gives up: the payload goes back into iov at offset 0 and the
+ * pipe keeps only the prefix.  -errno (the sink is then broken) if the pipe
+ * fails. */
+int pipe_sink_unsplice(struct pipe_sink *s, const struct iovec *iov, unsigned cnt);
+/* Drops the payload, keeping the prefix (a command to be sent again). */
+int pipe_sink_reset(struct pipe_sink *s);
+/* Empties the pipe, prefix and all. */
+int pipe_sink_empty(struct pipe_sink *s);
+
+/* Moves at most len bytes (prefix first, then payload) out to the socket
+ * fd, which must be O_NONBLOCK.  Returns the count or -errno (-EAGAIN when
+ * the socket is full).  `more`: further replies follow (MSG_MORE). */
+ssize_t pipe_sink_to_socket(struct pipe_sink *s, int fd, size_t len, bool more);
+
+#endif

@@ -1,0 +1,178 @@
+/* READ replies out of a pipe: the transport splices a large read's payload
+ * into a pipe that already holds the reply header, and the connection
+ * splices the lot to its socket.  The gateway then never copies the bytes:
+ * for the kernel's /dev/nbdN the payload goes from the NVMe/TCP socket to
+ * the NBD socket as page references, and the kernel copies it once, into
+ * the bio, as its own NVMe/TCP host does.
+ *
+ * A connection uses pipes only when its socket can be made O_NONBLOCK
+ * (the send must not block the reactor), it has no TLS, and SIGPIPE is
+ * ignored (splice cannot say MSG_NOSIGNAL).  When the transport declines
+ * (RDMA, digests, a RAM volume) the reply goes from the buffer as before;
+ * a connection that keeps being declined stops asking for a while. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/base/invariant.h"
+#include "gateway/base/log.h"
+#include "nbd/internal.h"
+
+/* Declined this many times in a row: skip the next SKIP large reads. */
+#define SPLICE_MISS_LIMIT 8u
+#define SPLICE_SKIP 256u
+
+static bool splice_disabled_by_env(void)
+{
+	static int v = -1;
+
+	if (v < 0) {
+		const char *e = getenv("NVMF_GATEWAY_NO_SPLICE");
+		v = e && *e && strcmp(e, "0") != 0;
+	}
+	return v;
+}
+
+/* Decided once per connection, at its first large read. */
+static bool conn_can_splice(struct nbd_conn *c)
+{
+	struct sigaction sa;
+	int fl;
+
+	if (c->splice_tried)
+		return c->splice_ok;
+	c->splice_tried = true;
+	c->splice_ok = false;
+	if (splice_disabled_by_env() || c->tls || c->tls_cfg || !reactor_nonblock_fd_ok(c->r))
+		return false;
+	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_IGN) {
+		log_debug("nbd %s: SIGPIPE is not ignored: no pipes", c->peer);
+		return false;
+	}
+	fl = fcntl(c->fd, F_GETFL);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return false;
+	c->pipes = calloc(NBD_SPLICE_PIPES, sizeof(*c->pipes));
+	if (!c->pipes)
+		return false;
+	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)
+		c->pipes[i].rfd = c->pipes[i].wfd = -1;
+	c->splice_ok = true;
+	log_debug("nbd %s: large reads go out of pipes", c->peer);
+	return true;
+}
+
+static struct pipe_sink *pipe_take(struct nbd_conn *c)
+{
+	if (c->nr_pipe_free)
+		return c->pipe_free[--c->nr_pipe_free];
+	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++) {
+		struct pipe_sink *s = &c->pipes[i];
+		if (pipe_sink_is_open(s))
+			continue;
+		int ret = pipe_sink_open(s, NBD_SPLICE_PIPE_SIZE);
+		if (ret < 0) {
+			/* Out of descriptors: this read goes the usual way. */
+			log_debug("nbd %s: pipe: %s", c->peer, strerror(-ret));
+			return NULL;
+		}
+		return s;
+	}
+	return NULL; /* all in use */
+}
+
+static void pipe_give(struct nbd_conn *c, struct pipe_sink *s)
+{
+	if (c->state < NBD_CONN_CLOSING && !s->broken && pipe_sink_empty(s) == 0) {
+		INVARIANT(c->nr_pipe_free < NBD_SPLICE_PIPES, "more free pipes than pipes");
+		c->pipe_free[c->nr_pipe_free++] = s;
+		return;
+	}
+	pipe_sink_close(s);
+	s->broken = false;
+}
+
+void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
+{
+	struct pipe_sink *s;
+
+	if (q->type != NBD_CMD_READ || q->length < NBD_SPLICE_MIN || !conn_can_splice(c))
+		return;
+	if (c->splice_skip) {
+		c->splice_skip--;
+		return;
+	}
+	if (!(s = pipe_take(c)))
+		return;
+	/* Room for the payload in whole pages plus the header's page. */
+	if (q->length > s->cap - 2 * 4096u) {
+		pipe_give(c, s);
+		return;
+	}
+	q->err = 0;
+	nbd_encode_reply(c, q);
+	if (pipe_sink_set_prefix(s, q->hdr, q->hdr_len) < 0) {
+		pipe_give(c, s);
+		return;
+	}
+	q->sink = s;
+	q->io.sink = s;
+}
+
+void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err)
+{
+	struct pipe_sink *s = q->sink;
+
+	if (!s)
+		return;
+	q->io.sink = NULL;
+	if (!*err && !s->broken && s->filled == q->length) {
+		q->spliced = true;
+		c->splice_misses = 0;
+		c->nr_spliced++;
+		return;
+	}
+	if (!*err && !s->broken && s->filled) {
+		/* The volume must leave the payload wholly in one place. */
+		INVARIANT(false, "a read's payload split between pipe and buffer");
+		log_err("nbd %s: read at %llu: %u of %llu bytes left in a pipe", c->peer,
+			(unsigned long long)q->offset, s->filled, (unsigned long long)q->length);
+		*err = -EIO;
+	}
+	if (!*err) {
+		c->nr_splice_missed++;
+		if (++c->splice_misses >= SPLICE_MISS_LIMIT) {
+			c->splice_misses = 0;
+			c->splice_skip = SPLICE_SKIP;
+		}
+	}
+	q->sink = NULL;
+	pipe_give(c, s);
+}
+
+void nbd_splice_release(struct nbd_conn *c, struct nbd_req *q)
+{
+	if (!q->sink)
+		return;
+	q->io.sink = NULL;
+	pipe_give(c, q->sink);
+	q->sink = NULL;
+	q->spliced = false;
+}
+
+void nbd_splice_free_all(struct nbd_conn *c)
+{
+	if (c->nr_spliced || c->nr_splice_missed)
+		log_debug("nbd %s: %llu read replies spliced, %llu not", c->peer,
+			  (unsigned long long)c->nr_spliced,
+			  (unsigned long long)c->nr_splice_missed);
+	if (!c->pipes)
+		return;
+	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)
+		pipe_sink_close(&c->pipes[i]);
+	free(c->pipes);
+	c->pipes = NULL;
+	c->nr_pipe_free = 0;
+}
