@@ -26,6 +26,8 @@ struct tcp_fixture {
 	/* Called first in each completion, as a request's owner would (e.g.
 	 * to free the data buffer); NULL: nothing. */
 	void (*on_done)(struct tcp_fixture *f, struct nvmf_req *req, int err);
+	/* Given to each read submitted next (req->sink); NULL: none. */
+	struct pipe_sink *sink;
 	/* What the host sent, not read by the test yet. */
 	uint8_t sent[128 * 1024];
 	size_t sent_len;
