@@ -27,7 +27,7 @@ EOF2
 uri="nbd+unix:///a?socket=$tmp/a.sock"
 verify() {
 	fio --name=v --ioengine=nbd --uri="$uri" --rw=randrw --bssplit=4k/20:64k/40:128k/40 \
-		--iodepth=16 --size=48M --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--iodepth=16 --size=48M --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 \
 		--output="$tmp/fio.txt" || { cat "$tmp/fio.txt"; fail "fio verify ($1)"; }
 	head -c 16M /dev/urandom > "$tmp/in"
 	nbdcopy "$tmp/in" "$uri" || fail "nbdcopy in ($1)"

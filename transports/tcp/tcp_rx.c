@@ -41,7 +41,8 @@ static int sink_abandon(struct tcp_queue *tq, struct nvmf_req *req)
 	struct pipe_sink *s = req->sink;
 	int ret;
 
-	INVARIANT(s->filled == tcp_req_of(req)->c2h_off,
+	/* Past c2h_off only by what a failed put left in it (consume). */
+	INVARIANT(s->filled >= tcp_req_of(req)->c2h_off,
 		  "a pipe holds all of its payload received so far");
 	req->sink = NULL;
 	ret = pipe_sink_unsplice(s, req->iov, req->iovcnt);
@@ -398,6 +399,8 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			struct tcp_req *tr = tcp_req_of(req);
 			n = tq->rx_data_left < avail ? tq->rx_data_left : avail;
 			/* Bytes read with a header follow the rest into the pipe. */
+			INVARIANT(!req->sink || req->sink->filled == tr->c2h_off,
+				  "a pipe holds all of its payload received so far");
 			if (req->sink && pipe_sink_put(req->sink, buf + off, n) < 0 &&
 			    (ret = sink_abandon(tq, req)) < 0)
 				return ret;
