@@ -94,10 +94,9 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		sqe->cdw10 = (uint32_t)slba;
 		sqe->cdw11 = (uint32_t)(slba >> 32);
 		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
-		/* Only a whole I/O in one command: the pipe holds one stream.
-		 * A command sent again (another path) starts it afresh. */
+		/* Only a whole I/O in one command: the pipe holds one stream. */
 		if (io->sink && io->op == NVMF_IO_READ && off == 0 && n == io->len &&
-		    !io->sink->broken && pipe_sink_reset(io->sink) == 0)
+		    !io->sink->broken)
 			req->sink = io->sink;
 		break;
 	}
@@ -185,6 +184,12 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	io->started = false;
 	io->kicking = false;
 	io->waiting = false;
+	/* An attempt after one that failed (another path) starts the pipe
+	 * afresh, whether or not this one uses it: the owner reads `filled`
+	 * as where the payload is.  A pipe that cannot be reset is broken,
+	 * and the owner then takes the buffer. */
+	if (io->sink && io->sink->filled)
+		(void)pipe_sink_reset(io->sink);
 	io_kick(io);
 	return 0;
 }

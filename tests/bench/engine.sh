@@ -8,6 +8,10 @@
 #           NBD connection, one NVMe I/O queue: the command's defaults);
 #   kernel  fio on /dev/nvmeXn1 of `nvme connect -t tcp` (one I/O queue per
 #           vCPU, 2: nvme-cli's default).
+#   nbdmem  (128k points only) fio on /dev/nbdN of `nvmf-gateway nbd --mem`:
+#           the kernel's NBD path with no NVMe-oF behind it, over the first
+#           256 MiB: what any NBD server can reach here, the ceiling of
+#           the nbd row.
 # fio runs io_uring, direct=1, time based; latencies are submission to
 # completion (fio's total latency, bench's own).  Points: 4k randread QD32
 # and QD1, 128k read QD8, 128k write QD8 (last, over the first 256 MiB).
@@ -60,6 +64,7 @@ host_cpu() {
 # run WAY NAME RW BS QD REGION
 run() {
 	local way=$1 region=${6#-} h0 h1 r
+	[ "$way" != nbdmem ] || [ "$region" ] || region=256M
 	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
@@ -71,7 +76,9 @@ run() {
 }
 rc=0
 for p in "${points[@]}"; do
-	for way in bench nbd kernel; do
+	ways="bench nbd kernel"
+	[[ $p == 128k* ]] && ways+=" nbdmem"
+	for way in $ways; do
 		# shellcheck disable=SC2086 # the point's fields
 		run $way $p || { echo "engine.sh: $way ${p%% *} failed" >&2; rc=1; }
 	done
@@ -114,7 +121,8 @@ print(f"{'point':17} {'way':6} {'IOPS':>8} {'MiB/s':>8} {'mean us':>8} {'p99 us'
       f"{'guest':>7} {'busy':>5} {'gw':>7} {'fio':>7} {'other':>5}  ratio to kernel")
 res = {}
 for name in names:
-    rows = {w: load(name, w) for w in ("bench", "nbd", "kernel")}
+    rows = {w: load(name, w) for w in ("bench", "nbd", "kernel", "nbdmem")
+            if os.path.exists(f"{out}/{name}.{w}.cpu")}
     res[name] = rows
     k = rows["kernel"]["iops"]
     for w, r in rows.items():
@@ -135,6 +143,9 @@ for name in names:
     if name.startswith("128k"):
         r = res[name]["nbd"]["iops"] / res[name]["kernel"]["iops"]
         print(f"  nbd 128K vs kernel >= 0.8 ({name:15})  {r:5.2f}  {'met' if r >= 0.8 else 'not met'}")
+        if "nbdmem" in res[name]:
+            m = res[name]["nbdmem"]["iops"] / res[name]["kernel"]["iops"]
+            print(f"    NBD alone (--mem) vs kernel ({name:15})  {m:5.2f}  (the ceiling of any NBD server)")
 b = {n: res[n]["bench"]["iops"] / res[n]["kernel"]["iops"] for n in names}
 low = min(b, key=b.get)
 print(f"  bench vs kernel >= 1.5 at every point           {b[low]:5.2f}  "

@@ -15,6 +15,9 @@
 #                   nbd_start; stopped with SIGTERM, exit code 0 checked);
 #                   the gateway's CPU from /proc/PID/stat around fio
 #   eg_kernel ...   fio on /dev/nvmeXn1 of `nvme connect -t tcp`
+#   eg_nbdmem ...   fio on /dev/nbdN of `$GW nbd --mem 256M auto`: the
+#                   kernel's NBD path with no NVMe-oF behind it, the
+#                   ceiling of any NBD server here (SIZE must fit in 256M)
 # fio: io_uring, direct=1, time based, total latency percentiles.
 
 EG_ADDR=${EG_ADDR:-10.0.2.15}
@@ -109,4 +112,26 @@ eg_kernel() { # NAME RW BS QD [SIZE]
 	nvme disconnect -n "$EG_NQN" > /dev/null
 	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" null
+}
+
+eg_nbdmem() { # NAME RW BS QD SIZE
+	local o=$EG_OUT/$1.nbdmem s0 s1 g0 g1 r pid dev=
+	"$GW" nbd --mem 256M auto > "$o.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 300); do
+		dev=$(grep -oE '/dev/nbd[0-9]+ attached' "$o.log" | head -1 | cut -d' ' -f1) || true
+		[ -n "$dev" ] && break
+		kill -0 "$pid" 2> /dev/null || break
+		sleep 0.2
+	done
+	[ -n "$dev" ] || { echo "engine: nbd --mem did not attach"; cat "$o.log"; kill "$pid"; return 1; }
+	eg_queue "$dev" > "$o.queue"
+	g0=$(eg_pid_cpu "$pid") && s0=$(eg_stat)
+	eg_fio "$dev" "$@" > "$o.json"
+	r=$?
+	s1=$(eg_stat) && g1=$(eg_pid_cpu "$pid")
+	kill -TERM "$pid"
+	wait "$pid" || { echo "engine: nbd --mem: exit status $?"; cat "$o.log"; return 1; }
+	[ $r = 0 ] || { echo "engine: fio on $dev (nbd --mem, $1) failed"; return 1; }
+	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
 }

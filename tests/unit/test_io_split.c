@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "transports/io.h"
 #include "transports/transport.h"
@@ -21,6 +22,7 @@ struct cmd_rec {
 	uint32_t data_len;
 	unsigned iovcnt;
 	bool host_to_ctrl;
+	struct pipe_sink *sink;
 	struct iovec iov[NVMF_REQ_MAX_IOV];
 	struct nvme_dsm_range dsm;
 };
@@ -50,6 +52,7 @@ static int fake_submit(struct nvmf_queue *fq, struct nvmf_req *req)
 	c->data_len = req->data_len;
 	c->iovcnt = req->iovcnt;
 	c->host_to_ctrl = req->host_to_ctrl;
+	c->sink = req->sink;
 	memcpy(c->iov, req->iov, sizeof(c->iov));
 	if (req->sqe.opcode == NVME_CMD_DSM) {
 		ck_assert_uint_eq(req->iovcnt, 1);
@@ -575,6 +578,84 @@ END_TEST
 START_TEST(pool_exhaustion_sync) { pool_wait(false, true); }
 END_TEST
 
+/* A read's pipe goes with its command only when the read is one command:
+ * a pipe holds one stream of payload. */
+START_TEST(sink_only_for_one_command)
+{
+	static uint8_t buf[256 * 1024];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct pipe_sink sk;
+	struct nvmf_io io;
+
+	ck_assert_int_eq(pipe_sink_open(&sk, 0), 0);
+	set_ns(512, 1u << 24);
+	memset(&io, 0, sizeof(io));
+	io.op = NVMF_IO_READ;
+	io.len = 128 * 1024;
+	io.iov = &iov;
+	io.iovcnt = 1;
+	io.sink = &sk;
+	io.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_uint_eq(ncmds, 1);
+	ck_assert_ptr_eq(cmds[0].sink, &sk);
+	complete_all(0, false);
+
+	ncmds = 0;
+	io.len = sizeof(buf);
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 2);
+	ck_assert_ptr_null(cmds[0].sink);
+	ck_assert_ptr_null(cmds[1].sink);
+	complete_all(0, false);
+
+	ncmds = 0;
+	io.op = NVMF_IO_WRITE;
+	io.len = 4096;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_ptr_null(cmds[0].sink);
+	complete_all(0, false);
+	pipe_sink_close(&sk);
+}
+END_TEST
+
+/* An attempt after a failed one (multipath sends the read again, maybe
+ * to a path with a smaller MDTS, so as several commands) starts with
+ * the pipe as its owner left it: the prefix alone.  Before, only an
+ * attempt of one command reset it, and the owner found bytes of the
+ * failed attempt counted in the pipe next to a payload in the buffer. */
+START_TEST(new_attempt_resets_the_pipe)
+{
+	static uint8_t buf[256 * 1024];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct pipe_sink sk;
+	struct nvmf_io io;
+	uint8_t left[64];
+
+	ck_assert_int_eq(pipe_sink_open(&sk, 0), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&sk, "HDR!", 4), 0);
+	ck_assert_int_eq(pipe_sink_put(&sk, buf, 3000), 0); /* the failed attempt's */
+	set_ns(512, 1u << 24);
+	memset(&io, 0, sizeof(io));
+	io.op = NVMF_IO_READ;
+	io.len = sizeof(buf);
+	io.iov = &iov;
+	io.iovcnt = 1;
+	io.sink = &sk;
+	io.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 2);
+	ck_assert_uint_eq(sk.filled, 0);
+	ck_assert(!sk.broken);
+	ck_assert_int_eq(read(sk.rfd, left, sizeof(left)), 4);
+	ck_assert_mem_eq(left, "HDR!", 4);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	pipe_sink_close(&sk);
+}
+END_TEST
+
 static Suite *io_suite(void)
 {
 	Suite *s = suite_create("io_split");
@@ -595,6 +676,8 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, pool_exhaustion_in_order);
 	tcase_add_test(tc, pool_exhaustion_reverse);
 	tcase_add_test(tc, pool_exhaustion_sync);
+	tcase_add_test(tc, sink_only_for_one_command);
+	tcase_add_test(tc, new_attempt_resets_the_pipe);
 	suite_add_tcase(s, tc);
 	return s;
 }

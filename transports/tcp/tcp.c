@@ -719,6 +719,7 @@ static int tcp_queue_connect(struct nvmf_queue *q)
 	tcp_rx_reset(tq);
 	tq->rlen = 0;
 	tq->rx_stream_left = 0;
+	tq->rx_poll = tq->rx_direct = false;
 	list_init(&tq->sendq);
 	ret = resolve(tq);
 	if (ret < 0)
