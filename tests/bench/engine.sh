@@ -27,7 +27,8 @@
 # test; boots the VM, so:
 #   flock /tmp/nvmf-vm.lock tests/bench/engine.sh [BUILD]
 # Env: BENCH_TIME seconds per run (default 10); ENGINE_KEEP=DIR copies the
-# raw results (JSON, queue settings, gateway logs) there.
+# raw results (JSON, queue settings, gateway logs) there; ENGINE_ONLY=REGEX
+# runs only the points whose name matches (e.g. 128k).
 set -u
 build="${1:-build}"
 top="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -44,6 +45,12 @@ out="$state/share/res"
 # name rw bs qd region: writes last, over a region that fits in guest RAM.
 points=("4k-randread-qd32 randread 4k 32 -" "4k-randread-qd1 randread 4k 1 -"
 	"128k-read-qd8 read 128k 8 -" "128k-write-qd8 write 128k 8 256M")
+if [ -n "${ENGINE_ONLY:-}" ]; then
+	sel=()
+	for p in "${points[@]}"; do [[ ${p%% *} =~ $ENGINE_ONLY ]] && sel+=("$p"); done
+	[ ${#sel[@]} -gt 0 ] || { echo "engine.sh: no point matches ENGINE_ONLY=$ENGINE_ONLY" >&2; exit 1; }
+	points=("${sel[@]}")
+fi
 
 vm_start "$state" > /dev/null || exit 1
 mkdir -p "$out"
