@@ -10,8 +10,9 @@
  *            bit 2: scripted (below); bit 3 (not scripted): through the
  *            socket (below)
  *   [1]      number of requests (1..4, taken modulo)
- *   [2..21]  per request: 1 byte write (bit 0), 4 bytes LE data length
- *            (capped at 256 KiB; 0 = no data)
+ *   [2..21]  per request: 1 byte write (bit 0) and, for a read, a pipe
+ *            (bit 1: req->sink, a 64 KiB pipe behind a 3-byte prefix),
+ *            4 bytes LE data length (capped at 256 KiB; 0 = no data)
  * Request k gets CID k | (k + 1) << 12 (a fresh pool hands them out in
  * that order), which tests/fuzz/pcap2corpus.py relies on.
  *
@@ -30,7 +31,11 @@
  * read sized by tcp_rx_staged_len, payload received straight into the
  * request's buffer with the stream's staged tail (tcp_rx_direct_done).
  * Beyond the contract above: bytes never sit unread in the host's socket
- * while its queue is live (a receive loop that stops would hang I/O). */
+ * while its queue is live (a receive loop that stops would hang I/O).
+ *
+ * With a pipe, the payload goes wholly to the pipe or wholly to the buffer:
+ * after a successful read the pipe counts 0 or all of it, and at the end
+ * the pipe holds exactly the prefix and what it counts. */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sanitizer/asan_interface.h>
@@ -40,6 +45,7 @@
 #include <string.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/pipe_sink.h"
 #include "tests/unit/tcp_fixture.h"
 
 #define NREQ 4
@@ -49,6 +55,7 @@
 static struct reactor reactor;
 static struct tcp_fixture fx;
 static uint8_t bufs[NREQ][MAX_LEN];
+static struct pipe_sink pipes[NREQ];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -59,6 +66,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		log_set_level((enum log_level)(LOG_LVL_ERR - 1));
 	if (reactor_init(&reactor, 0, 64) < 0)
 		abort();
+	for (unsigned k = 0; k < NREQ; k++)
+		if (pipe_sink_open(&pipes[k], 65536) < 0)
+			abort();
 	return 0;
 }
 
@@ -157,8 +167,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint32_t len = le32(d + 1);
 		if (len > MAX_LEN)
 			len %= MAX_LEN + 1;
+		fx.sink = NULL;
+		if ((d[0] & 3) == 2) {
+			if (pipe_sink_empty(&pipes[k]) < 0) {
+				pipe_sink_close(&pipes[k]);
+				if (pipe_sink_open(&pipes[k], 65536) < 0)
+					abort();
+			}
+			if (pipe_sink_set_prefix(&pipes[k], "PFX", 3) < 0)
+				abort();
+			fx.sink = &pipes[k];
+		}
 		reqs[k] = scripted ? tcpfx_submit_nowait(&fx, d[0] & 1, bufs[k], len) :
 				     tcpfx_submit(&fx, d[0] & 1, bufs[k], len);
+		fx.sink = NULL;
 		if (!reqs[k])
 			abort();
 		slots[k] = tcpfx_slot(reqs[k]);
@@ -221,6 +243,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned k = 0; k < nreq; k++) {
 		if (fx.done_count[slots[k]] != 1) {
 			fprintf(stderr, "request %u completed %u times\n", k, fx.done_count[slots[k]]);
+			abort();
+		}
+	}
+	for (unsigned k = 0; k < nreq; k++) {
+		const uint8_t *d = data + 2 + k * 5;
+		struct pipe_sink *p = &pipes[k];
+		uint32_t len = le32(d + 1);
+		int held = -1;
+		if ((d[0] & 3) != 2 || p->broken)
+			continue;
+		if (len > MAX_LEN)
+			len %= MAX_LEN + 1;
+		if (ioctl(p->rfd, FIONREAD, &held) < 0 || held != (int)(p->prefix_len + p->filled)) {
+			fprintf(stderr, "request %u: its pipe holds %d bytes, counts %u + %u\n", k,
+				held, p->prefix_len, p->filled);
+			abort();
+		}
+		if (!fx.done_err[slots[k]] && !fx.done_status[slots[k]] && p->filled &&
+		    p->filled != len) {
+			fprintf(stderr, "request %u: read done with %u of %u bytes in its pipe\n", k,
+				p->filled, len);
 			abort();
 		}
 	}
