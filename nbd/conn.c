@@ -64,6 +64,7 @@ static void housekeep(struct reactor_timer *t);
 static void resume_done(struct reactor_op *op, int res, uint32_t flags);
 static void tx_done(struct reactor_op *op, int res, uint32_t flags);
 static void tx_splice_step(struct nbd_conn *c);
+static void splice_sent(struct reactor_msg *m);
 
 static void timer_fired(struct reactor_timer *t)
 {
@@ -553,7 +554,27 @@ static void tx_splice_step(struct nbd_conn *c)
 		c->splice_left -= (size_t)r;
 		c->tx_progress_ns = reactor_now_ns();
 	}
+	/* Out whole.  Finished from the reactor's deferred queue, not from
+	 * here: a run of spliced replies that the socket takes at once is
+	 * then a loop of deferred steps, not a recursion through the kick,
+	 * 128 replies deep on a 256 KiB stack.  Busy meanwhile, so that no
+	 * other send starts and the connection is not freed under it. */
+	c->tx_busy = true;
+	c->splice_msg.fn = splice_sent;
+	reactor_defer(c->r, &c->splice_msg);
+}
+
+static void splice_sent(struct reactor_msg *m)
+{
+	struct nbd_conn *c = container_of(m, struct nbd_conn, splice_msg);
+
+	c->tx_busy = false;
 	c->tx_splice = NULL;
+	if (c->state >= NBD_CONN_CLOSING) {
+		release_sending(c, true);
+		nbd_conn_maybe_finish(c);
+		return;
+	}
 	tx_finished(c);
 }
 

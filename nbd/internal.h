@@ -151,6 +151,7 @@ struct nbd_conn {
 	/* A spliced reply being sent (alone): splice_left bytes of its pipe. */
 	struct nbd_req *tx_splice;
 	size_t splice_left;
+	struct reactor_msg splice_msg; /* its end, deferred (conn.c splice_sent) */
 
 	/* nbd/splice.c: the pipes, opened as needed, and the free ones. */
 	struct pipe_sink *pipes;
