@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
@@ -50,6 +51,15 @@ int main(int argc, char **argv)
 	/* A peer that goes away is an error of a send, never a signal: splice
 	 * (nbd/splice.c) cannot ask for MSG_NOSIGNAL. */
 	signal(SIGPIPE, SIG_IGN);
+	/* Connections, paths and the NBD pipes (two descriptors each) need
+	 * more than the usual soft limit of 1024; the hard limit is what the
+	 * administrator (or systemd, 524288) allows. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (1u << 20) &&
+	    rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
 
 	log_init();
 	membudget_pin_allocator();

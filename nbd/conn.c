@@ -546,6 +546,8 @@ static void tx_splice_step(struct nbd_conn *c)
 			return;
 		}
 		if (r < 0) {
+			/* What is left in the pipe is not worth reading out. */
+			q->sink->broken = true;
 			c->tx_splice = NULL;
 			release_sending(c, false);
 			nbd_conn_fail(c, (int)r, "send failed: %s", strerror((int)-r));

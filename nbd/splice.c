@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
@@ -23,6 +24,36 @@
 /* Declined this many times in a row: skip the next SKIP large reads. */
 #define SPLICE_MISS_LIMIT 8u
 #define SPLICE_SKIP 256u
+
+/* Pipes open in the process, over all connections and reactors.  Each
+ * holds two descriptors until its connection closes; a quarter of the
+ * descriptor limit at most, so that accepts, reconnects and the control
+ * socket never run out for them (2048 descriptors at 64 busy connections
+ * otherwise, against a default limit of 1024). */
+static unsigned long pipes_open;
+
+static unsigned long pipes_max(void)
+{
+	static unsigned long max;
+	struct rlimit rl;
+
+	if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
+		unsigned long m = 8;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur / 8 > m)
+			m = (unsigned long)(rl.rlim_cur / 8);
+		__atomic_store_n(&max, m, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&max, __ATOMIC_RELAXED);
+}
+
+static void pipe_close_counted(struct pipe_sink *s)
+{
+	if (!pipe_sink_is_open(s))
+		return;
+	pipe_sink_close(s);
+	__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
+}
 
 static bool splice_disabled_by_env(void)
 {
@@ -72,9 +103,13 @@ static struct pipe_sink *pipe_take(struct nbd_conn *c)
 		struct pipe_sink *s = &c->pipes[i];
 		if (pipe_sink_is_open(s))
 			continue;
+		if (__atomic_add_fetch(&pipes_open, 1, __ATOMIC_RELAXED) > pipes_max()) {
+			__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
+			return NULL; /* this read goes the usual way */
+		}
 		int ret = pipe_sink_open(s, NBD_SPLICE_PIPE_SIZE);
 		if (ret < 0) {
-			/* Out of descriptors: this read goes the usual way. */
+			__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
 			log_debug("nbd %s: pipe: %s", c->peer, strerror(-ret));
 			return NULL;
 		}
@@ -90,7 +125,7 @@ static void pipe_give(struct nbd_conn *c, struct pipe_sink *s)
 		c->pipe_free[c->nr_pipe_free++] = s;
 		return;
 	}
-	pipe_sink_close(s);
+	pipe_close_counted(s);
 	s->broken = false;
 }
 
@@ -171,7 +206,7 @@ void nbd_splice_free_all(struct nbd_conn *c)
 	if (!c->pipes)
 		return;
 	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)
-		pipe_sink_close(&c->pipes[i]);
+		pipe_close_counted(&c->pipes[i]);
 	free(c->pipes);
 	c->pipes = NULL;
 	c->nr_pipe_free = 0;

@@ -12,7 +12,7 @@
 #    exact; NVMF_GATEWAY_NO_SPLICE=1: no pipes at all.
 set -u
 . "$TOP/tests/func/control/lib.sh"
-need fio nbdcopy
+need fio nbdcopy nbdinfo prlimit
 
 nqn=nqn.2014-08.org.nvmf-gateway:splice
 target_start "$nqn:64M"
@@ -58,6 +58,25 @@ echo "pipes: $replies read replies spliced, $bytes payload bytes spliced by the 
 [ "$replies" -gt 100 ] || fail "only $replies read replies went out of a pipe"
 [ "$bytes" -gt $((8 << 20)) ] || fail "only $bytes bytes spliced"
 grep -q "invariant broken" "$tmp/gw.log" && fail "an invariant broke"
+
+# Descriptors: with a limit of 128, eight busy connections do not take
+# them all for pipes (a quarter at most): a new client and the control
+# socket still get in while they run.  Before the cap, 8 x 16 pipes took
+# 256 descriptors and accept failed with EMFILE.
+conf false
+NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
+prlimit --pid "$GW_PID" --nofile=128:128 || fail "prlimit"
+fio --name=m --ioengine=nbd --uri="$uri" --rw=randread --bs=128k --iodepth=32 --numjobs=8 \
+	--size=48M --time_based --runtime=6 --output="$tmp/fio-m.txt" &
+fpid=$!
+sleep 3
+nbdinfo "$uri" > /dev/null || fail "a new client refused while 8 connections read"
+"$GW" status -s "$ctl" > /dev/null || fail "the control socket refused while 8 connections read"
+wait "$fpid" || { cat "$tmp/fio-m.txt"; fail "fio with 8 connections under a 128 descriptor limit"; }
+fds=$(ls "/proc/$GW_PID/fd" | wc -l)
+echo "8 connections reading under a limit of 128 descriptors: a new client and status got in ($fds open after)"
+gw_stop
+grep -q "Too many open files" "$tmp/gw.log" && fail "the gateway ran out of descriptors"
 
 # Data digest: the TCP queues splice nothing; the data is still exact.
 conf true

@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/base/log.h"
 #include "gateway/base/pipe_sink.h"
@@ -251,8 +252,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct pipe_sink *p = &pipes[k];
 		uint32_t len = le32(d + 1);
 		int held = -1;
-		if ((d[0] & 3) != 2 || p->broken)
+		if ((d[0] & 3) != 2)
 			continue;
+		if (p->broken) {
+			fprintf(stderr, "request %u: a pipe operation failed\n", k);
+			abort();
+		}
 		if (len > MAX_LEN)
 			len %= MAX_LEN + 1;
 		if (ioctl(p->rfd, FIONREAD, &held) < 0 || held != (int)(p->prefix_len + p->filled)) {
@@ -266,6 +271,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				p->filled, len);
 			abort();
 		}
+		/* The prefix is still in front. */
+		uint8_t head[3];
+		if (p->prefix_len != 3 || read(p->rfd, head, 3) != 3 || memcmp(head, "PFX", 3)) {
+			fprintf(stderr, "request %u: the pipe's prefix is gone\n", k);
+			abort();
+		}
+		p->prefix_len = 0; /* read above: the next input empties the rest */
 	}
 	return 0;
 }

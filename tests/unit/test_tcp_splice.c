@@ -204,12 +204,13 @@ START_TEST(digests_use_the_buffer)
 }
 END_TEST
 
-/* A one-page pipe fills up in the first PDU: what went in comes back to
- * the buffer and the rest lands there too. */
+/* A four-page pipe fills up in the first PDU: what was spliced into it
+ * comes back to the buffer and the rest lands there too. */
 START_TEST(full_pipe_gives_back)
 {
-	setup(false, 4096);
+	setup(false, 16384);
 	run(1, false, 1 << 20);
+	ck_assert_uint_gt(fx.tq->nr_rx_spliced_data, 0);
 	for (unsigned i = 0; i < N; i++) {
 		ck_assert_uint_eq(sinks[i].filled, 0);
 		assert_pipe(&sinks[i], i, NULL, 0);
