@@ -1136,7 +1136,7 @@ int daemon_run(const char *path, bool foreground)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	/* SIGPIPE: ignored by main for every command. */
 	/* Before any reactor runs: the budget is read from every thread. */
 	membudget_init(membudget_global(), gw.cfg->buffer_budget, (unsigned)gw.cfg->stall_timeout);
 	membudget_pin_allocator();

@@ -127,7 +127,9 @@ void nbd_encode_reply(const struct nbd_conn *c, struct nbd_req *q)
 
 static void reply(struct nbd_conn *c, struct nbd_req *q)
 {
-	nbd_encode_reply(c, q);
+	/* A spliced reply's header went into its pipe at submission. */
+	if (!q->spliced)
+		nbd_encode_reply(c, q);
 	INVARIANT(list_empty(&q->link), "reply of an NBD slot already on a list");
 	list_add_tail(&c->replyq, &q->link);
 	nbd_conn_tx_kick_later(c);

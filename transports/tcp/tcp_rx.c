@@ -443,6 +443,16 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 	return (int)off;
 }
 
+/* n bytes of the payload landed outside the staging buffer (in the
+ * request's buffer, or its pipe). */
+static int payload_landed(struct tcp_queue *tq, struct tcp_req *tr, uint32_t n)
+{
+	tr->c2h_off += n;
+	tq->rx_data_left -= n;
+	stream_advance(tq, n);
+	return tq->rx_data_left ? 0 : data_done(tq);
+}
+
 bool tcp_rx_splice_wanted(const struct tcp_queue *tq)
 {
 	return tq->rx_state == TCP_RX_DATA && tq->rlen == 0 && tq->rx_req && tq->rx_req->sink;
@@ -466,11 +476,8 @@ int tcp_rx_splice(struct tcp_queue *tq, bool after_poll)
 			return sink_abandon(tq, req);
 		}
 		after_poll = false;
-		tr->c2h_off += (uint32_t)n;
-		tq->rx_data_left -= (uint32_t)n;
 		tq->nr_rx_spliced_data += (uint64_t)n;
-		stream_advance(tq, (uint32_t)n);
-		if (!tq->rx_data_left && (ret = data_done(tq)) < 0)
+		if ((ret = payload_landed(tq, tr, (uint32_t)n)) < 0)
 			return ret;
 		if (tq->conn == TCP_CONN_CLOSING)
 			return -ECONNRESET;
@@ -489,11 +496,8 @@ int tcp_rx_direct_done(struct tcp_queue *tq, uint32_t n)
 		for (int i = 0; i < cnt; i++)
 			tq->rx_crc = crc32c_update(tq->rx_crc, sl[i].iov_base, sl[i].iov_len);
 	}
-	tr->c2h_off += n;
-	tq->rx_data_left -= n;
 	tq->nr_rx_direct_data += n;
-	stream_advance(tq, n);
-	return tq->rx_data_left ? 0 : data_done(tq);
+	return payload_landed(tq, tr, n);
 }
 
 void tcp_send_term(struct tcp_queue *tq)
