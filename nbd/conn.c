@@ -177,17 +177,28 @@ static bool rx_arm(struct nbd_conn *c)
 		return nbd_tls_rx_arm(c);
 	if (c->rx_busy || c->state >= NBD_CONN_DRAINING)
 		return false;
-	if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
+	if (c->want == RX_WRITE_DATA && c->cur->sink && c->rx_head == c->rx_tail) {
+		/* Its payload is spliced when the socket has some. */
+		c->rx_direct = false;
+		c->rx_poll = true;
+		reactor_poll_fd(c->r, &c->rx_op, c->fd, POLLIN);
+	} else if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
 	    c->cur->length - c->cur_got >= 4096) {
 		/* A large payload goes straight into its buffer. */
 		c->rx_direct = true;
 		reactor_recv(c->r, &c->rx_op, c->fd, c->cur->buf + c->cur_got,
 			     c->cur->length - c->cur_got, 0);
 	} else {
+		size_t room;
 		nbd_rx_compact(c);
 		c->rx_direct = false;
-		reactor_recv(c->r, &c->rx_op, c->fd, c->rx + c->rx_tail,
-			     NBD_RXBUF_SIZE - c->rx_tail, 0);
+		room = NBD_RXBUF_SIZE - c->rx_tail;
+		if (c->rx_hdr_only && c->want == RX_REQ_HDR) {
+			size_t hdr = nbd_req_hdr_size(c), have = c->rx_tail - c->rx_head;
+			if (have < hdr && hdr - have < room)
+				room = hdr - have;
+		}
+		reactor_recv(c->r, &c->rx_op, c->fd, c->rx + c->rx_tail, room, 0);
 	}
 	c->rx_busy = true;
 	return false;
@@ -225,14 +236,43 @@ static void rx_eof(struct nbd_conn *c)
 	}
 }
 
+static void rx_payload_whole(struct nbd_conn *c)
+{
+	struct nbd_req *q = c->cur;
+
+	c->cur = NULL;
+	c->want = RX_REQ_HDR;
+	nbd_tx_payload_done(c, q);
+}
+
 static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct nbd_conn *c = container_of(op, struct nbd_conn, rx_op);
 	(void)flags;
 
+	bool was_poll = c->rx_poll;
+
 	c->rx_busy = false;
+	c->rx_poll = false;
 	if (c->state >= NBD_CONN_DRAINING) {
 		nbd_conn_maybe_finish(c);
+		return;
+	}
+	if (was_poll) {
+		int ret;
+		if (res < 0) {
+			nbd_conn_fail(c, res, "receive failed: %s", strerror(-res));
+			return;
+		}
+		/* The parser may have moved on while the poll was out. */
+		if (c->want == RX_WRITE_DATA && c->cur->sink) {
+			ret = nbd_splice_rx(c, true);
+			if (ret < 0)
+				return;
+			if (ret == 0 && c->cur_got == c->cur->length)
+				rx_payload_whole(c);
+		}
+		nbd_conn_rx_process(c);
 		return;
 	}
 	if (res == -EINTR || res == -EAGAIN) {
@@ -322,6 +362,20 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 			size_t n = q->length - c->cur_got;
 			if (n > avail)
 				n = avail;
+			if (q->sink && n) {
+				/* What came in with the header: into the pipe. */
+				size_t got = c->cur_got;
+				ret = nbd_splice_rx_put(c, c->rx + c->rx_head, n);
+				if (ret < 0)
+					return;
+				n -= c->cur_got - got;
+			}
+			if (q->sink && c->cur_got < q->length && !c->rx_busy) {
+				/* The rest is usually in the socket already (and
+				 * no receive or poll of ours is reading it). */
+				if (nbd_splice_rx(c, false) < 0)
+					return;
+			}
 			memcpy(q->buf + c->cur_got, c->rx + c->rx_head, n);
 			c->rx_head += n;
 			c->cur_got += n;

@@ -94,7 +94,9 @@ struct nbd_req {
 	unsigned hdr_len;
 	size_t data_len;
 	/* A READ's pipe, holding its reply header from the start; spliced:
-	 * the payload is there too and the reply goes out of the pipe. */
+	 * the payload is there too and the reply goes out of the pipe.
+	 * A WRITE's pipe: its payload is spliced there from the socket (and
+	 * is there, not in buf, while sink->filled counts it). */
 	struct pipe_sink *sink;
 	bool spliced;
 };
@@ -133,6 +135,13 @@ struct nbd_conn {
 	size_t rx_head, rx_tail;
 	struct reactor_op rx_op, resume_op;
 	bool rx_busy, rx_direct, resume_busy;
+	/* rx_op is a poll: cur's write payload is to be spliced into its
+	 * pipe once the socket has some. */
+	bool rx_poll;
+	/* The last header was a large write that went to a pipe: the next
+	 * receive asks for one header only, so that the next payload does
+	 * not come in through rx (and get copied) but is spliced too. */
+	bool rx_hdr_only;
 	enum nbd_rx_want want;
 	uint64_t skip_left;
 	struct nbd_req *cur; /* the request whose payload is being read */
@@ -160,6 +169,10 @@ struct nbd_conn {
 	bool splice_tried, splice_ok;
 	unsigned splice_misses, splice_skip;
 	uint64_t nr_spliced, nr_splice_missed; /* replies, for the log */
+	unsigned wsplice_misses, wsplice_skip; /* as splice_*, for writes */
+	/* Write payloads: sent from the pipe, taken out of it below (RDMA,
+	 * a RAM volume, split at MDTS), given up while being received. */
+	uint64_t nr_wr_spliced, nr_wr_taken_out, nr_wr_unspliced;
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;
@@ -277,6 +290,19 @@ void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err);
  * a connection that is closing, or failed). */
 void nbd_splice_release(struct nbd_conn *c, struct nbd_req *q);
 void nbd_splice_free_all(struct nbd_conn *c);
+/* A large WRITE's header was accepted and its buffer is there: gives q a
+ * pipe for its payload, when the connection can. */
+void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q);
+/* Splices what the socket holds of cur's payload into its pipe.  1: the
+ * socket is empty, poll for more; 0: receive on as usual (the payload is
+ * whole, or it is going to the buffer now); -1: the connection failed.
+ * after_poll: the socket was said to be readable, so finding it empty
+ * means an end or an error the usual receive reports. */
+int nbd_splice_rx(struct nbd_conn *c, bool after_poll);
+/* n bytes of cur's payload that came in through rx go to its pipe; false
+ * if the pipe was given up (its bytes are in the buffer, cur_got counts
+ * them) and the rest goes to the buffer; -1 on a failed connection. */
+int nbd_splice_rx_put(struct nbd_conn *c, const uint8_t *p, size_t n);
 
 /* server.c */
 void nbd_server_conn_closed(void *arg, int err);

@@ -133,6 +133,12 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
 {
 	struct pipe_sink *s;
 
+	if (q->type == NBD_CMD_WRITE) {
+		/* Its payload came whole into the pipe (else sink is NULL). */
+		if (q->sink)
+			q->io.sink = q->sink;
+		return;
+	}
 	if (q->type != NBD_CMD_READ || q->length < NBD_SPLICE_MIN || !conn_can_splice(c))
 		return;
 	if (c->splice_skip) {
@@ -156,12 +162,104 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
 	q->io.sink = s;
 }
 
+void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q)
+{
+	struct pipe_sink *s;
+
+	c->rx_hdr_only = false;
+	if (q->type != NBD_CMD_WRITE || q->length < NBD_SPLICE_MIN || !conn_can_splice(c))
+		return;
+	if (c->wsplice_skip) {
+		c->wsplice_skip--;
+		return;
+	}
+	if (!(s = pipe_take(c)))
+		return;
+	/* Pages may be partly filled: room for two more than the payload. */
+	if (s->cap < 2 * 4096u || q->length > s->cap - 2 * 4096u) {
+		pipe_give(c, s);
+		return;
+	}
+	q->sink = s;
+	c->rx_hdr_only = true;
+}
+
+/* The pipe is given up: what it holds goes into the buffer, where the
+ * rest of the payload follows. */
+static int write_give_up(struct nbd_conn *c, struct nbd_req *q)
+{
+	struct pipe_sink *s = q->sink;
+	struct iovec iov = { q->buf, q->length };
+
+	q->sink = NULL;
+	c->rx_hdr_only = false;
+	c->nr_wr_unspliced++;
+	if (s->broken || s->filled != c->cur_got || pipe_sink_unsplice(s, &iov, 1) < 0) {
+		pipe_give(c, s);
+		nbd_conn_fail(c, -EIO, "write at %llu: its payload is lost: a pipe failed",
+			      (unsigned long long)q->offset);
+		return -1;
+	}
+	pipe_give(c, s);
+	return 0;
+}
+
+int nbd_splice_rx_put(struct nbd_conn *c, const uint8_t *p, size_t n)
+{
+	struct nbd_req *q = c->cur;
+	uint32_t before = q->sink->filled;
+	int ret = pipe_sink_put(q->sink, p, n);
+
+	c->cur_got += q->sink->filled - before;
+	c->rx_head += q->sink->filled - before;
+	if (ret == 0)
+		return 1;
+	return write_give_up(c, q) < 0 ? -1 : 0;
+}
+
+int nbd_splice_rx(struct nbd_conn *c, bool after_poll)
+{
+	struct nbd_req *q = c->cur;
+
+	while (c->cur_got < q->length) {
+		ssize_t n = pipe_sink_from_socket(q->sink, c->fd, q->length - c->cur_got);
+		if (n == -EAGAIN && !after_poll)
+			return 1;
+		if (n < 0)
+			return write_give_up(c, q) < 0 ? -1 : 0;
+		after_poll = false;
+		c->cur_got += (size_t)n;
+	}
+	return 0;
+}
+
 void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err)
 {
 	struct pipe_sink *s = q->sink;
 
 	if (!s)
 		return;
+	if (q->type == NBD_CMD_WRITE) {
+		/* The volume is done with the payload: the pipe's pages go.
+		 * Still there: it went out of the pipe.  Gone: a layer below
+		 * took it out into the buffer, which cost a copy more than
+		 * receiving it there; a connection where that keeps happening
+		 * stops using pipes for writes for a while. */
+		q->io.sink = NULL;
+		q->sink = NULL;
+		if (s->filled) {
+			c->nr_wr_spliced++;
+			c->wsplice_misses = 0;
+		} else {
+			c->nr_wr_taken_out++;
+			if (++c->wsplice_misses >= SPLICE_MISS_LIMIT) {
+				c->wsplice_misses = 0;
+				c->wsplice_skip = SPLICE_SKIP;
+			}
+		}
+		pipe_give(c, s);
+		return;
+	}
 	q->io.sink = NULL;
 	if (!*err && !s->broken && s->filled == q->length) {
 		q->spliced = true;
@@ -203,6 +301,12 @@ void nbd_splice_free_all(struct nbd_conn *c)
 		log_debug("nbd %s: %llu read replies spliced, %llu not", c->peer,
 			  (unsigned long long)c->nr_spliced,
 			  (unsigned long long)c->nr_splice_missed);
+	if (c->nr_wr_spliced || c->nr_wr_taken_out || c->nr_wr_unspliced)
+		log_debug("nbd %s: %llu write payloads spliced, %llu taken out of their pipe, "
+			  "%llu given up",
+			  c->peer, (unsigned long long)c->nr_wr_spliced,
+			  (unsigned long long)c->nr_wr_taken_out,
+			  (unsigned long long)c->nr_wr_unspliced);
 	if (!c->pipes)
 		return;
 	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)

@@ -338,6 +338,7 @@ static void start(struct nbd_conn *c, struct nbd_req *q)
 			c->cur = q;
 			c->cur_got = 0;
 			c->want = RX_WRITE_DATA;
+			nbd_splice_prepare_write(c, q);
 			return;
 		}
 	}
@@ -374,6 +375,7 @@ int nbd_tx_request(struct nbd_conn *c, const uint8_t *p)
 		nbd_conn_fail(c, -EPROTO, "bad request magic 0x%08x", magic);
 		return -1;
 	}
+	c->rx_hdr_only = false; /* until this is a write that goes to a pipe */
 	/* The receive side reads a header only with a free slot (conn.c). */
 	INVARIANT(!list_empty(&c->free), "a request header read with no free slot");
 	q = container_of(list_pop(&c->free), struct nbd_req, link);

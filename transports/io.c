@@ -94,9 +94,11 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		sqe->cdw10 = (uint32_t)slba;
 		sqe->cdw11 = (uint32_t)(slba >> 32);
 		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
-		/* Only a whole I/O in one command: the pipe holds one stream. */
-		if (io->sink && io->op == NVMF_IO_READ && off == 0 && n == io->len &&
-		    !io->sink->broken)
+		/* Only a whole I/O in one command: the pipe holds one stream.
+		 * A write's pipe is still full only when nvmf_io_submit found
+		 * it could go whole. */
+		if (io->sink && off == 0 && n == io->len && !io->sink->broken &&
+		    (io->op == NVMF_IO_READ || io->sink->filled == n))
 			req->sink = io->sink;
 		break;
 	}
@@ -188,8 +190,17 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	 * afresh, whether or not this one uses it: the owner reads `filled`
 	 * as where the payload is.  A pipe that cannot be reset is broken,
 	 * and the owner then takes the buffer. */
-	if (io->sink && io->sink->filled)
+	if (io->sink && io->op == NVMF_IO_READ && io->sink->filled)
 		(void)pipe_sink_reset(io->sink);
+	/* A write's payload goes out of its pipe only as one command through
+	 * a transport that can: otherwise it comes out into the buffer now,
+	 * once (the pipe is then empty and later attempts use the buffer). */
+	if (io->sink && io->op == NVMF_IO_WRITE && io->sink->filled &&
+	    (!q->ops->pipe_writes || nvmf_io_chunk(io, 0) != io->len) &&
+	    pipe_sink_unsplice(io->sink, io->iov, io->iovcnt) < 0)
+		return -EIO;
+	if (io->sink && io->op == NVMF_IO_WRITE && io->sink->broken)
+		return -EIO; /* the payload is lost */
 	io_kick(io);
 	return 0;
 }

@@ -25,7 +25,10 @@ struct nvmf_io {
 	const struct iovec *iov;
 	unsigned iovcnt;
 	/* READ: the caller's pipe, used when the I/O is one command (see
-	 * pipe_sink.h); the data is then in the pipe if sink->filled == len. */
+	 * pipe_sink.h); the data is then in the pipe if sink->filled == len.
+	 * WRITE: the payload is in this pipe when sink->filled == len, else
+	 * in iov; nvmf_io_submit takes it out into iov unless the I/O is one
+	 * command on a transport that sends from pipes.  -EIO if it cannot. */
 	struct pipe_sink *sink;
 	nvmf_io_cb cb;
 	void *ctx;

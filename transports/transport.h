@@ -60,7 +60,10 @@ struct nvmf_req {
 	unsigned iovcnt;
 	struct iovec iov[NVMF_REQ_MAX_IOV];
 	/* A read's payload may go here instead of iov (pipe_sink.h): the
-	 * transport may use it or not, and sets it to NULL when it gives up. */
+	 * transport may use it or not, and sets it to NULL when it gives up.
+	 * A write's payload is there when sink->filled == data_len (only
+	 * with ops->pipe_writes): the transport sends it from the pipe, or
+	 * takes it out into iov before it uses iov. */
 	struct pipe_sink *sink;
 	uint64_t submit_ns;
 	struct nvme_dsm_range dsm; /* Dataset Management payload */
@@ -138,6 +141,10 @@ struct nvmf_transport_ops {
 	/* Most data bytes one command can carry through this transport (its
 	 * own buffers), below MDTS and the option; 0 = no limit of its own. */
 	uint32_t max_xfer;
+	/* A one-command WRITE may come with its payload in a pipe
+	 * (req->sink, pipe_sink.h), which submit then sends from or takes
+	 * out into req->iov.  Without it nvmf_io takes the payload out. */
+	bool pipe_writes;
 	/* Allocate transport state for q (no I/O yet). */
 	int (*queue_init)(struct nvmf_queue *q, const struct nvmf_path_opts *opts);
 	/* Connect the transport (TCP connect + ICReq/ICResp; RDMA CM).  Calls

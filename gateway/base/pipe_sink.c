@@ -174,10 +174,40 @@ int pipe_sink_unsplice(struct pipe_sink *s, const struct iovec *iov, unsigned cn
 	return requeue_prefix(s);
 }
 
+/* A sink for dropped pipe pages: splicing to /dev/null releases them
+ * without copying, where reading them out would copy every byte. */
+static int null_fd(void)
+{
+	static int fd = -2;
+	int cur = __atomic_load_n(&fd, __ATOMIC_ACQUIRE);
+
+	if (cur == -2) {
+		int nfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		int expect = -2;
+		if (!__atomic_compare_exchange_n(&fd, &expect, nfd, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			if (nfd >= 0)
+				close(nfd);
+			return expect;
+		}
+		cur = nfd;
+	}
+	return cur;
+}
+
 static int discard(struct pipe_sink *s, size_t len)
 {
 	char scratch[4096];
+	int nfd = null_fd();
 
+	while (len && nfd >= 0) {
+		ssize_t r = splice(s->rfd, NULL, nfd, NULL, len, SPLICE_F_NONBLOCK);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break; /* the copying way below says what is wrong */
+		len -= (size_t)r;
+	}
 	while (len) {
 		size_t n = len < sizeof(scratch) ? len : sizeof(scratch);
 		int ret = read_exact(s, scratch, n);
@@ -212,6 +242,26 @@ int pipe_sink_empty(struct pipe_sink *s)
 	s->prefix_len = 0;
 	s->filled = 0;
 	return ret;
+}
+
+int pipe_sink_tee(struct pipe_sink *dst, const struct pipe_sink *src)
+{
+	ssize_t r;
+
+	if (dst->broken || src->broken)
+		return -EIO;
+	if (src->prefix_len)
+		return -EINVAL;
+	if (!src->filled)
+		return 0;
+	do
+		r = tee(src->rfd, dst->wfd, src->filled, SPLICE_F_NONBLOCK);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return errno == EAGAIN ? -ENOSPC : -errno;
+	dst->filled += (uint32_t)r;
+	/* A second tee would duplicate the same first bytes again. */
+	return (uint32_t)r == src->filled ? 0 : -ENOSPC;
 }
 
 ssize_t pipe_sink_to_socket(struct pipe_sink *s, int fd, size_t len, bool more)

@@ -10,7 +10,15 @@
  * command) it gives the bytes back with pipe_sink_unsplice, into the I/O's
  * own buffer, so that the data is always wholly in the pipe or wholly in the
  * buffer.  The pipe holds exactly prefix_len + filled bytes at all times,
- * unless `broken`. */
+ * unless `broken`.
+ *
+ * A WRITE runs the other way round (pipe_sink_tee): the exporter splices
+ * the client's payload into a pipe, and the transport duplicates it into
+ * its own pipe behind the H2CData header and splices that to its socket.
+ * The exporter's pipe keeps the payload until the command completes, so a
+ * retry on another path still has it.  A layer that cannot send from a
+ * pipe takes the payload out into the buffer first (pipe_sink_unsplice);
+ * here too it is wholly in one place: the pipe when filled == length. */
 #ifndef GW_PIPE_SINK_H
 #define GW_PIPE_SINK_H
 
@@ -59,6 +67,12 @@ int pipe_sink_unsplice(struct pipe_sink *s, const struct iovec *iov, unsigned cn
 int pipe_sink_reset(struct pipe_sink *s);
 /* Empties the pipe, prefix and all. */
 int pipe_sink_empty(struct pipe_sink *s);
+
+/* Duplicates src's payload (src has no prefix) behind what dst holds,
+ * leaving src as it was: the page references are shared, no byte is
+ * copied.  -ENOSPC when dst lacks room for all of it; some may have gone
+ * in (dst->filled says), and only emptying dst makes sense then. */
+int pipe_sink_tee(struct pipe_sink *dst, const struct pipe_sink *src);
 
 /* Moves at most len bytes (prefix first, then payload) out to the socket
  * fd, which must be O_NONBLOCK.  Returns the count or -errno (-EAGAIN when

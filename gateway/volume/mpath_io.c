@@ -755,6 +755,7 @@ static const struct vol_ops mp_vol_ops = {
 	.name = "nvmf",
 	.submit = mp_submit,
 	.destroy = mp_vol_destroy,
+	.pipe_writes = true, /* nvmf_io_submit takes the payload out where needed */
 };
 
 void vol_mp_drain(struct volume *vol)

@@ -87,6 +87,11 @@ int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io)
 		    iov_length(io->iov, io->iovcnt) < io->length)
 			return -EINVAL;
 	}
+	if (io->op == VOL_WRITE && io->sink && io->sink->filled && !v->ops->pipe_writes &&
+	    pipe_sink_unsplice(io->sink, io->iov, io->iovcnt) < 0)
+		return -EIO;
+	if (io->op == VOL_WRITE && io->sink && io->sink->broken)
+		return -EIO;
 	if (io->op == VOL_WRITE_ZEROES && (io->flags & VOL_IO_FAST_ZERO) &&
 	    (!(v->caps & VOL_CAP_FAST_ZERO) || (io->flags & VOL_IO_NO_HOLE)))
 		return -ENOTSUP;

@@ -63,7 +63,11 @@ struct vol_io {
 	unsigned iovcnt;
 	/* READ, optional: a pipe the backend may fill instead of iov (see
 	 * pipe_sink.h); after a successful cb the data is in the pipe when
-	 * sink->filled == length, else in iov.  NULL: iov only. */
+	 * sink->filled == length, else in iov.  NULL: iov only.
+	 * WRITE, optional: the payload is in this pipe when sink->filled ==
+	 * length (else in iov).  vol_submit takes it out into iov for a
+	 * backend without ops->pipe_writes; the caller keeps the pipe, as it
+	 * was or emptied, until cb. */
 	struct pipe_sink *sink;
 	vol_io_cb cb;
 	void *ctx; /* the caller's */
@@ -119,6 +123,8 @@ struct vol_ops {
 	 * from a completion without recursion. */
 	void (*submit)(struct volume *v, struct vol_io *io);
 	void (*destroy)(struct volume *v);
+	/* submit takes a WRITE whose payload is in io->sink. */
+	bool pipe_writes;
 };
 
 struct volume {

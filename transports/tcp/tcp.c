@@ -7,7 +7,9 @@
 #include <netdb.h>
 #include <netinet/ip.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,10 @@ static void quiesce_run(struct reactor_msg *m)
 	for (unsigned i = 0; i < tq->batch_cnt; i++)
 		tq->batch[i]->in_batch = false;
 	tq->batch_cnt = 0;
+	/* What a cut splice left in the pipe is of no use to anyone. */
+	pipe_sink_close(&tq->tx_pipe);
+	tq->tx_splicing = false;
+	tq->tx_pipe_ok = false;
 	nvmf_queue_transport_quiesced(tq->q);
 }
 
@@ -148,12 +154,66 @@ static void item_queue(struct tcp_queue *tq, struct tcp_send_item *it)
 	list_add_tail(&tq->sendq, &it->link);
 }
 
-void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req)
+/* The write's payload comes out of its pipe into req->iov, for a send
+ * that takes it from memory. */
+static int take_out_of_pipe(struct tcp_queue *tq, struct nvmf_req *req)
 {
+	struct pipe_sink *s = req->sink;
+	int ret;
+
+	req->sink = NULL;
+	if (!s->broken && s->filled == req->data_len &&
+	    (ret = pipe_sink_unsplice(s, req->iov, req->iovcnt)) == 0)
+		return 0;
+	nvmf_queue_transport_error(tq->q, -EIO, "CID 0x%04x: the write's payload is lost: its "
+				   "pipe failed", req->cid);
+	return -EIO;
+}
+
+static uint32_t h2c_pdo(const struct tcp_queue *tq)
+{
+	uint32_t hlen = sizeof(struct nvme_tcp_data) + (tq->hdgst ? NVME_TCP_DIGEST_LEN : 0);
+
+	return (hlen + tq->cpda_bytes - 1) / tq->cpda_bytes * tq->cpda_bytes;
+}
+
+/* The whole payload in one H2CData PDU, header and padding small enough
+ * to go in the pipe ahead of it: the only shape tee can produce, since it
+ * always starts at the front of the caller's pipe. */
+static bool h2c_from_pipe(const struct tcp_queue *tq, const struct nvmf_req *req)
+{
+	const struct tcp_req *tr = tcp_req_of((struct nvmf_req *)req);
+
+	return req->sink && tq->tx_pipe_ok && tr->h2c_off == 0 &&
+	       tr->r2t_end == req->data_len && req->data_len <= tq->maxh2cdata &&
+	       h2c_pdo(tq) <= PIPE_SINK_PREFIX_MAX;
+}
+
+int tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req)
+{
+	if (req->sink && !h2c_from_pipe(tq, req) && take_out_of_pipe(tq, req) < 0)
+		return -EIO;
 	/* If the last H2CData of the previous R2T is still being sent, the
 	 * batch completion picks this one up (see send_done). */
 	item_queue(tq, &tcp_req_of(req)->h2c_item);
 	tcp_send_kick(tq);
+	return 0;
+}
+
+void tcp_tx_pipe_setup(struct tcp_queue *tq)
+{
+	struct sigaction sa;
+	int fl;
+
+	tq->tx_pipe_ok = false;
+	if (tq->tls || tq->ddgst || !reactor_nonblock_fd_ok(tq->q->r))
+		return;
+	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_IGN)
+		return; /* splice cannot say MSG_NOSIGNAL */
+	fl = fcntl(tq->fd, F_GETFL);
+	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(tq->fd, F_SETFL, fl | O_NONBLOCK) < 0))
+		return;
+	tq->tx_pipe_ok = true;
 }
 
 static void req_finish_if_ready(struct tcp_queue *tq, struct nvmf_req *req)
@@ -204,6 +264,32 @@ static uint32_t data_crc(const struct iovec *iov, int cnt)
 	return crc32c_final(crc);
 }
 
+/* Fills tr->h2c for the next len bytes of the active R2T; returns the
+ * header's length with its digest. */
+static uint32_t h2c_header(struct tcp_queue *tq, struct nvmf_req *req, uint32_t len)
+{
+	struct tcp_req *tr = tcp_req_of(req);
+	uint32_t hlen = sizeof(tr->h2c.pdu) + (tq->hdgst ? NVME_TCP_DIGEST_LEN : 0);
+	uint32_t pdo = h2c_pdo(tq);
+	struct nvme_tcp_data *p = &tr->h2c.pdu;
+
+	memset(p, 0, sizeof(*p));
+	p->hdr.type = NVME_TCP_H2C_DATA;
+	p->hdr.flags = (uint8_t)((tq->hdgst ? NVME_TCP_F_HDGST : 0) |
+				 (tq->ddgst ? NVME_TCP_F_DDGST : 0) |
+				 (tr->h2c_off + len == tr->r2t_end ? NVME_TCP_F_DATA_LAST : 0));
+	p->hdr.hlen = sizeof(*p);
+	p->hdr.pdo = (uint8_t)pdo;
+	p->hdr.plen = pdo + len + (tq->ddgst ? NVME_TCP_DIGEST_LEN : 0);
+	p->cccid = req->cid;
+	p->ttag = tr->ttag;
+	p->offset = tr->h2c_off;
+	p->length = len;
+	if (tq->hdgst)
+		tr->h2c.hdgst = crc32c(p, sizeof(*p));
+	return hlen;
+}
+
 /* Appends the iovecs of one item's PDU; false if they do not fit now. */
 static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 {
@@ -228,6 +314,7 @@ static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 		return true;
 	}
 
+	INVARIANT(!req->sink, "an H2CData whose payload is in a pipe built from memory");
 	/* One H2CData PDU of the active R2T, at most MAXH2CDATA. */
 	uint32_t len = tr->r2t_end - tr->h2c_off;
 	if (len > tq->maxh2cdata)
@@ -235,24 +322,7 @@ static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 	cnt = iov_slice(req->iov, req->iovcnt, tr->h2c_off, len, sl, NVMF_REQ_MAX_IOV);
 	if (cnt < 0 || start + 3u + (unsigned)cnt > TCP_SEND_IOV)
 		return false;
-	uint32_t hd = tq->hdgst ? NVME_TCP_DIGEST_LEN : 0;
-	uint32_t hlen = sizeof(tr->h2c.pdu) + hd;
-	uint32_t pdo = (hlen + tq->cpda_bytes - 1) / tq->cpda_bytes * tq->cpda_bytes;
-	struct nvme_tcp_data *p = &tr->h2c.pdu;
-	memset(p, 0, sizeof(*p));
-	p->hdr.type = NVME_TCP_H2C_DATA;
-	p->hdr.flags = (uint8_t)((tq->hdgst ? NVME_TCP_F_HDGST : 0) |
-				 (tq->ddgst ? NVME_TCP_F_DDGST : 0) |
-				 (tr->h2c_off + len == tr->r2t_end ? NVME_TCP_F_DATA_LAST : 0));
-	p->hdr.hlen = sizeof(*p);
-	p->hdr.pdo = (uint8_t)pdo;
-	p->hdr.plen = pdo + len + (tq->ddgst ? NVME_TCP_DIGEST_LEN : 0);
-	p->cccid = req->cid;
-	p->ttag = tr->ttag;
-	p->offset = tr->h2c_off;
-	p->length = len;
-	if (tq->hdgst)
-		tr->h2c.hdgst = crc32c(p, sizeof(*p));
+	uint32_t hlen = h2c_header(tq, req, len), pdo = h2c_pdo(tq);
 	add_iov(tq, &tr->h2c, hlen);
 	add_iov(tq, zero_pad, pdo - hlen);
 	for (int i = 0; i < cnt; i++)
@@ -279,6 +349,103 @@ static void send_submit(struct tcp_queue *tq)
 	tq->ops_in_flight++;
 }
 
+/* ---- H2CData out of a pipe ---- */
+
+static void batch_sent(struct tcp_queue *tq);
+
+static void splice_finished(struct reactor_msg *m)
+{
+	struct tcp_queue *tq = container_of(m, struct tcp_queue, tx_splice_msg);
+
+	tq->ops_in_flight--;
+	tq->tx_splicing = false;
+	tq->send_pending = false;
+	if (tq->conn == TCP_CONN_CLOSING) {
+		closing_send_reaped(tq, 1); /* the PDU went whole */
+		maybe_quiesced(tq);
+		return;
+	}
+	batch_sent(tq);
+}
+
+/* Sends what the socket takes of tx_pipe, then polls for room.  The end
+ * is deferred: a completion's owner may submit at once, and a run of
+ * splices the socket takes whole would otherwise recurse. */
+static void splice_step(struct tcp_queue *tq)
+{
+	struct pipe_sink *b = &tq->tx_pipe;
+
+	for (;;) {
+		size_t held = (size_t)b->prefix_len + b->filled;
+		if (!held)
+			break;
+		uint64_t before = b->nr_spliced;
+		ssize_t r = pipe_sink_to_socket(b, tq->fd, held, false);
+		tq->nr_tx_spliced_data += b->nr_spliced - before;
+		if (r == -EAGAIN) {
+			reactor_poll_fd(tq->q->r, &tq->send_op, tq->fd, POLLOUT);
+			tq->ops_in_flight++;
+			return;
+		}
+		if (r < 0) {
+			tq->tx_splicing = false;
+			tq->send_pending = false;
+			nvmf_queue_transport_error(tq->q, (int)r, "send failed: %s",
+						   strerror((int)-r));
+			return;
+		}
+	}
+	tq->tx_splice_msg.fn = splice_finished;
+	tq->ops_in_flight++;
+	reactor_defer(tq->q->r, &tq->tx_splice_msg);
+}
+
+/* Starts sending `it`, an H2CData whose payload is in its request's pipe:
+ * true if it went (alone), false if it must go from memory after all (its
+ * payload is there now) or the queue failed. */
+static bool splice_start(struct tcp_queue *tq, struct tcp_send_item *it)
+{
+	struct nvmf_req *req = it->req;
+	struct tcp_req *tr = tcp_req_of(req);
+	struct pipe_sink *b = &tq->tx_pipe;
+	uint8_t pre[PIPE_SINK_PREFIX_MAX];
+	uint32_t len = req->data_len, hlen, pdo = h2c_pdo(tq);
+	int ret;
+
+	INVARIANT(h2c_from_pipe(tq, req), "an H2CData from a pipe it cannot go from");
+	/* Room for the payload's pages and the header's: the caller's pipe
+	 * is at most NBD_SPLICE_PIPE_SIZE, a privileged process gets twice
+	 * that, anyone else the same size (a short tee falls back). */
+	if (!pipe_sink_is_open(b) && pipe_sink_open(b, req->sink->cap * 2u) < 0)
+		b->rfd = b->wfd = -1;
+	hlen = h2c_header(tq, req, len);
+	memcpy(pre, &tr->h2c, hlen);
+	memset(pre + hlen, 0, pdo - hlen);
+	ret = pipe_sink_is_open(b) ? pipe_sink_set_prefix(b, pre, pdo) : -EBADF;
+	if (ret == 0)
+		ret = pipe_sink_tee(b, req->sink);
+	if (ret < 0) {
+		if (pipe_sink_is_open(b) && pipe_sink_empty(b) < 0)
+			pipe_sink_close(b);
+		b->broken = false;
+		return false;
+	}
+	INVARIANT(it->queued && !it->in_batch, "a send list item not marked queued");
+	list_del(&it->link);
+	it->queued = false;
+	it->in_batch = true;
+	tq->siov_cnt = tq->siov_first = 0;
+	tq->batch[0] = it;
+	tq->batch_cnt = 1;
+	tr->h2c_off += len;
+	tq->nr_tx_batches++;
+	tq->nr_tx_pdus++;
+	tq->tx_splicing = true;
+	tq->send_pending = true;
+	splice_step(tq);
+	return true;
+}
+
 static void tcp_send_kick(struct tcp_queue *tq)
 {
 	struct list_node *n;
@@ -289,6 +456,15 @@ static void tcp_send_kick(struct tcp_queue *tq)
 	tq->batch_cnt = 0;
 	while ((n = tq->sendq.next) != &tq->sendq) {
 		struct tcp_send_item *it = container_of(n, struct tcp_send_item, link);
+		if (it->kind == TCP_ITEM_H2C && it->req->sink) {
+			/* Alone in its send: the batch before it goes first. */
+			if (tq->siov_cnt)
+				break;
+			if (splice_start(tq, it))
+				return;
+			if (take_out_of_pipe(tq, it->req) < 0)
+				return;
+		}
 		if (!build_item(tq, it))
 			break;
 		INVARIANT(it->queued && !it->in_batch, "a send list item not marked queued");
@@ -317,8 +493,26 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 	struct tcp_queue *tq = container_of(op, struct tcp_queue, send_op);
 
 	(void)flags;
-	tq->send_pending = false;
 	tq->ops_in_flight--;
+	if (tq->tx_splicing) {
+		/* A poll for room: a splice says more than its events. */
+		if (tq->conn == TCP_CONN_CLOSING) {
+			tq->tx_splicing = false;
+			tq->send_pending = false;
+			closing_send_reaped(tq, -EPIPE); /* cut inside the PDU */
+			maybe_quiesced(tq);
+			return;
+		}
+		if (res < 0) {
+			tq->tx_splicing = false;
+			tq->send_pending = false;
+			nvmf_queue_transport_error(tq->q, res, "send failed: %s", strerror(-res));
+			return;
+		}
+		splice_step(tq);
+		return;
+	}
+	tq->send_pending = false;
 	if (tq->conn == TCP_CONN_CLOSING) {
 		closing_send_reaped(tq, res);
 		maybe_quiesced(tq);
@@ -344,6 +538,11 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 		tcp_recv_arm(tq);
 		return;
 	}
+	batch_sent(tq);
+}
+
+static void batch_sent(struct tcp_queue *tq)
+{
 	/* Whole batch in the socket: release its items, then completions that
 	 * waited for their send to be reaped.  A completion's owner may submit
 	 * at once, and that submit starts the next batch in tq->batch: the
@@ -381,14 +580,22 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	tr->h2c_item.kind = TCP_ITEM_H2C;
 	tr->h2c_off = tr->r2t_end = tr->c2h_off = 0;
 	tr->resp_ready = false;
-	/* A digest is computed over the bytes, and TLS opens them: both need
-	 * them in memory. */
-	if (req->host_to_ctrl || tq->tls || tq->ddgst)
-		req->sink = NULL;
 	/* Fabrics commands may always use the admin queue's 8 KiB capsule. */
 	uint32_t icmax = sqe->opcode == NVME_FABRICS_COMMAND ? NVME_TCP_ADMIN_CCSZ :
 							       q->in_capsule_max;
 	tr->in_capsule = req->host_to_ctrl && req->data_len && req->data_len <= icmax;
+	/* A digest is computed over the bytes, and TLS seals them: both need
+	 * them in memory, as does data in the capsule. */
+	if (req->sink && req->host_to_ctrl &&
+	    (!tq->tx_pipe_ok || tq->tls || tq->ddgst || tr->in_capsule)) {
+		struct pipe_sink *s = req->sink;
+		req->sink = NULL;
+		if (s->broken || s->filled != req->data_len ||
+		    pipe_sink_unsplice(s, req->iov, req->iovcnt) < 0)
+			return -EIO; /* before it was accepted: the caller's error */
+	}
+	if (!req->host_to_ctrl && (tq->tls || tq->ddgst))
+		req->sink = NULL;
 	if (req->data_len) {
 		sqe->dptr.length = req->data_len;
 		sqe->dptr.addr = 0;
@@ -587,6 +794,7 @@ int tcp_ic_done(struct tcp_queue *tq, const struct nvme_tcp_icresp *ic)
 	tq->cpda_bytes = ((uint32_t)ic->cpda + 1) * 4;
 	tq->maxh2cdata = ic->maxdata;
 	tq->conn = TCP_CONN_LIVE;
+	tcp_tx_pipe_setup(tq);
 	reactor_timer_cancel(&tq->connect_timer);
 	log_debug("%s: NVMe/TCP up: hdgst %d ddgst %d cpda %u maxh2cdata %u", tq->q->name,
 		  tq->hdgst, tq->ddgst, tq->cpda_bytes, tq->maxh2cdata);
@@ -759,6 +967,7 @@ static int tcp_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *opt
 	tq->recv_op.fn = recv_done;
 	tq->send_op.fn = send_done;
 	tq->quiesce_msg.fn = quiesce_run;
+	tq->tx_pipe.rfd = tq->tx_pipe.wfd = -1;
 	reactor_timer_init(&tq->connect_timer, connect_timeout);
 	reactor_timer_init(&tq->term_timer, term_timeout);
 	list_init(&tq->sendq);
@@ -784,8 +993,12 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		  (unsigned long long)tq->nr_rx_staged_data,
 		  (unsigned long long)tq->nr_rx_spliced_data, tq->tls ? " (TLS)" : "");
 	/* How well sends are batched (commands per sendmsg). */
-	log_debug("%s: tcp: %llu PDUs sent in %llu batches", q->name,
-		  (unsigned long long)tq->nr_tx_pdus, (unsigned long long)tq->nr_tx_batches);
+	log_debug("%s: tcp: %llu PDUs sent in %llu batches; write data %llu bytes spliced from "
+		  "a pipe",
+		  q->name, (unsigned long long)tq->nr_tx_pdus,
+		  (unsigned long long)tq->nr_tx_batches,
+		  (unsigned long long)tq->nr_tx_spliced_data);
+	pipe_sink_close(&tq->tx_pipe);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
 	if (tq->fd >= 0)
@@ -827,6 +1040,7 @@ static void tcp_req_state(struct nvmf_queue *q, struct nvmf_req *req, char *buf,
 const struct nvmf_transport_ops nvmf_tcp_ops = {
 	.name = "tcp",
 	.req_priv_size = sizeof(struct tcp_req),
+	.pipe_writes = true,
 	.queue_init = tcp_queue_init,
 	.queue_connect = tcp_queue_connect,
 	.submit = tcp_submit,

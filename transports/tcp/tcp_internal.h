@@ -145,6 +145,16 @@ struct tcp_queue {
 	uint64_t nr_rx_spliced_data; /* C2H data bytes spliced into the caller's pipe */
 	uint64_t nr_tx_batches, nr_tx_pdus; /* sends and the PDUs they carried */
 
+	/* A WRITE whose payload is in the caller's pipe (req->sink) goes out
+	 * as one H2CData PDU: its header, then the payload duplicated from
+	 * that pipe (tee), are spliced from tx_pipe to the socket, alone in
+	 * the send.  Only on an O_NONBLOCK socket with SIGPIPE ignored. */
+	struct pipe_sink tx_pipe;
+	bool tx_pipe_ok;
+	bool tx_splicing; /* the send in flight is tx_pipe's */
+	struct reactor_msg tx_splice_msg; /* its end, deferred */
+	uint64_t nr_tx_spliced_data; /* H2C data bytes spliced from a pipe */
+
 	/* TLS (tcp_tls.c), NULL when the path has none. */
 	struct tcp_tls *tls;
 };
@@ -187,7 +197,11 @@ int tcp_protocol_error(struct tcp_queue *tq, uint16_t fes, uint32_t fei,
 void tcp_send_term(struct tcp_queue *tq);
 
 /* Send side (tcp.c), used by the receive path. */
-void tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);
+/* -errno after failing the queue (a write's pipe that broke). */
+int tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req);
+/* Lets this live queue send H2CData out of pipes, if the socket can be
+ * made O_NONBLOCK for the reactor and SIGPIPE is ignored. */
+void tcp_tx_pipe_setup(struct tcp_queue *tq);
 /* Complete req now, or when its send is reaped. */
 void tcp_req_respond(struct tcp_queue *tq, struct nvmf_req *req, const struct nvme_cqe *cqe);
 /* Sends the ICReq (through TLS when the path has it). */

@@ -208,8 +208,7 @@ static int handle_r2t(struct tcp_queue *tq)
 					  tr->h2c_off);
 	tr->ttag = p->ttag;
 	tr->r2t_end = p->offset + p->length;
-	tcp_queue_h2c(tq, req);
-	return 0;
+	return tcp_queue_h2c(tq, req);
 }
 
 static int start_c2h_data(struct tcp_queue *tq)
