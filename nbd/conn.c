@@ -181,6 +181,7 @@ static bool rx_arm(struct nbd_conn *c)
 		/* Its payload is spliced when the socket has some. */
 		c->rx_direct = false;
 		c->rx_poll = true;
+		c->nr_wr_polls++;
 		reactor_poll_fd(c->r, &c->rx_op, c->fd, POLLIN);
 	} else if (c->want == RX_WRITE_DATA && c->rx_head == c->rx_tail &&
 	    c->cur->length - c->cur_got >= 4096) {

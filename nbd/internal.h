@@ -173,6 +173,7 @@ struct nbd_conn {
 	/* Write payloads: sent from the pipe, taken out of it below (RDMA,
 	 * a RAM volume, split at MDTS), given up while being received. */
 	uint64_t nr_wr_spliced, nr_wr_taken_out, nr_wr_unspliced;
+	uint64_t nr_wr_splice_calls, nr_wr_polls; /* what receiving them took */
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;

@@ -222,7 +222,9 @@ int nbd_splice_rx(struct nbd_conn *c, bool after_poll)
 	struct nbd_req *q = c->cur;
 
 	while (c->cur_got < q->length) {
-		ssize_t n = pipe_sink_from_socket(q->sink, c->fd, q->length - c->cur_got);
+		/* conn_can_splice made the socket O_NONBLOCK. */
+		ssize_t n = pipe_sink_from_nb_socket(q->sink, c->fd, q->length - c->cur_got);
+		c->nr_wr_splice_calls++;
 		if (n == -EAGAIN && !after_poll)
 			return 1;
 		if (n < 0)
@@ -303,10 +305,12 @@ void nbd_splice_free_all(struct nbd_conn *c)
 			  (unsigned long long)c->nr_splice_missed);
 	if (c->nr_wr_spliced || c->nr_wr_taken_out || c->nr_wr_unspliced)
 		log_debug("nbd %s: %llu write payloads spliced, %llu taken out of their pipe, "
-			  "%llu given up",
+			  "%llu given up; %llu splices from the socket, %llu polls",
 			  c->peer, (unsigned long long)c->nr_wr_spliced,
 			  (unsigned long long)c->nr_wr_taken_out,
-			  (unsigned long long)c->nr_wr_unspliced);
+			  (unsigned long long)c->nr_wr_unspliced,
+			  (unsigned long long)c->nr_wr_splice_calls,
+			  (unsigned long long)c->nr_wr_polls);
 	if (!c->pipes)
 		return;
 	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)

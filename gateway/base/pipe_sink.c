@@ -124,6 +124,31 @@ ssize_t pipe_sink_from_socket(struct pipe_sink *s, int fd, size_t len)
 	}
 }
 
+ssize_t pipe_sink_from_nb_socket(struct pipe_sink *s, int fd, size_t len)
+{
+	int avail = 0;
+
+	if (s->broken)
+		return -EIO;
+	for (;;) {
+		ssize_t r = splice(fd, NULL, s->wfd, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return -EAGAIN; /* the end: the caller's receive reports it */
+		if (r > 0) {
+			s->filled += (uint32_t)r;
+			return r;
+		}
+		if (errno != EAGAIN)
+			return -errno;
+		/* Either side may be the one that would block: ask. */
+		if (ioctl(fd, FIONREAD, &avail) < 0)
+			return -errno;
+		return avail > 0 ? -ENOSPC : -EAGAIN;
+	}
+}
+
 int pipe_sink_put(struct pipe_sink *s, const void *buf, size_t len)
 {
 	size_t done;

@@ -55,6 +55,9 @@ int pipe_sink_set_prefix(struct pipe_sink *s, const void *p, size_t len);
  * -EAGAIN when the socket holds nothing, -ENOSPC when the pipe is full, or
  * another -errno. */
 ssize_t pipe_sink_from_socket(struct pipe_sink *s, int fd, size_t len);
+/* The same for an O_NONBLOCK socket, one system call fewer: it splices
+ * first and asks FIONREAD only when that would block. */
+ssize_t pipe_sink_from_nb_socket(struct pipe_sink *s, int fd, size_t len);
 /* Appends len bytes from memory (payload the transport already read);
  * -ENOSPC when the pipe has no room for all of them (some may have gone
  * in: filled says how many). */

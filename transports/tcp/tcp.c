@@ -61,7 +61,7 @@ static void quiesce_run(struct reactor_msg *m)
 	/* What a cut splice left in the pipe is of no use to anyone. */
 	pipe_sink_close(&tq->tx_pipe);
 	tq->tx_splicing = false;
-	tq->tx_pipe_ok = false;
+	tq->tx_pipe_ok = tq->sock_nonblock = false;
 	nvmf_queue_transport_quiesced(tq->q);
 }
 
@@ -205,7 +205,7 @@ void tcp_tx_pipe_setup(struct tcp_queue *tq)
 	struct sigaction sa;
 	int fl;
 
-	tq->tx_pipe_ok = false;
+	tq->tx_pipe_ok = tq->sock_nonblock = false;
 	if (tq->tls || tq->ddgst || !reactor_nonblock_fd_ok(tq->q->r))
 		return;
 	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_IGN)
@@ -213,6 +213,7 @@ void tcp_tx_pipe_setup(struct tcp_queue *tq)
 	fl = fcntl(tq->fd, F_GETFL);
 	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(tq->fd, F_SETFL, fl | O_NONBLOCK) < 0))
 		return;
+	tq->sock_nonblock = true;
 	tq->tx_pipe_ok = true;
 }
 

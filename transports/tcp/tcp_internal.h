@@ -151,6 +151,7 @@ struct tcp_queue {
 	 * the send.  Only on an O_NONBLOCK socket with SIGPIPE ignored. */
 	struct pipe_sink tx_pipe;
 	bool tx_pipe_ok;
+	bool sock_nonblock; /* fd is O_NONBLOCK (tcp_tx_pipe_setup) */
 	bool tx_splicing; /* the send in flight is tx_pipe's */
 	struct reactor_msg tx_splice_msg; /* its end, deferred */
 	uint64_t nr_tx_spliced_data; /* H2C data bytes spliced from a pipe */

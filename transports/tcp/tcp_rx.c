@@ -462,7 +462,9 @@ int tcp_rx_splice(struct tcp_queue *tq, bool after_poll)
 	while (tcp_rx_splice_wanted(tq)) {
 		struct nvmf_req *req = tq->rx_req;
 		struct tcp_req *tr = tcp_req_of(req);
-		ssize_t n = pipe_sink_from_socket(req->sink, tq->fd, tq->rx_data_left);
+		ssize_t n = tq->sock_nonblock ?
+				    pipe_sink_from_nb_socket(req->sink, tq->fd, tq->rx_data_left) :
+				    pipe_sink_from_socket(req->sink, tq->fd, tq->rx_data_left);
 		int ret;
 
 		if (n == -EAGAIN && !after_poll)
