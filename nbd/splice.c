@@ -186,11 +186,17 @@ void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q)
 
 /* The pipe is given up: what it holds goes into the buffer, where the
  * rest of the payload follows. */
-static int write_give_up(struct nbd_conn *c, struct nbd_req *q)
+static int write_give_up(struct nbd_conn *c, struct nbd_req *q, int why)
 {
 	struct pipe_sink *s = q->sink;
 	struct iovec iov = { q->buf, q->length };
 
+	log_debug("nbd %s: write at %llu: %zu of %llu bytes in its pipe, the rest to the buffer: "
+		  "%s",
+		  c->peer, (unsigned long long)q->offset, c->cur_got,
+		  (unsigned long long)q->length,
+		  why == -ENOSPC ? "the pipe is full" :
+		  why == -EAGAIN ? "nothing to read after a poll" : strerror(-why));
 	q->sink = NULL;
 	c->rx_hdr_only = false;
 	c->nr_wr_unspliced++;
@@ -214,7 +220,7 @@ int nbd_splice_rx_put(struct nbd_conn *c, const uint8_t *p, size_t n)
 	c->rx_head += q->sink->filled - before;
 	if (ret == 0)
 		return 1;
-	return write_give_up(c, q) < 0 ? -1 : 0;
+	return write_give_up(c, q, ret) < 0 ? -1 : 0;
 }
 
 int nbd_splice_rx(struct nbd_conn *c, bool after_poll)
@@ -228,7 +234,7 @@ int nbd_splice_rx(struct nbd_conn *c, bool after_poll)
 		if (n == -EAGAIN && !after_poll)
 			return 1;
 		if (n < 0)
-			return write_give_up(c, q) < 0 ? -1 : 0;
+			return write_give_up(c, q, (int)n) < 0 ? -1 : 0;
 		after_poll = false;
 		c->cur_got += (size_t)n;
 	}

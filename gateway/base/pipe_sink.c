@@ -126,7 +126,7 @@ ssize_t pipe_sink_from_socket(struct pipe_sink *s, int fd, size_t len)
 
 ssize_t pipe_sink_from_nb_socket(struct pipe_sink *s, int fd, size_t len)
 {
-	int avail = 0;
+	int avail = 0, tries = 0;
 
 	if (s->broken)
 		return -EIO;
@@ -142,10 +142,16 @@ ssize_t pipe_sink_from_nb_socket(struct pipe_sink *s, int fd, size_t len)
 		}
 		if (errno != EAGAIN)
 			return -errno;
-		/* Either side may be the one that would block: ask. */
+		/* Either side may be the one that would block: ask.  Bytes
+		 * there now may have come in after the splice found none (a
+		 * sender in the middle of its message): try again before
+		 * calling the pipe full. */
 		if (ioctl(fd, FIONREAD, &avail) < 0)
 			return -errno;
-		return avail > 0 ? -ENOSPC : -EAGAIN;
+		if (avail <= 0)
+			return -EAGAIN;
+		if (++tries > 2)
+			return -ENOSPC;
 	}
 }
 

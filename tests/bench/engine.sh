@@ -27,7 +27,9 @@
 # test; boots the VM, so:
 #   flock /tmp/nvmf-vm.lock tests/bench/engine.sh [BUILD]
 # Env: BENCH_TIME seconds per run (default 10); ENGINE_KEEP=DIR copies the
-# raw results (JSON, queue settings, gateway logs) there; ENGINE_ONLY=REGEX
+# raw results (JSON, queue settings, gateway logs) there; ENGINE_GW_LOG=debug
+# puts the gateway's debug lines (pipes, splices, polls) in those logs;
+# ENGINE_WAYS=REGEX runs only those ways (no table then); ENGINE_ONLY=REGEX
 # runs only the points whose name matches (e.g. 128k).
 set -u
 build="${1:-build}"
@@ -74,6 +76,7 @@ run() {
 	[ "$way" != nbdmem ] || [ "$region" ] || region=256M
 	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
+		NBD_GW_LOG=${ENGINE_GW_LOG:-info}
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
 		eg_$way $2 $3 $4 $5 $region"
 	r=$?
@@ -86,12 +89,19 @@ for p in "${points[@]}"; do
 	ways="bench nbd kernel"
 	[[ $p == 128k* ]] && ways+=" nbdmem"
 	for way in $ways; do
+		[[ $way =~ ${ENGINE_WAYS:-.} ]] || continue
 		# shellcheck disable=SC2086 # the point's fields
 		run $way $p || { echo "engine.sh: $way ${p%% *} failed" >&2; rc=1; }
 	done
 done
 [ -z "${ENGINE_KEEP:-}" ] || { mkdir -p "$ENGINE_KEEP" && cp -r "$out/." "$ENGINE_KEEP/"; }
 [ $rc = 0 ] || { echo "engine.sh: a run failed" >&2; exit 1; }
+if [ -n "${ENGINE_WAYS:-}" ]; then
+	for f in "$out"/*.json; do
+		python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split("/")[-1], "iops", round(j["iops"] if "iops" in j else max(j["jobs"][0]["read"]["iops"], j["jobs"][0]["write"]["iops"])))' "$f"
+	done
+	exit 0
+fi
 
 python3 - "$out" "$T" "${points[@]%% *}" <<'PY'
 import json, os, sys

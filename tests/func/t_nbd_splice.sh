@@ -10,12 +10,24 @@
 #    (SIGPIPE ignored, the pipe of the broken reply closed, not reused);
 #  - data digest on: nothing spliced (the digest needs the bytes), still
 #    exact; NVMF_GATEWAY_NO_SPLICE=1: no pipes at all.
+# Large WRITE payloads go the other way: spliced from the client's socket
+# into a pipe, duplicated (tee) behind the H2CData header and spliced to
+# the target.  The same verify runs cover them, plus:
+#  - 128 KiB writes at QD8 alone (the parser once spliced a payload while
+#    its own poll for it was out, and the poll's end then found no request:
+#    a crash within a second of this load);
+#  - writers killed in the middle of their payloads;
+#  - the target dropping every connection again and again under verified
+#    writes: each retry sends the payload again from the pipe it stayed in.
 set -u
 . "$TOP/tests/func/control/lib.sh"
 need fio nbdcopy nbdinfo prlimit
 
 nqn=nqn.2014-08.org.nvmf-gateway:splice
+tctl="$tmp/target.ctl"
+T_ARGS=(--control "$tctl")
 target_start "$nqn:64M"
+tgt() { "$T" --ctl "$tctl" "$@" > /dev/null || fail "target control: $*"; }
 conf() {
 	cat > "$tmp/gw.conf" << EOF2
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$ctl"; };
@@ -50,13 +62,43 @@ for i in 1 2 3; do
 	wait "$fpid" 2> /dev/null
 done
 kill -0 "$GW_PID" || fail "the gateway died with its client"
+# Writes alone, 128 KiB at QD8, then writers killed mid-payload.
+fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=48M \
+	--time_based --runtime=3 --output="$tmp/fio-w.txt" || { cat "$tmp/fio-w.txt"; fail "128K writes"; }
+for i in 1 2 3; do
+	fio --name=k --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=32 --size=48M \
+		--time_based --runtime=30 --output=/dev/null &
+	fpid=$!
+	sleep 0.7
+	kill -9 "$fpid"
+	wait "$fpid" 2> /dev/null
+done
+kill -0 "$GW_PID" || fail "the gateway died with its writers"
 verify "after killed clients"
+# Every connection dropped by the target, over and over, under verified
+# writes: the commands in flight are sent again after the reconnect, the
+# payloads from the pipes they are still in.
+( for i in $(seq 8); do sleep 0.4; "$T" --ctl "$tctl" drop > /dev/null; done ) &
+dpid=$!
+fio --name=d --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=24M \
+	--verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 \
+	--output="$tmp/fio-d.txt" || { cat "$tmp/fio-d.txt"; fail "verified writes under dropped connections"; }
+wait "$dpid"
 gw_stop
 replies=$(sum '[0-9]* read replies spliced')
 bytes=$(sum '[0-9]* spliced to a pipe')
+writes=$(sum '[0-9]* write payloads spliced')
+wbytes=$(sum 'write data [0-9]* bytes spliced')
+drops=$(grep -c "fault: dropped" "$tmp/target.log")
+retried=$(grep -c "target closed the connection\|receive failed\|send failed" "$tmp/gw.log")
 echo "pipes: $replies read replies spliced, $bytes payload bytes spliced by the TCP queues"
+echo "pipes: $writes write payloads spliced, $wbytes write bytes spliced to the target"
+echo "target drops: $drops, connection losses the gateway logged: $retried"
 [ "$replies" -gt 100 ] || fail "only $replies read replies went out of a pipe"
 [ "$bytes" -gt $((8 << 20)) ] || fail "only $bytes bytes spliced"
+[ "$writes" -gt 100 ] || fail "only $writes write payloads went through a pipe"
+[ "$wbytes" -gt $((8 << 20)) ] || fail "only $wbytes write bytes spliced"
+[ "$drops" -ge 4 ] || fail "the target dropped connections only $drops times"
 grep -q "invariant broken" "$tmp/gw.log" && fail "an invariant broke"
 
 # Descriptors: with a limit of 128, eight busy connections do not take
@@ -85,6 +127,8 @@ verify "data digest"
 gw_stop
 bytes=$(sum '[0-9]* spliced to a pipe')
 [ "$bytes" = 0 ] || fail "$bytes bytes spliced under a data digest"
+wbytes=$(sum 'write data [0-9]* bytes spliced')
+[ "$wbytes" = 0 ] || fail "$wbytes write bytes spliced under a data digest"
 echo "data digest: exact, nothing spliced"
 
 # The switch: no pipes.
@@ -94,4 +138,5 @@ verify "NVMF_GATEWAY_NO_SPLICE=1"
 gw_stop
 grep -q "large reads go out of pipes" "$tmp/gw.log" && fail "pipes with NVMF_GATEWAY_NO_SPLICE=1"
 [ "$(sum '[0-9]* spliced to a pipe')" = 0 ] || fail "spliced with NVMF_GATEWAY_NO_SPLICE=1"
+[ "$(sum 'write data [0-9]* bytes spliced')" = 0 ] || fail "writes spliced with NVMF_GATEWAY_NO_SPLICE=1"
 echo "PASS"

@@ -18,7 +18,7 @@ NBD_ADDR=${NBD_ADDR:-10.0.2.15}
 NBD_PORT=${NBD_PORT:-4420}
 NBD_LOGS=${NBD_LOGS:-/tmp/nbd-logs}
 mkdir -p "$NBD_LOGS"
-export NVMF_GATEWAY_LOG=info NVMF_GATEWAY_STATE_DIR=/tmp/gw-state
+export NVMF_GATEWAY_LOG=${NBD_GW_LOG:-info} NVMF_GATEWAY_STATE_DIR=/tmp/gw-state
 export NVMF_GATEWAY_RUN_DIR=/run/nvmf-gateway
 
 nbd_start() {

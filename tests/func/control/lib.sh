@@ -14,12 +14,12 @@ tpid=''
 cleanup_fn stop_var tpid
 cleanup_fn unmount_lazy "$tmp/fuse"
 
-# target_start SUBSYS_SPEC...: port in $port
+# target_start SUBSYS_SPEC...: port in $port (T_ARGS: more target options)
 target_start() {
 	local args=() s
 	for s in "$@"; do args+=(--subsys "$s"); done
 	rm -f "$tmp/ready"
-	"$T" -s "${port:-0}" "${args[@]}" --ready-file "$tmp/ready" >> "$tmp/target.log" 2>&1 &
+	"$T" -s "${port:-0}" "${args[@]}" ${T_ARGS[@]+"${T_ARGS[@]}"} --ready-file "$tmp/ready" >> "$tmp/target.log" 2>&1 &
 	tpid=$!
 	for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
 	port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
