@@ -7,7 +7,10 @@ Starts the in-tree test target (two ports, --persist --vwc, two
 namespaces) and `nvmf-gateway run` with both ports as two paths of one
 target (policy, digests and timeouts picked by the seed), and runs:
   - an asynchronous verifying workload on export e1 through its NBD socket
-    (libnbd, several commands in flight: writes, FUA writes, reads, flushes);
+    (libnbd, several commands in flight: writes, FUA writes, reads, flushes;
+    some writes and reads cover 16 or 32 consecutive blocks, 64 or 128 KiB,
+    which the gateway moves through pipes: each counts as a write or read
+    of every block it covers);
   - two threads on export e2 through its FUSE file (pwrite, O_DSYNC pwrite,
     pread, fsync; one thread with O_DIRECT);
 while a schedule drawn from SEED drives every fault knob of the target.
@@ -44,6 +47,10 @@ TERM_BOUND = 10.0  # SIGTERM to exit
 NQN = "nqn.2026-01.io.nvmf-gateway:chaos"
 NBLOCKS = 1024  # 4 MiB of each namespace is exercised (rewrites are the point)
 QD = 8
+# Of the NBD writes and reads, this share covers LARGE_BLOCKS consecutive
+# blocks (64 or 128 KiB): the gateway moves those through pipes.
+LARGE_SHARE = 0.12
+LARGE_BLOCKS = (16, 32)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GW = os.environ.get("CHAOS_GW", os.path.join(TOP, "build", "nvmf-gateway"))
@@ -113,7 +120,8 @@ class Model:
         self.nodur = [0] * NBLOCKS
         self.busy = set()
         self.gen = 0
-        self.st = dict(writes=0, fua=0, reads=0, flushes=0, errors=0, checked=0)
+        self.st = dict(writes=0, fua=0, reads=0, flushes=0, errors=0, checked=0,
+                       large_writes=0, large_reads=0)
 
     def tag(self):
         return None if self.ep.losing else self.ep.n
@@ -129,20 +137,33 @@ class Model:
                 return b
         return None
 
+    def pick_range(self, rng, n):
+        """n consecutive free blocks, all marked busy; their first, or None."""
+        for _ in range(8):
+            b = rng.randrange(NBLOCKS - n + 1)
+            if self.busy.isdisjoint(range(b, b + n)):
+                self.busy.update(range(b, b + n))
+                return b
+        return None
+
     def write_issue(self, b):
         self.gen += 1
         return self.gen, self.tag()
 
-    def write_done(self, b, gen, tag, fua, ok):
+    def write_done(self, b, gen, tag, fua, ok, count=True):
+        """count: False for the blocks of a large write after its first
+        (one command, counted once)."""
         self.busy.discard(b)
         self.hist[b].append(gen)
         idx = len(self.hist[b]) - 1
         if not ok:
-            self.st["errors"] += 1
+            if count:
+                self.st["errors"] += 1
             return  # it may or may not have landed: hist[low:] has both
-        self.st["writes"] += 1
-        if fua:
-            self.st["fua"] += 1
+        if count:
+            self.st["writes"] += 1
+            if fua:
+                self.st["fua"] += 1
         self.last_ok[b] = idx
         if self.clean(tag):
             self.low[b] = idx
@@ -221,7 +242,7 @@ class NbdLoad(threading.Thread):
             for i, op in self.inflight.items():
                 if now - op[1] > LIVE_BOUND and i not in self.hung:
                     self.hung.add(i)
-                    fail("%s: NBD %s %s pending for more than %.0f s" %
+                    fail("%s: NBD %s (block, count) %s pending for more than %.0f s" %
                          (self.m.name, op[0], op[2:4], LIVE_BOUND))
             if self.hung and self.stop.is_set():
                 return  # hangs are forever: reported, stop waiting
@@ -238,21 +259,33 @@ class NbdLoad(threading.Thread):
                 self.next_id += 1
                 h.aio_flush(completion=lambda e, i=i: self.done(i, e.value))
                 return True
-            b = self.m.pick(self.rng)
+            n, b = 1, None
+            if self.rng.random() < LARGE_SHARE:
+                # A large one only where all its blocks are free; else
+                # one block, as usual.
+                n = self.rng.choice(LARGE_BLOCKS)
+                b = self.m.pick_range(self.rng, n)
+                if b is None:
+                    n = 1
+            if b is None:
+                b = self.m.pick(self.rng)
             if b is None:
                 return False
             if r < 0.55:
                 fua = self.rng.random() < 0.15
-                gen, tag = self.m.write_issue(b)
-                buf = pattern(self.m.exp, b, gen)
-                op = ["write", time.monotonic(), b, gen, tag, fua]
+                gens, tag = [], None
+                for k in range(n):  # a write of each block
+                    gen, tag = self.m.write_issue(b + k)
+                    gens.append(gen)
+                buf = b"".join(pattern(self.m.exp, b + k, gens[k]) for k in range(n))
+                op = ["write", time.monotonic(), b, n, gens, tag, fua]
                 self.inflight[i] = op
                 self.next_id += 1
                 h.aio_pwrite(buf, b * BS, completion=lambda e, i=i: self.done(i, e.value),
                              flags=nbd.CMD_FLAG_FUA if fua else 0)
             else:
-                buf = bytearray(BS)
-                op = ["read", time.monotonic(), b, None, buf]
+                buf = bytearray(n * BS)
+                op = ["read", time.monotonic(), b, n, buf]
                 self.inflight[i] = op
                 self.next_id += 1
                 h.aio_pread(buf, b * BS, completion=lambda e, i=i: self.done(i, e.value))
@@ -273,15 +306,25 @@ class NbdLoad(threading.Thread):
         with self.lock:
             if op[0] == "flush":
                 self.m.flush_done(op[4], op[5], ok)
-            elif op[0] == "write":
-                self.m.write_done(op[2], op[3], op[4], op[5], ok)
-            else:
-                self.m.busy.discard(op[2])
-                if ok:
-                    self.m.st["reads"] += 1
-                    self.m.check(op[2], op[4], "NBD read during the faults")
-                else:
-                    self.m.st["errors"] += 1
+                return 1
+            b, n = op[2], op[3]
+            if n > 1:
+                self.m.st["large_" + op[0] + "s"] += 1
+            if op[0] == "write":
+                for k in range(n):  # each block written, with the command's outcome
+                    self.m.write_done(b + k, op[4][k], op[5], op[6], ok, count=k == 0)
+                return 1
+            for k in range(n):
+                self.m.busy.discard(b + k)
+            if not ok:
+                self.m.st["errors"] += 1
+                return 1
+            self.m.st["reads"] += 1
+            when = "NBD read during the faults"
+            if n > 1:
+                when = "NBD read of blocks %d-%d during the faults" % (b, b + n - 1)
+            for k in range(n):
+                self.m.check(b + k, op[4][k * BS:(k + 1) * BS], when)
         return 1
 
 
@@ -709,6 +752,7 @@ fuse = { mountpoint = "%(mnt)s"; };
                          for m in (m1, m2))
     figures["stats"] = {m.name: m.st for m in (m1, m2)}
     figures["nbd_replies"] = sum(loads[0].replies.values())
+    figures["large_ios"] = m1.st["large_writes"] + m1.st["large_reads"]
     log("workload: %s" % json.dumps(figures["stats"]))
 
     if not hung:
