@@ -31,6 +31,7 @@ import json
 import mmap
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -795,12 +796,30 @@ fuse = { mountpoint = "%(mnt)s"; };
     except subprocess.TimeoutExpired:
         fail("the gateway did not exit within %.0f s of SIGTERM" % TERM_BOUND)
     glog.flush()
+    # What went through pipes, from each NBD connection's last words
+    # (debug lines: NVMF_GATEWAY_LOG=debug in the environment).
+    sp = dict(reads=0, reads_not=0, writes=0, writes_taken_out=0, writes_given_up=0)
+    rd = re.compile(r"nbd .*: (\d+) read replies spliced, (\d+) not$")
+    wr = re.compile(r"nbd .*: (\d+) write payloads spliced, (\d+) taken out of their pipe, "
+                    r"(\d+) given up$")
+    bad = False
     with open(os.path.join(d, "gw.log"), errors="replace") as f:
         for line in f:
-            if any(k in line for k in ("AddressSanitizer", "runtime error:", "LeakSanitizer",
-                                       "invariant", "Assertion", "double completion")):
+            if not bad and any(k in line for k in (
+                    "AddressSanitizer", "runtime error:", "LeakSanitizer", "invariant",
+                    "Assertion", "double completion")):
                 fail("gateway log: " + line.strip())
-                break
+                bad = True
+            m = rd.search(line.rstrip())
+            if m:
+                sp["reads"] += int(m.group(1))
+                sp["reads_not"] += int(m.group(2))
+            m = wr.search(line.rstrip())
+            if m:
+                sp["writes"] += int(m.group(1))
+                sp["writes_taken_out"] += int(m.group(2))
+                sp["writes_given_up"] += int(m.group(3))
+    figures["spliced"] = sp
 
 
 if __name__ == "__main__":
