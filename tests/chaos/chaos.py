@@ -806,8 +806,8 @@ fuse = { mountpoint = "%(mnt)s"; };
     with open(os.path.join(d, "gw.log"), errors="replace") as f:
         for line in f:
             if not bad and any(k in line for k in (
-                    "AddressSanitizer", "runtime error:", "LeakSanitizer", "invariant",
-                    "Assertion", "double completion")):
+                    "ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
+                    "invariant", "Assertion", "double completion")):
                 fail("gateway log: " + line.strip())
                 bad = True
             m = rd.search(line.rstrip())
