@@ -302,7 +302,9 @@ class NbdLoad(threading.Thread):
         took = time.monotonic() - op[1]
         if took > LIVE_BOUND and i not in self.hung:
             fail("%s: NBD %s took %.1f s" % (self.m.name, op[0], took))
-        if ok:
+        if ok and op[0] != "flush":
+            # Only a read or write says a path works again: a flush
+            # with nothing acknowledged to vouch for succeeds without one.
             self.last_ok = time.monotonic()
         with self.lock:
             if op[0] == "flush":
@@ -360,7 +362,7 @@ class FuseLoad(threading.Thread):
                         self.m.busy.discard(b)
                         snap, tag = self.m.flush_issue()
                     try:
-                        self.call("fsync", lambda: os.fsync(fd))
+                        self.call("fsync", lambda: os.fsync(fd), live=False)
                         ok = True
                     except OSError:
                         ok = False
@@ -381,13 +383,14 @@ class FuseLoad(threading.Thread):
                         self.m.write_done(b, gen, tag, fua, ok)
                     continue
                 else:
-                    n = self.call("pread", lambda: os.preadv(fd, [buf], b * BS))
+                    # A buffered read may come from the page cache.
+                    n = self.call("pread", lambda: os.preadv(fd, [buf], b * BS),
+                                  live=self.direct)
                     with self.lock:
                         self.m.busy.discard(b)
                         self.m.st["reads"] += 1
                         if n == BS:
                             self.m.check(b, bytes(buf), "FUSE read during the faults")
-                self.last_ok = time.monotonic()
             except OSError:
                 with self.lock:
                     self.m.busy.discard(b)
@@ -395,11 +398,14 @@ class FuseLoad(threading.Thread):
         os.close(fd)
         os.close(fds)
 
-    def call(self, what, fn):
+    def call(self, what, fn, live=True):
+        """live: its success shows that I/O reaches the target (not an
+        fsync, which may have nothing to flush, nor a cached read)."""
         self.cur = (what, time.monotonic())
         try:
             r = fn()
-            self.last_ok = time.monotonic()
+            if live:
+                self.last_ok = time.monotonic()
             return r
         finally:
             took = time.monotonic() - self.cur[1]
