@@ -7,7 +7,10 @@ Starts the in-tree test target (two ports, --persist --vwc, two
 namespaces) and `nvmf-gateway run` with both ports as two paths of one
 target (policy, digests and timeouts picked by the seed), and runs:
   - an asynchronous verifying workload on export e1 through its NBD socket
-    (libnbd, several commands in flight: writes, FUA writes, reads, flushes);
+    (libnbd, several commands in flight: writes, FUA writes, reads, flushes;
+    some writes and reads cover 16 or 32 consecutive blocks, 64 or 128 KiB,
+    which the gateway moves through pipes: each counts as a write or read
+    of every block it covers);
   - two threads on export e2 through its FUSE file (pwrite, O_DSYNC pwrite,
     pread, fsync; one thread with O_DIRECT);
 while a schedule drawn from SEED drives every fault knob of the target.
@@ -28,6 +31,7 @@ import json
 import mmap
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +48,10 @@ TERM_BOUND = 10.0  # SIGTERM to exit
 NQN = "nqn.2026-01.io.nvmf-gateway:chaos"
 NBLOCKS = 1024  # 4 MiB of each namespace is exercised (rewrites are the point)
 QD = 8
+# Of the NBD writes and reads, this share covers LARGE_BLOCKS consecutive
+# blocks (64 or 128 KiB): the gateway moves those through pipes.
+LARGE_SHARE = 0.12
+LARGE_BLOCKS = (16, 32)
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GW = os.environ.get("CHAOS_GW", os.path.join(TOP, "build", "nvmf-gateway"))
@@ -113,7 +121,8 @@ class Model:
         self.nodur = [0] * NBLOCKS
         self.busy = set()
         self.gen = 0
-        self.st = dict(writes=0, fua=0, reads=0, flushes=0, errors=0, checked=0)
+        self.st = dict(writes=0, fua=0, reads=0, flushes=0, errors=0, checked=0,
+                       large_writes=0, large_reads=0)
 
     def tag(self):
         return None if self.ep.losing else self.ep.n
@@ -129,20 +138,33 @@ class Model:
                 return b
         return None
 
+    def pick_range(self, rng, n):
+        """n consecutive free blocks, all marked busy; their first, or None."""
+        for _ in range(8):
+            b = rng.randrange(NBLOCKS - n + 1)
+            if self.busy.isdisjoint(range(b, b + n)):
+                self.busy.update(range(b, b + n))
+                return b
+        return None
+
     def write_issue(self, b):
         self.gen += 1
         return self.gen, self.tag()
 
-    def write_done(self, b, gen, tag, fua, ok):
+    def write_done(self, b, gen, tag, fua, ok, count=True):
+        """count: False for the blocks of a large write after its first
+        (one command, counted once)."""
         self.busy.discard(b)
         self.hist[b].append(gen)
         idx = len(self.hist[b]) - 1
         if not ok:
-            self.st["errors"] += 1
+            if count:
+                self.st["errors"] += 1
             return  # it may or may not have landed: hist[low:] has both
-        self.st["writes"] += 1
-        if fua:
-            self.st["fua"] += 1
+        if count:
+            self.st["writes"] += 1
+            if fua:
+                self.st["fua"] += 1
         self.last_ok[b] = idx
         if self.clean(tag):
             self.low[b] = idx
@@ -221,7 +243,7 @@ class NbdLoad(threading.Thread):
             for i, op in self.inflight.items():
                 if now - op[1] > LIVE_BOUND and i not in self.hung:
                     self.hung.add(i)
-                    fail("%s: NBD %s %s pending for more than %.0f s" %
+                    fail("%s: NBD %s (block, count) %s pending for more than %.0f s" %
                          (self.m.name, op[0], op[2:4], LIVE_BOUND))
             if self.hung and self.stop.is_set():
                 return  # hangs are forever: reported, stop waiting
@@ -238,21 +260,33 @@ class NbdLoad(threading.Thread):
                 self.next_id += 1
                 h.aio_flush(completion=lambda e, i=i: self.done(i, e.value))
                 return True
-            b = self.m.pick(self.rng)
+            n, b = 1, None
+            if self.rng.random() < LARGE_SHARE:
+                # A large one only where all its blocks are free; else
+                # one block, as usual.
+                n = self.rng.choice(LARGE_BLOCKS)
+                b = self.m.pick_range(self.rng, n)
+                if b is None:
+                    n = 1
+            if b is None:
+                b = self.m.pick(self.rng)
             if b is None:
                 return False
             if r < 0.55:
                 fua = self.rng.random() < 0.15
-                gen, tag = self.m.write_issue(b)
-                buf = pattern(self.m.exp, b, gen)
-                op = ["write", time.monotonic(), b, gen, tag, fua]
+                gens, tag = [], None
+                for k in range(n):  # a write of each block
+                    gen, tag = self.m.write_issue(b + k)
+                    gens.append(gen)
+                buf = b"".join(pattern(self.m.exp, b + k, gens[k]) for k in range(n))
+                op = ["write", time.monotonic(), b, n, gens, tag, fua]
                 self.inflight[i] = op
                 self.next_id += 1
                 h.aio_pwrite(buf, b * BS, completion=lambda e, i=i: self.done(i, e.value),
                              flags=nbd.CMD_FLAG_FUA if fua else 0)
             else:
-                buf = bytearray(BS)
-                op = ["read", time.monotonic(), b, None, buf]
+                buf = bytearray(n * BS)
+                op = ["read", time.monotonic(), b, n, buf]
                 self.inflight[i] = op
                 self.next_id += 1
                 h.aio_pread(buf, b * BS, completion=lambda e, i=i: self.done(i, e.value))
@@ -268,20 +302,32 @@ class NbdLoad(threading.Thread):
         took = time.monotonic() - op[1]
         if took > LIVE_BOUND and i not in self.hung:
             fail("%s: NBD %s took %.1f s" % (self.m.name, op[0], took))
-        if ok:
+        if ok and op[0] != "flush":
+            # Only a read or write says a path works again: a flush
+            # with nothing acknowledged to vouch for succeeds without one.
             self.last_ok = time.monotonic()
         with self.lock:
             if op[0] == "flush":
                 self.m.flush_done(op[4], op[5], ok)
-            elif op[0] == "write":
-                self.m.write_done(op[2], op[3], op[4], op[5], ok)
-            else:
-                self.m.busy.discard(op[2])
-                if ok:
-                    self.m.st["reads"] += 1
-                    self.m.check(op[2], op[4], "NBD read during the faults")
-                else:
-                    self.m.st["errors"] += 1
+                return 1
+            b, n = op[2], op[3]
+            if n > 1:
+                self.m.st["large_" + op[0] + "s"] += 1
+            if op[0] == "write":
+                for k in range(n):  # each block written, with the command's outcome
+                    self.m.write_done(b + k, op[4][k], op[5], op[6], ok, count=k == 0)
+                return 1
+            for k in range(n):
+                self.m.busy.discard(b + k)
+            if not ok:
+                self.m.st["errors"] += 1
+                return 1
+            self.m.st["reads"] += 1
+            when = "NBD read during the faults"
+            if n > 1:
+                when = "NBD read of blocks %d-%d during the faults" % (b, b + n - 1)
+            for k in range(n):
+                self.m.check(b + k, op[4][k * BS:(k + 1) * BS], when)
         return 1
 
 
@@ -316,7 +362,7 @@ class FuseLoad(threading.Thread):
                         self.m.busy.discard(b)
                         snap, tag = self.m.flush_issue()
                     try:
-                        self.call("fsync", lambda: os.fsync(fd))
+                        self.call("fsync", lambda: os.fsync(fd), live=False)
                         ok = True
                     except OSError:
                         ok = False
@@ -337,13 +383,14 @@ class FuseLoad(threading.Thread):
                         self.m.write_done(b, gen, tag, fua, ok)
                     continue
                 else:
-                    n = self.call("pread", lambda: os.preadv(fd, [buf], b * BS))
+                    # A buffered read may come from the page cache.
+                    n = self.call("pread", lambda: os.preadv(fd, [buf], b * BS),
+                                  live=self.direct)
                     with self.lock:
                         self.m.busy.discard(b)
                         self.m.st["reads"] += 1
                         if n == BS:
                             self.m.check(b, bytes(buf), "FUSE read during the faults")
-                self.last_ok = time.monotonic()
             except OSError:
                 with self.lock:
                     self.m.busy.discard(b)
@@ -351,11 +398,14 @@ class FuseLoad(threading.Thread):
         os.close(fd)
         os.close(fds)
 
-    def call(self, what, fn):
+    def call(self, what, fn, live=True):
+        """live: its success shows that I/O reaches the target (not an
+        fsync, which may have nothing to flush, nor a cached read)."""
         self.cur = (what, time.monotonic())
         try:
             r = fn()
-            self.last_ok = time.monotonic()
+            if live:
+                self.last_ok = time.monotonic()
             return r
         finally:
             took = time.monotonic() - self.cur[1]
@@ -579,6 +629,13 @@ def main():
                fast_io_fail_tmo=rng.choice([3, 5, -1]), ctrl_loss_tmo=rng.choice([30, 60, -1]),
                io_timeout=rng.choice([3, 5, 10]), block=rng.choice([512, 4096]),
                reactors=rng.choice([1, 2]), nr_io_queues=rng.choice([1, 2]))
+    # Digests from an RNG of their own, so that the schedule a seed draws
+    # stays what it was.  A data digest keeps every payload out of the
+    # gateway's pipes (it must be computed over the bytes): half the seeds
+    # have none, so large I/Os are spliced there.
+    drng = random.Random(seed * 7 + 4)
+    cfg.update(hdr_digest=drng.choice(["true", "false"]),
+               data_digest=drng.choice(["true", "false"]))
     log("seed %d: %s" % (seed, json.dumps(cfg)))
     figures = dict(seed=seed, faults=0, ios=0, checked=0, ok=False)
     procs = {}
@@ -633,7 +690,7 @@ def run(seed, d, secs, rng, cfg, figures, procs, mnt, ctl, ready):
 targets = ( { name = "t"; subnqn = "%(nqn)s"; multipath = "%(policy)s";
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "%(p1)s"; },
               { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "%(p2)s"; } );
-    hdr_digest = true; data_digest = true; nr_io_queues = %(nr_io_queues)d; queue_size = 32;
+    hdr_digest = %(hdr_digest)s; data_digest = %(data_digest)s; nr_io_queues = %(nr_io_queues)d; queue_size = 32;
     keep_alive_tmo = %(keep_alive_tmo)d; reconnect_delay = %(reconnect_delay)d;
     fast_io_fail_tmo = %(fast_io_fail_tmo)d; ctrl_loss_tmo = %(ctrl_loss_tmo)d;
     io_timeout = %(io_timeout)d; } );
@@ -709,6 +766,7 @@ fuse = { mountpoint = "%(mnt)s"; };
                          for m in (m1, m2))
     figures["stats"] = {m.name: m.st for m in (m1, m2)}
     figures["nbd_replies"] = sum(loads[0].replies.values())
+    figures["large_ios"] = m1.st["large_writes"] + m1.st["large_reads"]
     log("workload: %s" % json.dumps(figures["stats"]))
 
     if not hung:
@@ -744,12 +802,30 @@ fuse = { mountpoint = "%(mnt)s"; };
     except subprocess.TimeoutExpired:
         fail("the gateway did not exit within %.0f s of SIGTERM" % TERM_BOUND)
     glog.flush()
+    # What went through pipes, from each NBD connection's last words
+    # (debug lines: NVMF_GATEWAY_LOG=debug in the environment).
+    sp = dict(reads=0, reads_not=0, writes=0, writes_taken_out=0, writes_given_up=0)
+    rd = re.compile(r"nbd .*: (\d+) read replies spliced, (\d+) not$")
+    wr = re.compile(r"nbd .*: (\d+) write payloads spliced, (\d+) taken out of their pipe, "
+                    r"(\d+) given up$")
+    bad = False
     with open(os.path.join(d, "gw.log"), errors="replace") as f:
         for line in f:
-            if any(k in line for k in ("AddressSanitizer", "runtime error:", "LeakSanitizer",
-                                       "invariant", "Assertion", "double completion")):
+            if not bad and any(k in line for k in (
+                    "ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
+                    "invariant", "Assertion", "double completion")):
                 fail("gateway log: " + line.strip())
-                break
+                bad = True
+            m = rd.search(line.rstrip())
+            if m:
+                sp["reads"] += int(m.group(1))
+                sp["reads_not"] += int(m.group(2))
+            m = wr.search(line.rstrip())
+            if m:
+                sp["writes"] += int(m.group(1))
+                sp["writes_taken_out"] += int(m.group(2))
+                sp["writes_given_up"] += int(m.group(3))
+    figures["spliced"] = sp
 
 
 if __name__ == "__main__":
