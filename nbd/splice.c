@@ -255,7 +255,9 @@ void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err)
 		 * stops using pipes for writes for a while. */
 		q->io.sink = NULL;
 		q->sink = NULL;
-		if (s->filled) {
+		if (*err) {
+			/* Says nothing about where its payload went. */
+		} else if (s->filled) {
 			c->nr_wr_spliced++;
 			c->wsplice_misses = 0;
 		} else {
