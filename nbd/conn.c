@@ -270,7 +270,11 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 			ret = nbd_splice_rx(c, true);
 			if (ret < 0)
 				return;
-			if (ret == 0 && c->cur_got == c->cur->length)
+			if (ret == 1) {
+				rx_arm(c); /* the socket is empty: poll again */
+				return;
+			}
+			if (c->cur_got == c->cur->length)
 				rx_payload_whole(c);
 		}
 		nbd_conn_rx_process(c);

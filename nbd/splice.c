@@ -55,17 +55,6 @@ static void pipe_close_counted(struct pipe_sink *s)
 	__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
 }
 
-static bool splice_disabled_by_env(void)
-{
-	static int v = -1;
-
-	if (v < 0) {
-		const char *e = getenv("NVMF_GATEWAY_NO_SPLICE");
-		v = e && *e && strcmp(e, "0") != 0;
-	}
-	return v;
-}
-
 /* Decided once per connection, at its first large read. */
 static bool conn_can_splice(struct nbd_conn *c)
 {
@@ -76,7 +65,7 @@ static bool conn_can_splice(struct nbd_conn *c)
 		return c->splice_ok;
 	c->splice_tried = true;
 	c->splice_ok = false;
-	if (splice_disabled_by_env() || c->tls || c->tls_cfg || !reactor_nonblock_fd_ok(c->r))
+	if (pipe_sink_disabled() || c->tls || c->tls_cfg || !reactor_nonblock_fd_ok(c->r))
 		return false;
 	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_IGN) {
 		log_debug("nbd %s: SIGPIPE is not ignored: no pipes", c->peer);
@@ -91,7 +80,7 @@ static bool conn_can_splice(struct nbd_conn *c)
 	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)
 		c->pipes[i].rfd = c->pipes[i].wfd = -1;
 	c->splice_ok = true;
-	log_debug("nbd %s: large reads go out of pipes", c->peer);
+	log_debug("nbd %s: large reads and writes go through pipes", c->peer);
 	return true;
 }
 
@@ -200,6 +189,12 @@ static int write_give_up(struct nbd_conn *c, struct nbd_req *q, int why)
 	q->sink = NULL;
 	c->rx_hdr_only = false;
 	c->nr_wr_unspliced++;
+	/* A pipe that fills (small frames fill its slots before its bytes)
+	 * will fill again for the next writes: count it as a miss. */
+	if (why != -EAGAIN && ++c->wsplice_misses >= SPLICE_MISS_LIMIT) {
+		c->wsplice_misses = 0;
+		c->wsplice_skip = SPLICE_SKIP;
+	}
 	if (s->broken || s->filled != c->cur_got || pipe_sink_unsplice(s, &iov, 1) < 0) {
 		pipe_give(c, s);
 		nbd_conn_fail(c, -EIO, "write at %llu: its payload is lost: a pipe failed",

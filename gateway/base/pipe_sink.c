@@ -5,12 +5,24 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "gateway/base/iov.h"
 #include "gateway/base/pipe_sink.h"
+
+bool pipe_sink_disabled(void)
+{
+	static int v = -1;
+
+	if (__atomic_load_n(&v, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("NVMF_GATEWAY_NO_SPLICE");
+		__atomic_store_n(&v, e && *e && strcmp(e, "0") != 0, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&v, __ATOMIC_RELAXED);
+}
 
 int pipe_sink_open(struct pipe_sink *s, uint32_t cap)
 {

@@ -40,6 +40,9 @@ struct pipe_sink {
 	uint64_t nr_spliced; /* payload bytes that went through, for the log */
 };
 
+/* NVMF_GATEWAY_NO_SPLICE is set (to anything but 0): no pipes at all. */
+bool pipe_sink_disabled(void);
+
 /* Opens a non-blocking pipe of at least `cap` bytes if the kernel allows
  * (it keeps the default size otherwise: s->cap says what it got). */
 int pipe_sink_open(struct pipe_sink *s, uint32_t cap);

@@ -184,7 +184,8 @@ static bool h2c_from_pipe(const struct tcp_queue *tq, const struct nvmf_req *req
 {
 	const struct tcp_req *tr = tcp_req_of((struct nvmf_req *)req);
 
-	return req->sink && tq->tx_pipe_ok && tr->h2c_off == 0 &&
+	return req->sink && tq->tx_pipe_ok && req->sink->filled == req->data_len &&
+	       !req->sink->broken && tr->h2c_off == 0 &&
 	       tr->r2t_end == req->data_len && req->data_len <= tq->maxh2cdata &&
 	       h2c_pdo(tq) <= PIPE_SINK_PREFIX_MAX;
 }
@@ -206,7 +207,7 @@ void tcp_tx_pipe_setup(struct tcp_queue *tq)
 	int fl;
 
 	tq->tx_pipe_ok = tq->sock_nonblock = false;
-	if (tq->tls || tq->ddgst || !reactor_nonblock_fd_ok(tq->q->r))
+	if (pipe_sink_disabled() || tq->tls || tq->ddgst || !reactor_nonblock_fd_ok(tq->q->r))
 		return;
 	if (sigaction(SIGPIPE, NULL, &sa) < 0 || sa.sa_handler != SIG_IGN)
 		return; /* splice cannot say MSG_NOSIGNAL */
@@ -519,6 +520,12 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 		maybe_quiesced(tq);
 		return;
 	}
+	if ((res == -EAGAIN || res == -EINTR) && tq->sock_nonblock) {
+		/* The socket is O_NONBLOCK (tcp_tx_pipe_setup): a ring that
+		 * hands that back instead of polling gets the send again. */
+		send_submit(tq);
+		return;
+	}
 	if (res <= 0) {
 		nvmf_queue_transport_error(tq->q, res ? res : -EPIPE, "send failed: %s",
 					   strerror(res ? -res : EPIPE));
@@ -728,6 +735,10 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 		if (tcp_rx_splice(tq, true) < 0 || tq->conn == TCP_CONN_CLOSING)
 			return;
 		tcp_recv_arm(tq);
+		return;
+	}
+	if ((res == -EAGAIN || res == -EINTR) && tq->sock_nonblock) {
+		tcp_recv_arm(tq); /* as for a send (send_done) */
 		return;
 	}
 	if (res <= 0) {
