@@ -316,6 +316,18 @@ static struct nvmf_req *wsubmit(uint32_t len)
 	return req;
 }
 
+/* What the host sent: first what the fixture already pulled (its
+ * settle), then the socket straight into rx: the fixture's buffer holds
+ * less than two 64 KiB PDUs and drops the rest. */
+static void pull(void)
+{
+	ck_assert_uint_le(fx.sent_len, sizeof(rx) - rxlen);
+	memcpy(rx + rxlen, fx.sent, fx.sent_len);
+	rxlen += fx.sent_len;
+	fx.sent_len = 0;
+	tcpfx_drain(fx.peer, rx, sizeof(rx), &rxlen);
+}
+
 /* The next whole PDU the host sent, running its reactor meanwhile;
  * *plen its length.  Fails the test if none comes. */
 static const uint8_t *pdu_wait(size_t *plen)
@@ -331,9 +343,13 @@ static const uint8_t *pdu_wait(size_t *plen)
 			}
 		}
 		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
-		rxlen += tcpfx_peer_read(&fx, rx + rxlen, sizeof(rx) - rxlen);
+		pull();
 	}
-	ck_abort_msg("no whole PDU from the host (%zu bytes)", rxlen);
+	ck_abort_msg("no whole PDU from the host (%zu bytes; splicing %d, its pipe %u+%u, "
+		     "spliced %llu, ops %u, sendq %d)",
+		     rxlen, fx.tq->tx_splicing, fx.tq->tx_pipe.prefix_len, fx.tq->tx_pipe.filled,
+		     (unsigned long long)fx.tq->nr_tx_spliced_data, (unsigned)fx.tq->ops_in_flight,
+		     !list_empty(&fx.tq->sendq));
 	return NULL;
 }
 
@@ -348,12 +364,13 @@ static void wire_quiet(void)
 {
 	for (int i = 0; i < 5; i++)
 		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
-	rxlen += tcpfx_peer_read(&fx, rx + rxlen, sizeof(rx) - rxlen);
+	pull();
 	ck_assert_uint_eq(rxlen, 0);
 }
 
-/* The command capsule, with `incap` bytes of in-capsule data (0: none). */
-static void expect_cmd(uint16_t cid, uint32_t incap)
+/* The command capsule of opcode op, with `incap` bytes of in-capsule
+ * data (0: none). */
+static void expect_op(uint8_t op, uint16_t cid, uint32_t incap)
 {
 	size_t plen;
 	const uint8_t *p = pdu_wait(&plen);
@@ -363,7 +380,7 @@ static void expect_cmd(uint16_t cid, uint32_t incap)
 
 	memcpy(&c, p, sizeof(c));
 	ck_assert_uint_eq(c.hdr.type, NVME_TCP_CMD);
-	ck_assert_uint_eq(c.sqe.opcode, NVME_CMD_WRITE);
+	ck_assert_uint_eq(c.sqe.opcode, op);
 	ck_assert_uint_eq(c.sqe.cid, cid);
 	ck_assert_uint_eq(c.sqe.dptr.length, incap ? incap : c.sqe.dptr.length);
 	if (!incap) {
@@ -374,6 +391,8 @@ static void expect_cmd(uint16_t cid, uint32_t incap)
 	}
 	pdu_pop(plen);
 }
+
+static void expect_cmd(uint16_t cid, uint32_t incap) { expect_op(NVME_CMD_WRITE, cid, incap); }
 
 static void send_r2t(uint16_t cid, uint32_t off, uint32_t len)
 {
@@ -619,10 +638,62 @@ START_TEST(write_splice_waits_for_room)
 	ck_assert_uint_lt(fx.tq->nr_tx_spliced_data, WLEN);
 	ck_assert_uint_eq(fx.done_count[s], 0);
 	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	/* A command submitted meanwhile waits for the PDU to end: it must
+	 * not land inside the payload on the wire. */
+	static uint8_t rbuf[4096];
+	struct nvmf_req *rd = tcpfx_submit_nowait(&fx, false, rbuf, sizeof(rbuf));
+	ck_assert_ptr_nonnull(rd);
+	uint16_t rcid = rd->cid;
 	/* Now the target reads (pdu_wait), and the rest follows. */
 	ck_assert_uint_eq(expect_h2c(cid, 0, WLEN, 1 << 20), 1);
+	expect_op(NVME_CMD_READ, rcid, 0);
+	/* The read ends with its data (SUCCESS: no response capsule). */
+	static uint8_t c2h[4096 + 64];
+	size_t cn = 0;
+	pdu_c2h(&fx, c2h, &cn, rcid, 0, wdata, sizeof(rbuf),
+		NVME_TCP_F_DATA_LAST | NVME_TCP_F_DATA_SUCCESS);
+	ck_assert_int_eq(write(fx.peer, c2h, cn), (ssize_t)cn);
 	respond(cid);
+	ck_assert_uint_eq(fx.done_count[rcid & NVMF_CID_IDX_MASK], 1);
+	ck_assert_int_eq(fx.done_err[rcid & NVMF_CID_IDX_MASK], 0);
+	ck_assert(memcmp(rbuf, wdata, sizeof(rbuf)) == 0);
 	ck_assert_uint_eq(fx.tq->nr_tx_spliced_data, WLEN);
+	assert_wpipe_full(WLEN);
+	wteardown();
+}
+END_TEST
+
+/* Two writes in pipes, their R2Ts in one segment: each H2CData goes
+ * alone and whole, one after the other, and both pipes stay full. */
+START_TEST(write_two_spliced_back_to_back)
+{
+	struct pipe_sink second;
+
+	wsetup(_i, false, false, 1 << 20, WLEN);
+	ck_assert_int_eq(pipe_sink_open(&second, 256 * 1024), 0);
+	ck_assert_int_eq(pipe_sink_put(&second, wdata, WLEN), 0);
+	uint16_t c1 = wsubmit(WLEN)->cid;
+	fx.wsink = &second;
+	struct nvmf_req *r2 = tcpfx_submit(&fx, true, wbuf, WLEN);
+	fx.wsink = NULL;
+	ck_assert_ptr_nonnull(r2);
+	uint16_t c2 = r2->cid;
+	uint8_t b[128];
+	size_t n = 0;
+
+	expect_cmd(c1, 0);
+	expect_cmd(c2, 0);
+	pdu_r2t(&fx, b, &n, c1, 0, WLEN);
+	pdu_r2t(&fx, b, &n, c2, 0, WLEN);
+	ck_assert_int_eq(write(fx.peer, b, n), (ssize_t)n);
+	ck_assert_uint_eq(expect_h2c(c1, 0, WLEN, 1 << 20), 1);
+	ck_assert_uint_eq(expect_h2c(c2, 0, WLEN, 1 << 20), 1);
+	respond(c2);
+	respond(c1);
+	ck_assert_uint_eq(fx.tq->nr_tx_spliced_data, 2u * WLEN);
+	ck_assert(all_zero(wbuf, WLEN));
+	ck_assert_uint_eq(second.filled, WLEN);
+	pipe_sink_close(&second);
 	assert_wpipe_full(WLEN);
 	wteardown();
 }
@@ -649,6 +720,7 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, write_spliced_whole, 0, 4);
 	tcase_add_loop_test(tc, write_spliced_twice, 0, 2);
+	tcase_add_loop_test(tc, write_two_spliced_back_to_back, 0, 2);
 	tcase_add_loop_test(tc, write_partial_r2t_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_small_maxh2cdata_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_data_digest_takes_out, 0, 2);
