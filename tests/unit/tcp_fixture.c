@@ -140,7 +140,7 @@ struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *bu
 	req->sqe.opcode = write ? NVME_CMD_WRITE : NVME_CMD_READ;
 	req->sqe.nsid = 1;
 	nvmf_req_set_data(req, &iov, len ? 1 : 0, len, write);
-	req->sink = write ? NULL : f->sink;
+	req->sink = write ? f->wsink : f->sink;
 	req->done = fx_done;
 	req->ctx = f;
 	nvmf_req_submit(req);

@@ -28,6 +28,9 @@ struct tcp_fixture {
 	void (*on_done)(struct tcp_fixture *f, struct nvmf_req *req, int err);
 	/* Given to each read submitted next (req->sink); NULL: none. */
 	struct pipe_sink *sink;
+	/* Given to each write submitted next (req->sink: its payload is in
+	 * this pipe when filled == len); NULL: none. */
+	struct pipe_sink *wsink;
 	/* What the host sent, not read by the test yet. */
 	uint8_t sent[128 * 1024];
 	size_t sent_len;

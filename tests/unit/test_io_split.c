@@ -78,6 +78,15 @@ static const struct nvmf_transport_ops fake_ops = {
 	.queue_free = fake_free,
 };
 
+/* The same, taking a one-command WRITE's payload in a pipe (as TCP). */
+static const struct nvmf_transport_ops fake_pipe_ops = {
+	.name = "fake-pipe",
+	.pipe_writes = true,
+	.submit = fake_submit,
+	.queue_shutdown = fake_shutdown,
+	.queue_free = fake_free,
+};
+
 /* A LIVE queue from the production constructor, with the transport
  * swapped for the fake one (its request slots are large enough). */
 static void queue_setup(uint16_t size)
@@ -656,6 +665,187 @@ START_TEST(new_attempt_resets_the_pipe)
 }
 END_TEST
 
+/* ---- WRITE payloads in a pipe ---- */
+
+enum { WP_LEN = 256 * 1024 };
+
+static struct pipe_sink wp;
+static uint8_t wp_data[WP_LEN], wp_buf[WP_LEN];
+static struct iovec wp_iov = { wp_buf, sizeof(wp_buf) };
+
+/* A write of len bytes whose payload is wholly in the pipe wp, its
+ * buffer zeroed (where the payload lands if taken out). */
+static void wp_setup(struct nvmf_io *io, uint32_t len)
+{
+	for (size_t i = 0; i < sizeof(wp_data); i++)
+		wp_data[i] = (uint8_t)(i * 13 + (i >> 9));
+	memset(wp_buf, 0, sizeof(wp_buf));
+	ck_assert_int_eq(pipe_sink_open(&wp, 512 * 1024), 0);
+	ck_assert_int_eq(pipe_sink_put(&wp, wp_data, len), 0);
+	set_ns(512, 1u << 24);
+	memset(io, 0, sizeof(*io));
+	io->op = NVMF_IO_WRITE;
+	io->len = len;
+	io->iov = &wp_iov;
+	io->iovcnt = 1;
+	io->sink = &wp;
+	io->cb = io_cb;
+}
+
+/* The payload is in the buffer, the pipe empty and still usable, and no
+ * command carries the pipe: each one's iovec is its part of the data. */
+static void assert_wp_taken_out(uint32_t len)
+{
+	uint8_t b;
+	uint64_t pos = 0;
+
+	ck_assert(!wp.broken);
+	ck_assert_uint_eq(wp.filled, 0);
+	ck_assert_int_eq(read(wp.rfd, &b, 1), -1);
+	ck_assert(memcmp(wp_buf, wp_data, len) == 0);
+	for (unsigned i = 0; i < ncmds; i++) {
+		ck_assert_ptr_null(cmds[i].sink);
+		for (unsigned k = 0; k < cmds[i].iovcnt; k++) {
+			ck_assert(memcmp(cmds[i].iov[k].iov_base, wp_data + pos,
+					 cmds[i].iov[k].iov_len) == 0);
+			pos += cmds[i].iov[k].iov_len;
+		}
+	}
+	ck_assert_uint_eq(pos, len);
+}
+
+/* The pipe holds exactly the payload (read back, so only at the end). */
+static void assert_wp_full(uint32_t len)
+{
+	static uint8_t got[WP_LEN + 1];
+	size_t n = 0;
+	ssize_t r;
+
+	ck_assert(!wp.broken);
+	ck_assert_uint_eq(wp.filled, len);
+	while (n < sizeof(got) && (r = read(wp.rfd, got + n, sizeof(got) - n)) > 0)
+		n += (size_t)r;
+	ck_assert_uint_eq(n, len);
+	ck_assert(memcmp(got, wp_data, len) == 0);
+}
+
+/* Split at MDTS: a pipe holds one stream, so the payload comes out into
+ * the buffer before the first command, even on a transport that sends
+ * from pipes. */
+START_TEST(write_pipe_split_takes_out)
+{
+	struct nvmf_io io;
+
+	q.ops = &fake_pipe_ops;
+	wp_setup(&io, WP_LEN);
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 64 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 4);
+	assert_wp_taken_out(WP_LEN);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	pipe_sink_close(&wp);
+}
+END_TEST
+
+/* A transport without pipe_writes gets the buffer, even for one command. */
+START_TEST(write_pipe_no_pipe_writes_takes_out)
+{
+	struct nvmf_io io;
+
+	wp_setup(&io, 128 * 1024);
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_uint_eq(ncmds, 1);
+	assert_wp_taken_out(128 * 1024);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	pipe_sink_close(&wp);
+}
+END_TEST
+
+/* One command on a transport that sends from pipes: the command carries
+ * the pipe, still full, and the buffer is untouched. */
+START_TEST(write_pipe_one_command_keeps_pipe)
+{
+	static const uint8_t zero[WP_LEN];
+	struct nvmf_io io;
+
+	q.ops = &fake_pipe_ops;
+	wp_setup(&io, 128 * 1024);
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_uint_eq(ncmds, 1);
+	ck_assert_ptr_eq(cmds[0].sink, &wp);
+	ck_assert_uint_eq(cmds[0].data_len, 128 * 1024);
+	ck_assert_uint_eq(wp.filled, 128 * 1024);
+	ck_assert(memcmp(wp_buf, zero, sizeof(zero)) == 0);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	assert_wp_full(128 * 1024);
+	pipe_sink_close(&wp);
+}
+END_TEST
+
+/* A pipe that fails loses the payload: -EIO at submit, no command sent,
+ * no callback. */
+START_TEST(write_pipe_broken_is_eio)
+{
+	struct nvmf_io io;
+	static uint8_t stolen[4096];
+
+	/* Taking out fails: bytes vanished behind the sink's back. */
+	wp_setup(&io, WP_LEN);
+	ck_assert_int_eq(read(wp.rfd, stolen, sizeof(stolen)), (ssize_t)sizeof(stolen));
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 64 * 1024, &io), -EIO);
+	ck_assert_uint_eq(ncmds, 0);
+	pipe_sink_close(&wp);
+
+	/* Sending from it: a pipe already broken. */
+	q.ops = &fake_pipe_ops;
+	wp_setup(&io, 128 * 1024);
+	wp.broken = true;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), -EIO);
+	ck_assert_uint_eq(ncmds, 0);
+	reactor_poll(&r, 0);
+	ck_assert_uint_eq(cb_count, 0);
+	pipe_sink_close(&wp);
+}
+END_TEST
+
+/* Multipath sends a failed write again (nvmf_io_submit once more): the
+ * transport left the caller's pipe full, so the second attempt as one
+ * command carries it again; split the second time, it comes out then. */
+START_TEST(write_pipe_retry_still_full)
+{
+	struct nvmf_io io;
+
+	q.ops = &fake_pipe_ops;
+	wp_setup(&io, 128 * 1024);
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_ptr_eq(cmds[0].sink, &wp);
+	complete_all(0x6 /* Internal Error */, false);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_ne(cb_err, 0);
+
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_uint_eq(ncmds, 2);
+	ck_assert_ptr_eq(cmds[1].sink, &wp);
+	ck_assert_uint_eq(wp.filled, 128 * 1024);
+	complete_all(0x6 /* Internal Error */, false);
+	ck_assert_uint_eq(cb_count, 2);
+
+	ncmds = 0;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 32 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 4);
+	assert_wp_taken_out(128 * 1024);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 3);
+	ck_assert_int_eq(cb_err, 0);
+	pipe_sink_close(&wp);
+}
+END_TEST
+
 static Suite *io_suite(void)
 {
 	Suite *s = suite_create("io_split");
@@ -678,6 +868,11 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, pool_exhaustion_sync);
 	tcase_add_test(tc, sink_only_for_one_command);
 	tcase_add_test(tc, new_attempt_resets_the_pipe);
+	tcase_add_test(tc, write_pipe_split_takes_out);
+	tcase_add_test(tc, write_pipe_no_pipe_writes_takes_out);
+	tcase_add_test(tc, write_pipe_one_command_keeps_pipe);
+	tcase_add_test(tc, write_pipe_broken_is_eio);
+	tcase_add_test(tc, write_pipe_retry_still_full);
 	suite_add_tcase(s, tc);
 	return s;
 }

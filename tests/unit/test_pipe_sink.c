@@ -199,6 +199,125 @@ START_TEST(to_socket_full_then_rest)
 }
 END_TEST
 
+/* tee: dst gets its prefix followed by exactly src's payload, and src
+ * still holds all of it (a retry on another path sends it again). */
+START_TEST(tee_duplicates_behind_prefix)
+{
+	struct pipe_sink src, dst;
+	static uint8_t data[100000], got[100100];
+
+	fill(data, sizeof(data), 6);
+	ck_assert_int_eq(pipe_sink_open(&src, 256 * 1024), 0);
+	ck_assert_int_eq(pipe_sink_open(&dst, 512 * 1024), 0);
+	ck_assert_int_eq(pipe_sink_put(&src, data, sizeof(data)), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&dst, "H2C-HEADER-24-BYTES-PAD!", 24), 0);
+	ck_assert_int_eq(pipe_sink_tee(&dst, &src), 0);
+	ck_assert_uint_eq(dst.filled, sizeof(data));
+	ck_assert_uint_eq(dst.prefix_len, 24);
+	ck_assert_uint_eq(src.filled, sizeof(data));
+	ck_assert(!src.broken && !dst.broken);
+	ck_assert_uint_eq(drain(&dst, got, sizeof(got)), 24 + sizeof(data));
+	ck_assert_mem_eq(got, "H2C-HEADER-24-BYTES-PAD!", 24);
+	ck_assert(memcmp(got + 24, data, sizeof(data)) == 0);
+	ck_assert_uint_eq(drain(&src, got, sizeof(got)), sizeof(data));
+	ck_assert(memcmp(got, data, sizeof(data)) == 0);
+	pipe_sink_close(&src);
+	pipe_sink_close(&dst);
+}
+END_TEST
+
+/* A dst without room for all of src: -ENOSPC (whatever went in is counted
+ * in dst, which emptying clears), src untouched. */
+START_TEST(tee_too_small_is_enospc)
+{
+	struct pipe_sink src, dst;
+	static uint8_t data[100000], got[100100];
+
+	fill(data, sizeof(data), 7);
+	ck_assert_int_eq(pipe_sink_open(&src, 256 * 1024), 0);
+	ck_assert_int_eq(pipe_sink_open(&dst, 16384), 0);
+	ck_assert_uint_eq(dst.cap, 16384);
+	ck_assert_int_eq(pipe_sink_put(&src, data, sizeof(data)), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&dst, "HDR", 3), 0);
+	ck_assert_int_eq(pipe_sink_tee(&dst, &src), -ENOSPC);
+	ck_assert_uint_lt(dst.filled, sizeof(data));
+	ck_assert(!dst.broken);
+	ck_assert_uint_eq(drain(&dst, got, sizeof(got)), 3u + dst.filled);
+	dst.filled = 0;
+	dst.prefix_len = 0;
+	/* A full dst: no room at all is the same answer. */
+	ck_assert_int_eq(pipe_sink_put(&dst, data, 16384), 0);
+	ck_assert_int_eq(pipe_sink_tee(&dst, &src), -ENOSPC);
+	ck_assert_uint_eq(dst.filled, 16384);
+	ck_assert_int_eq(pipe_sink_empty(&dst), 0);
+	ck_assert_uint_eq(drain(&dst, got, sizeof(got)), 0);
+	ck_assert_uint_eq(src.filled, sizeof(data));
+	ck_assert_uint_eq(drain(&src, got, sizeof(got)), sizeof(data));
+	ck_assert(memcmp(got, data, sizeof(data)) == 0);
+	pipe_sink_close(&src);
+	pipe_sink_close(&dst);
+}
+END_TEST
+
+/* tee copies from the front of src: a prefix there would go out as
+ * payload. */
+START_TEST(tee_src_with_prefix_is_einval)
+{
+	struct pipe_sink src, dst;
+	uint8_t data[5000], got[6000];
+
+	fill(data, sizeof(data), 8);
+	ck_assert_int_eq(pipe_sink_open(&src, 0), 0);
+	ck_assert_int_eq(pipe_sink_open(&dst, 0), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&src, "PRE", 3), 0);
+	ck_assert_int_eq(pipe_sink_put(&src, data, sizeof(data)), 0);
+	ck_assert_int_eq(pipe_sink_tee(&dst, &src), -EINVAL);
+	ck_assert_uint_eq(dst.filled, 0);
+	ck_assert_uint_eq(drain(&dst, got, sizeof(got)), 0);
+	/* A broken end is -EIO, before anything moves. */
+	pipe_sink_close(&src);
+	ck_assert_int_eq(pipe_sink_open(&src, 0), 0);
+	ck_assert_int_eq(pipe_sink_put(&src, data, sizeof(data)), 0);
+	src.broken = true;
+	ck_assert_int_eq(pipe_sink_tee(&dst, &src), -EIO);
+	ck_assert_uint_eq(drain(&dst, got, sizeof(got)), 0);
+	pipe_sink_close(&src);
+	pipe_sink_close(&dst);
+}
+END_TEST
+
+/* Reset and empty drop a payload of many pages (spliced to /dev/null):
+ * afterwards the pipe holds nothing (or the prefix alone) and takes a
+ * full payload again, which it could not if pages were left behind. */
+START_TEST(reset_and_empty_many_pages)
+{
+	struct pipe_sink s;
+	static uint8_t data[200000], got[200100];
+	struct iovec iov = { got, sizeof(got) };
+
+	ck_assert_int_eq(pipe_sink_open(&s, 256 * 1024), 0);
+	ck_assert_uint_ge(s.cap, 256 * 1024);
+	for (int round = 0; round < 3; round++) {
+		fill(data, sizeof(data), 9 + (unsigned)round);
+		ck_assert_int_eq(pipe_sink_set_prefix(&s, "0123456789", 10), 0);
+		ck_assert_int_eq(pipe_sink_put(&s, data, sizeof(data)), 0);
+		ck_assert_int_eq(pipe_sink_reset(&s), 0);
+		ck_assert_uint_eq(s.filled, 0);
+		ck_assert_uint_eq(s.prefix_len, 10);
+		/* Full size again behind the prefix, and it comes back. */
+		ck_assert_int_eq(pipe_sink_put(&s, data, sizeof(data)), 0);
+		ck_assert_int_eq(pipe_sink_unsplice(&s, &iov, 1), 0);
+		ck_assert(memcmp(got, data, sizeof(data)) == 0);
+		ck_assert_int_eq(pipe_sink_put(&s, data, sizeof(data)), 0);
+		ck_assert_int_eq(pipe_sink_empty(&s), 0);
+		ck_assert_uint_eq(s.filled + s.prefix_len, 0);
+		ck_assert(!s.broken);
+		ck_assert_uint_eq(drain(&s, got, sizeof(got)), 0);
+	}
+	pipe_sink_close(&s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pipe_sink");
@@ -211,6 +330,10 @@ int main(void)
 	tcase_add_test(tc, from_blocking_socket_never_blocks);
 	tcase_add_test(tc, full_pipe_is_enospc);
 	tcase_add_test(tc, to_socket_full_then_rest);
+	tcase_add_test(tc, tee_duplicates_behind_prefix);
+	tcase_add_test(tc, tee_too_small_is_enospc);
+	tcase_add_test(tc, tee_src_with_prefix_is_einval);
+	tcase_add_test(tc, reset_and_empty_many_pages);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
