@@ -151,12 +151,32 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
 	q->io.sink = s;
 }
 
+/* Write payloads through pipes: for the kernel's /dev/nbdN by default,
+ * where it was measured a gain (TCG guest, 128K writes QD8: 0.34-0.39 of
+ * the kernel host before, 0.59-0.74 with), not for socket clients, where
+ * it was measured a loss (this host, fio's nbd engine over a Unix socket:
+ * 0.70x the MiB/s at 1.65x the gateway's CPU per MiB, more wakeups).
+ * NVMF_GATEWAY_SPLICE_WRITES=all or =none overrides. */
+static bool writes_through_pipes(const struct nbd_conn *c)
+{
+	static int mode = -1; /* 0 none, 1 kernel devices, 2 all */
+
+	if (__atomic_load_n(&mode, __ATOMIC_RELAXED) < 0) {
+		const char *e = getenv("NVMF_GATEWAY_SPLICE_WRITES");
+		int m = !e || !*e ? 1 : !strcmp(e, "all") ? 2 : !strcmp(e, "none") ? 0 : 1;
+		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&mode, __ATOMIC_RELAXED) == 2 ||
+	       (__atomic_load_n(&mode, __ATOMIC_RELAXED) == 1 && c->kernel);
+}
+
 void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q)
 {
 	struct pipe_sink *s;
 
 	c->rx_hdr_only = false;
-	if (q->type != NBD_CMD_WRITE || q->length < NBD_SPLICE_MIN || !conn_can_splice(c))
+	if (q->type != NBD_CMD_WRITE || q->length < NBD_SPLICE_MIN || !writes_through_pipes(c) ||
+	    !conn_can_splice(c))
 		return;
 	if (c->wsplice_skip) {
 		c->wsplice_skip--;

@@ -702,7 +702,10 @@ fuse = { mountpoint = "%(mnt)s"; };
     if chk.returncode:
         return fail("configuration rejected: " + chk.stdout + chk.stderr)
     glog = open(os.path.join(d, "gw.log"), "w")
-    env = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
+    # Socket clients' write payloads go through pipes too (by default only
+    # /dev/nbdN's do), so that faults hit them.
+    env = dict(os.environ, NVMF_GATEWAY_SPLICE_WRITES="all",
+               ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1")
     procs["gw"] = gw = subprocess.Popen([GW, "run", "-f", "-c", conf], stdout=glog,
                                         stderr=subprocess.STDOUT, env=env)
