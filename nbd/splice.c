@@ -47,6 +47,16 @@ static unsigned long pipes_max(void)
 	return __atomic_load_n(&max, __ATOMIC_RELAXED);
 }
 
+/* One more miss in a row; at the limit the next SPLICE_SKIP requests go
+ * without a pipe. */
+static void count_miss(unsigned *misses, unsigned *skip)
+{
+	if (++*misses >= SPLICE_MISS_LIMIT) {
+		*misses = 0;
+		*skip = SPLICE_SKIP;
+	}
+}
+
 static void pipe_close_counted(struct pipe_sink *s)
 {
 	if (!pipe_sink_is_open(s))
@@ -211,10 +221,8 @@ static int write_give_up(struct nbd_conn *c, struct nbd_req *q, int why)
 	c->nr_wr_unspliced++;
 	/* A pipe that fills (small frames fill its slots before its bytes)
 	 * will fill again for the next writes: count it as a miss. */
-	if (why != -EAGAIN && ++c->wsplice_misses >= SPLICE_MISS_LIMIT) {
-		c->wsplice_misses = 0;
-		c->wsplice_skip = SPLICE_SKIP;
-	}
+	if (why != -EAGAIN)
+		count_miss(&c->wsplice_misses, &c->wsplice_skip);
 	if (s->broken || s->filled != c->cur_got || pipe_sink_unsplice(s, &iov, 1) < 0) {
 		pipe_give(c, s);
 		nbd_conn_fail(c, -EIO, "write at %llu: its payload is lost: a pipe failed",
@@ -277,10 +285,7 @@ void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err)
 			c->wsplice_misses = 0;
 		} else {
 			c->nr_wr_taken_out++;
-			if (++c->wsplice_misses >= SPLICE_MISS_LIMIT) {
-				c->wsplice_misses = 0;
-				c->wsplice_skip = SPLICE_SKIP;
-			}
+			count_miss(&c->wsplice_misses, &c->wsplice_skip);
 		}
 		pipe_give(c, s);
 		return;
@@ -301,10 +306,7 @@ void nbd_splice_settle(struct nbd_conn *c, struct nbd_req *q, int *err)
 	}
 	if (!*err) {
 		c->nr_splice_missed++;
-		if (++c->splice_misses >= SPLICE_MISS_LIMIT) {
-			c->splice_misses = 0;
-			c->splice_skip = SPLICE_SKIP;
-		}
+		count_miss(&c->splice_misses, &c->splice_skip);
 	}
 	q->sink = NULL;
 	pipe_give(c, s);

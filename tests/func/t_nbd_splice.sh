@@ -55,29 +55,27 @@ export NVMF_GATEWAY_SPLICE_WRITES=all
 conf false
 NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
 verify "pipes"
+# kill_clients RW SIZE: three fio clients killed 0.7 s into 128 KiB I/O at
+# QD32 (--thread: the job is this pid, not a child that would live on).
+kill_clients() {
+	local i fpid
+	for i in 1 2 3; do
+		fio --thread --name=k --ioengine=nbd --uri="$uri" --rw="$1" --bs=128k --iodepth=32 \
+			--size="$2" --time_based --runtime=30 --output=/dev/null &
+		fpid=$!
+		sleep 0.7
+		kill -9 "$fpid"
+		wait "$fpid" 2> /dev/null
+	done
+}
 # A client gone in the middle of 128 KiB reads: the gateway carries on.
-# (--thread: the job is this pid, not a child that would live on.)
-for i in 1 2 3; do
-	fio --thread --name=k --ioengine=nbd --uri="$uri" --rw=read --bs=128k --iodepth=32 --size=64M \
-		--time_based --runtime=30 --output=/dev/null &
-	fpid=$!
-	sleep 0.7
-	kill -9 "$fpid"
-	wait "$fpid" 2> /dev/null
-done
+kill_clients read 64M
 kill -0 "$GW_PID" || fail "the gateway died with its client"
 # Writes alone, 128 KiB at QD8, then writers killed mid-payload.
 fio --name=w --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=48M \
 	--time_based --runtime=3 --output="$tmp/fio-w.txt" || { cat "$tmp/fio-w.txt"; fail "128K writes"; }
 closed0=$(grep -c -- '-> closed' "$tmp/gw.log")
-for i in 1 2 3; do
-	fio --thread --name=k --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=32 --size=48M \
-		--time_based --runtime=30 --output=/dev/null &
-	fpid=$!
-	sleep 0.7
-	kill -9 "$fpid"
-	wait "$fpid" 2> /dev/null
-done
+kill_clients randwrite 48M
 kill -0 "$GW_PID" || fail "the gateway died with its writers"
 # A dead client's writes still in the socket or in flight land when they
 # land (NBD has no fencing, any server does the same): the verify starts

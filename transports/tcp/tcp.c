@@ -155,15 +155,22 @@ static void item_queue(struct tcp_queue *tq, struct tcp_send_item *it)
 }
 
 /* The write's payload comes out of its pipe into req->iov, for a send
- * that takes it from memory. */
-static int take_out_of_pipe(struct tcp_queue *tq, struct nvmf_req *req)
+ * that takes it from memory; -EIO if the pipe does not hold it whole. */
+static int unsplice_payload(struct nvmf_req *req)
 {
 	struct pipe_sink *s = req->sink;
-	int ret;
 
 	req->sink = NULL;
-	if (!s->broken && s->filled == req->data_len &&
-	    (ret = pipe_sink_unsplice(s, req->iov, req->iovcnt)) == 0)
+	if (s->broken || s->filled != req->data_len ||
+	    pipe_sink_unsplice(s, req->iov, req->iovcnt) < 0)
+		return -EIO;
+	return 0;
+}
+
+/* The same once the command was accepted: a failure fails the queue. */
+static int take_out_of_pipe(struct tcp_queue *tq, struct nvmf_req *req)
+{
+	if (unsplice_payload(req) == 0)
 		return 0;
 	nvmf_queue_transport_error(tq->q, -EIO, "CID 0x%04x: the write's payload is lost: its "
 				   "pipe failed", req->cid);
@@ -403,8 +410,8 @@ static void splice_step(struct tcp_queue *tq)
 }
 
 /* Starts sending `it`, an H2CData whose payload is in its request's pipe:
- * true if it went (alone), false if it must go from memory after all (its
- * payload is there now) or the queue failed. */
+ * true if it went (alone), false if it must go from memory after all (the
+ * caller takes its payload out of the pipe). */
 static bool splice_start(struct tcp_queue *tq, struct tcp_send_item *it)
 {
 	struct nvmf_req *req = it->req;
@@ -595,13 +602,9 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	/* A digest is computed over the bytes, and TLS seals them: both need
 	 * them in memory, as does data in the capsule. */
 	if (req->sink && req->host_to_ctrl &&
-	    (!tq->tx_pipe_ok || tq->tls || tq->ddgst || tr->in_capsule)) {
-		struct pipe_sink *s = req->sink;
-		req->sink = NULL;
-		if (s->broken || s->filled != req->data_len ||
-		    pipe_sink_unsplice(s, req->iov, req->iovcnt) < 0)
-			return -EIO; /* before it was accepted: the caller's error */
-	}
+	    (!tq->tx_pipe_ok || tq->tls || tq->ddgst || tr->in_capsule) &&
+	    unsplice_payload(req) < 0)
+		return -EIO; /* before it was accepted: the caller's error */
 	if (!req->host_to_ctrl && (tq->tls || tq->ddgst))
 		req->sink = NULL;
 	if (req->data_len) {
