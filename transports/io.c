@@ -94,12 +94,17 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		sqe->cdw10 = (uint32_t)slba;
 		sqe->cdw11 = (uint32_t)(slba >> 32);
 		sqe->cdw12 = (nlb - 1) | ((io->flags & NVMF_IO_FUA) ? NVME_RW_FUA : 0);
-		/* Only a whole I/O in one command: the pipe holds one stream.
-		 * A write's pipe is still full only when nvmf_io_submit found
-		 * it could go whole. */
-		if (io->sink && off == 0 && n == io->len && !io->sink->broken &&
-		    (io->op == NVMF_IO_READ || io->sink->filled == n))
+		/* A write goes out of its pipe only as one command: its pipe
+		 * is still full only when nvmf_io_submit found it could go
+		 * whole.  A read split at MDTS gives every command the pipe
+		 * with its place in the stream: the transport appends a part
+		 * only when the parts before it are all there (io_pipe_settle
+		 * takes care of the rest). */
+		if (io->sink && !io->sink->broken &&
+		    (io->op == NVMF_IO_READ || (off == 0 && n == io->len && io->sink->filled == n))) {
 			req->sink = io->sink;
+			req->sink_off = (uint32_t)off;
+		}
 		break;
 	}
 	case NVMF_IO_WRITE_ZEROES:
@@ -124,6 +129,23 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		sqe->opcode = NVME_CMD_FLUSH;
 		break;
 	}
+}
+
+/* A read's parts fill its pipe in order while they arrive in order.  One
+ * that came early (the target may finish them in any order) went to the
+ * buffer, and every part after it too: what the pipe holds then joins them
+ * there, so that the payload ends wholly in one place, as the owner reads
+ * it (pipe_sink.h). */
+static void io_pipe_settle(struct nvmf_io *io)
+{
+	struct pipe_sink *s = io->sink;
+
+	if (!s || io->op != NVMF_IO_READ || io->err || !s->filled || s->filled == io->len)
+		return;
+	INVARIANT(s->filled < io->len, "a read's pipe holds more than the read");
+	io->pipe_joined = true;
+	if (pipe_sink_unsplice(s, io->iov, io->iovcnt) < 0)
+		io->err = -EIO; /* the bytes in the pipe are lost; a retry reads them again */
 }
 
 static void io_kick(struct nvmf_io *io)
@@ -156,8 +178,10 @@ static void io_kick(struct nvmf_io *io)
 		nvmf_req_submit(req);
 	}
 	io->kicking = false;
-	if (io->outstanding == 0)
+	if (io->outstanding == 0) {
+		io_pipe_settle(io);
 		io->cb(io, io->err);
+	}
 }
 
 int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_xfer,
@@ -186,6 +210,7 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	io->started = false;
 	io->kicking = false;
 	io->waiting = false;
+	io->pipe_joined = false;
 	/* An attempt after one that failed (another path) starts the pipe
 	 * afresh, whether or not this one uses it: the owner reads `filled`
 	 * as where the payload is.  A pipe that cannot be reset is broken,

@@ -24,8 +24,11 @@ struct nvmf_io {
 	uint64_t len; /* bytes, LBA aligned */
 	const struct iovec *iov;
 	unsigned iovcnt;
-	/* READ: the caller's pipe, used when the I/O is one command (see
-	 * pipe_sink.h); the data is then in the pipe if sink->filled == len.
+	/* READ: the caller's pipe (see pipe_sink.h); at the callback the data
+	 * is in the pipe if sink->filled == len, else wholly in iov.  The
+	 * commands of a read split at MDTS append their parts in order; if
+	 * one comes early, the rest go to iov and what the pipe held joins
+	 * them there at the end (pipe_joined).
 	 * WRITE: the payload is in this pipe when sink->filled == len, else
 	 * in iov; nvmf_io_submit takes it out into iov unless the I/O is one
 	 * command on a transport that sends from pipes.  -EIO if it cannot. */
@@ -43,6 +46,7 @@ struct nvmf_io {
 	bool kicking;
 	bool started;
 	bool waiting; /* on the queue's waiter list */
+	bool pipe_joined; /* a read's parts came out of order: the pipe's went to iov */
 	struct nvmf_waiter waiter;
 };
 

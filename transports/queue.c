@@ -212,6 +212,7 @@ static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 	req->data_len = 0;
 	req->iovcnt = 0;
 	req->sink = NULL;
+	req->sink_off = 0;
 	req->host_to_ctrl = false;
 	req->done = NULL;
 	req->ctx = req->ctx2 = NULL;

@@ -63,8 +63,12 @@ struct nvmf_req {
 	 * transport may use it or not, and sets it to NULL when it gives up.
 	 * A write's payload is there when sink->filled == data_len (only
 	 * with ops->pipe_writes): the transport sends it from the pipe, or
-	 * takes it out into iov before it uses iov. */
+	 * takes it out into iov before it uses iov.
+	 * sink_off: where this command's data starts in the pipe's stream (a
+	 * read split at MDTS: each command appends its part only when the
+	 * pipe holds exactly the parts before it, see transports/io.c). */
 	struct pipe_sink *sink;
+	uint32_t sink_off;
 	uint64_t submit_ns;
 	struct nvme_dsm_range dsm; /* Dataset Management payload */
 	/* err: 0 when a CQE arrived (its status may still be an error), or

@@ -3,9 +3,11 @@
 # payload is spliced from the target's socket into it behind the reply
 # header, then to the client.  Checked against real clients over the hop
 # to the in-tree target (both reactor backends through run.sh):
-#  - fio verify with 4K to 128K blocks (the target's MDTS is 128 KiB: all
-#    one command), nbdcopy out and compare; the log counts the spliced
-#    replies and the bytes the TCP queues spliced;
+#  - fio verify with 4K to 512K blocks (the target's MDTS is 128 KiB: a
+#    512K read is four commands, which fill the pipe one after the other),
+#    nbdcopy out and compare; the log counts the spliced replies and the
+#    bytes the TCP queues spliced;
+#  - 512K reads alone on one connection: every reply spliced;
 #  - a client killed in the middle of large reads: the gateway carries on
 #    (SIGPIPE ignored, the pipe of the broken reply closed, not reused);
 #  - data digest on: nothing spliced (the digest needs the bytes), still
@@ -31,14 +33,14 @@ tgt() { "$T" --ctl "$tctl" "$@" > /dev/null || fail "target control: $*"; }
 conf() {
 	cat > "$tmp/gw.conf" << EOF2
 gateway = { reactors = 2; state_dir = "$tmp/state"; control = "$ctl"; };
-targets = ( { name = "t"; subnqn = "$nqn"; nr_io_queues = 2; data_digest = $1;
+targets = ( { name = "t"; subnqn = "$nqn"; nr_io_queues = 2; data_digest = $1; reconnect_delay = 1;
     paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); } );
 exports = ( { name = "a"; target = "t"; nbd = { listen = "unix:$tmp/a.sock"; }; } );
 EOF2
 }
 uri="nbd+unix:///a?socket=$tmp/a.sock"
 verify() {
-	fio --name=v --ioengine=nbd --uri="$uri" --rw=randrw --bssplit=4k/20:64k/40:128k/40 \
+	fio --name=v --ioengine=nbd --uri="$uri" --rw=randrw --bssplit=4k/20:64k/30:128k/30:512k/20 \
 		--iodepth=16 --size=48M --verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 \
 		--output="$tmp/fio.txt" || { cat "$tmp/fio.txt"; fail "fio verify ($1)"; }
 	head -c 16M /dev/urandom > "$tmp/in"
@@ -55,6 +57,20 @@ export NVMF_GATEWAY_SPLICE_WRITES=all
 conf false
 NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
 verify "pipes"
+# 512K reads, four commands each: their parts arrive in order from this
+# target, so every reply goes out of its pipe (a part that came early
+# would put the read in the buffer: tests/unit/test_io_split.c).
+# nbdcopy reads what the export holds: at least the 16 MiB written, 32
+# reads, on a connection of its own whose line counts them.
+n0=$(grep -c "read replies spliced" "$tmp/gw.log")
+nbdcopy --connections=1 --request-size=524288 "$uri" "$tmp/out512" || fail "nbdcopy 512K out"
+cmp -n 16777216 "$tmp/in" "$tmp/out512" || fail "512K reads differ"
+for _ in $(seq 100); do [ "$(grep -c "read replies spliced" "$tmp/gw.log")" -gt "$n0" ] && break; sleep 0.1; done
+line=$(grep "read replies spliced" "$tmp/gw.log" | tail -1)
+echo "512K reads (4 commands each): ${line##*: }"
+[[ $line =~ ([0-9]+)\ read\ replies\ spliced,\ 0\ not ]] && [ "${BASH_REMATCH[1]}" -ge 32 ] ||
+	fail "512K reads not all spliced: ${line##*: }"
+rm -f "$tmp/out512"
 # kill_clients RW SIZE: three fio clients killed 0.7 s into 128 KiB I/O at
 # QD32 (--thread: the job is this pid, not a child that would live on).
 kill_clients() {
@@ -100,7 +116,7 @@ q0=$(grep -c "write of 131072 bytes at [0-9]* back from path 0 .*requeued" "$tmp
 	"$T" --ctl "$tctl" drop > /dev/null || exit 1
 done ) &
 dpid=$!
-fio --name=d --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=24M --loops=30 \
+fio --name=d --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=24M --loops=40 \
 	--verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 \
 	--output="$tmp/fio-d.txt" || { cat "$tmp/fio-d.txt"; fail "verified writes under dropped connections"; }
 wait "$dpid" || fail "the target's drop command failed"

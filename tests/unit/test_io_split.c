@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/base/iov.h"
 #include "transports/io.h"
 #include "transports/transport.h"
 #include "unit_skip.h"
@@ -23,6 +24,7 @@ struct cmd_rec {
 	unsigned iovcnt;
 	bool host_to_ctrl;
 	struct pipe_sink *sink;
+	uint32_t sink_off;
 	struct iovec iov[NVMF_REQ_MAX_IOV];
 	struct nvme_dsm_range dsm;
 };
@@ -53,6 +55,7 @@ static int fake_submit(struct nvmf_queue *fq, struct nvmf_req *req)
 	c->iovcnt = req->iovcnt;
 	c->host_to_ctrl = req->host_to_ctrl;
 	c->sink = req->sink;
+	c->sink_off = req->sink_off;
 	memcpy(c->iov, req->iov, sizeof(c->iov));
 	if (req->sqe.opcode == NVME_CMD_DSM) {
 		ck_assert_uint_eq(req->iovcnt, 1);
@@ -587,9 +590,10 @@ END_TEST
 START_TEST(pool_exhaustion_sync) { pool_wait(false, true); }
 END_TEST
 
-/* A read's pipe goes with its command only when the read is one command:
- * a pipe holds one stream of payload. */
-START_TEST(sink_only_for_one_command)
+/* A read's pipe goes with every command, each with its place in the
+ * stream (the transport appends a part only behind the parts before it);
+ * a write's only when the write is one command. */
+START_TEST(sink_with_every_read_command)
 {
 	static uint8_t buf[256 * 1024];
 	struct iovec iov = { buf, sizeof(buf) };
@@ -614,8 +618,10 @@ START_TEST(sink_only_for_one_command)
 	io.len = sizeof(buf);
 	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
 	ck_assert_uint_eq(ncmds, 2);
-	ck_assert_ptr_null(cmds[0].sink);
-	ck_assert_ptr_null(cmds[1].sink);
+	ck_assert_ptr_eq(cmds[0].sink, &sk);
+	ck_assert_ptr_eq(cmds[1].sink, &sk);
+	ck_assert_uint_eq(cmds[0].sink_off, 0);
+	ck_assert_uint_eq(cmds[1].sink_off, 128 * 1024);
 	complete_all(0, false);
 
 	ncmds = 0;
@@ -661,6 +667,144 @@ START_TEST(new_attempt_resets_the_pipe)
 	complete_all(0, false);
 	ck_assert_uint_eq(cb_count, 1);
 	ck_assert_int_eq(cb_err, 0);
+	pipe_sink_close(&sk);
+}
+END_TEST
+
+/* Completes a split read's commands in the order given, each doing what
+ * the transport does with its data: into the pipe when the pipe holds
+ * exactly the parts before it, else into its buffer. */
+static void read_parts_arrive(const uint8_t *data, const unsigned *order, unsigned n)
+{
+	struct nvmf_req *reqs[16];
+
+	ck_assert_uint_eq(npending, n);
+	memcpy(reqs, pending, n * sizeof(*reqs));
+	npending = 0;
+	for (unsigned k = 0; k < n; k++) {
+		struct nvmf_req *req = reqs[order[k]];
+		const uint8_t *part = data + req->sink_off;
+		if (req->sink && req->sink->filled == req->sink_off)
+			ck_assert_int_eq(pipe_sink_put(req->sink, part, req->data_len), 0);
+		else
+			iov_copy_to(req->iov, req->iovcnt, 0, part, req->data_len);
+		struct nvme_cqe cqe = { .cid = req->cid };
+		nvmf_req_complete(req, &cqe);
+		for (int i = 0; i < 4; i++)
+			reactor_poll(&r, 0);
+	}
+}
+
+/* A read split in 4 whose parts come in order ends wholly in the pipe;
+ * one whose parts come out of order ends wholly in the buffer, the pipe
+ * holding its prefix alone, ready for the next read. */
+static void split_read_parts(const unsigned *order, bool in_pipe)
+{
+	static uint8_t data[512 * 1024], buf[512 * 1024], got[512 * 1024 + 8];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct pipe_sink sk;
+	struct nvmf_io io;
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + (i >> 12));
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&sk, "HDR!", 4), 0);
+	set_ns(512, 1u << 24);
+	memset(&io, 0, sizeof(io));
+	io.op = NVMF_IO_READ;
+	io.len = sizeof(data);
+	io.iov = &iov;
+	io.iovcnt = 1;
+	io.sink = &sk;
+	io.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 4);
+	read_parts_arrive(data, order, 4);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert(!sk.broken);
+	if (in_pipe) {
+		ck_assert(!io.pipe_joined);
+		ck_assert_uint_eq(sk.filled, sizeof(data));
+		size_t have = 0;
+		ssize_t r;
+		while ((r = read(sk.rfd, got + have, sizeof(got) - have)) > 0)
+			have += (size_t)r;
+		ck_assert_uint_eq(have, 4 + sizeof(data));
+		ck_assert_mem_eq(got, "HDR!", 4);
+		ck_assert(memcmp(got + 4, data, sizeof(data)) == 0);
+	} else {
+		ck_assert(io.pipe_joined);
+		ck_assert_uint_eq(sk.filled, 0);
+		ck_assert(memcmp(buf, data, sizeof(data)) == 0);
+		ck_assert_int_eq(read(sk.rfd, got, sizeof(got)), 4);
+		ck_assert_mem_eq(got, "HDR!", 4);
+	}
+	pipe_sink_close(&sk);
+}
+
+START_TEST(split_read_in_order_fills_the_pipe)
+{
+	static const unsigned order[] = { 0, 1, 2, 3 };
+	split_read_parts(order, true);
+}
+END_TEST
+
+/* The second part first: the first fills the pipe, the rest go to the
+ * buffer, and the pipe's part joins them. */
+START_TEST(split_read_out_of_order_joins_the_buffer)
+{
+	static const unsigned order[] = { 0, 2, 1, 3 };
+	split_read_parts(order, false);
+}
+END_TEST
+
+/* The last part first: nothing goes to the pipe after it either. */
+START_TEST(split_read_reversed_ends_in_the_buffer)
+{
+	static const unsigned order[] = { 3, 2, 1, 0 };
+	split_read_parts(order, false);
+}
+END_TEST
+
+/* A pipe that cannot give its part back fails the read (EIO): those bytes
+ * are gone, a retry reads them again. */
+START_TEST(split_read_broken_join_is_eio)
+{
+	static uint8_t data[256 * 1024], buf[256 * 1024];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct pipe_sink sk;
+	struct nvmf_io io;
+
+	memset(data, 0x5a, sizeof(data));
+	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
+	set_ns(512, 1u << 24);
+	memset(&io, 0, sizeof(io));
+	io.op = NVMF_IO_READ;
+	io.len = sizeof(data);
+	io.iov = &iov;
+	io.iovcnt = 1;
+	io.sink = &sk;
+	io.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
+	ck_assert_uint_eq(ncmds, 2);
+	/* The first part is in the pipe; the second comes early in effect
+	 * (the transport gave the pipe up), and the pipe then breaks. */
+	struct nvmf_req *first = pending[0], *second = pending[1];
+	npending = 0;
+	second->sink = NULL;
+	iov_copy_to(second->iov, second->iovcnt, 0, data, second->data_len);
+	struct nvme_cqe c2 = { .cid = second->cid };
+	nvmf_req_complete(second, &c2);
+	ck_assert_int_eq(pipe_sink_put(&sk, data, first->data_len), 0);
+	sk.broken = true;
+	struct nvme_cqe c1 = { .cid = first->cid };
+	nvmf_req_complete(first, &c1);
+	for (int i = 0; i < 8; i++)
+		reactor_poll(&r, 0);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, -EIO);
 	pipe_sink_close(&sk);
 }
 END_TEST
@@ -866,8 +1010,12 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, pool_exhaustion_in_order);
 	tcase_add_test(tc, pool_exhaustion_reverse);
 	tcase_add_test(tc, pool_exhaustion_sync);
-	tcase_add_test(tc, sink_only_for_one_command);
+	tcase_add_test(tc, sink_with_every_read_command);
 	tcase_add_test(tc, new_attempt_resets_the_pipe);
+	tcase_add_test(tc, split_read_in_order_fills_the_pipe);
+	tcase_add_test(tc, split_read_out_of_order_joins_the_buffer);
+	tcase_add_test(tc, split_read_reversed_ends_in_the_buffer);
+	tcase_add_test(tc, split_read_broken_join_is_eio);
 	tcase_add_test(tc, write_pipe_split_takes_out);
 	tcase_add_test(tc, write_pipe_no_pipe_writes_takes_out);
 	tcase_add_test(tc, write_pipe_one_command_keeps_pipe);

@@ -35,16 +35,20 @@ static struct nvmf_req *find_sent_req(struct tcp_queue *tq, uint16_t cid)
 }
 
 /* The payload stops going to the caller's pipe: what is in it goes back to
- * the request's buffer, where the rest will land. */
+ * the request's buffer, where the rest will land.  A later part of a split
+ * read cannot take the pipe's head out (earlier parts are there): it only
+ * stops, and the I/O joins the pipe to the buffer when all parts are in. */
 static int sink_abandon(struct tcp_queue *tq, struct nvmf_req *req)
 {
 	struct pipe_sink *s = req->sink;
 	int ret;
 
 	/* Past c2h_off only by what a failed put left in it (consume). */
-	INVARIANT(s->filled >= tcp_req_of(req)->c2h_off,
+	INVARIANT(s->filled >= req->sink_off + tcp_req_of(req)->c2h_off,
 		  "a pipe holds all of its payload received so far");
 	req->sink = NULL;
+	if (req->sink_off)
+		return 0;
 	ret = pipe_sink_unsplice(s, req->iov, req->iovcnt);
 	if (ret < 0) {
 		/* Bytes taken from the socket are lost: the command cannot
@@ -251,6 +255,10 @@ static int start_c2h_data(struct tcp_queue *tq)
 		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 1,
 					  "C2HData SUCCESS for CID 0x%04x before all %u bytes",
 					  p->cccid, req->data_len);
+	/* A part of a split read that arrives before the parts ahead of it
+	 * (or after one of them gave up the pipe) goes to the buffer. */
+	if (req->sink && req->sink->filled != req->sink_off + p->offset)
+		req->sink = NULL;
 	tq->rx_req = req;
 	tq->rx_flags = h->flags;
 	tq->rx_pad_left = h->pdo - tq->rhdr_need;
@@ -398,7 +406,7 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 			struct tcp_req *tr = tcp_req_of(req);
 			n = tq->rx_data_left < avail ? tq->rx_data_left : avail;
 			/* Bytes read with a header follow the rest into the pipe. */
-			INVARIANT(!req->sink || req->sink->filled == tr->c2h_off,
+			INVARIANT(!req->sink || req->sink->filled == req->sink_off + tr->c2h_off,
 				  "a pipe holds all of its payload received so far");
 			if (req->sink && pipe_sink_put(req->sink, buf + off, n) < 0 &&
 			    (ret = sink_abandon(tq, req)) < 0)
@@ -462,6 +470,8 @@ int tcp_rx_splice(struct tcp_queue *tq, bool after_poll)
 	while (tcp_rx_splice_wanted(tq)) {
 		struct nvmf_req *req = tq->rx_req;
 		struct tcp_req *tr = tcp_req_of(req);
+		INVARIANT(req->sink->filled == req->sink_off + tr->c2h_off,
+			  "a pipe holds all of its payload received so far");
 		ssize_t n = tq->sock_nonblock ?
 				    pipe_sink_from_nb_socket(req->sink, tq->fd, tq->rx_data_left) :
 				    pipe_sink_from_socket(req->sink, tq->fd, tq->rx_data_left);
