@@ -94,6 +94,19 @@ static bool conn_can_splice(struct nbd_conn *c)
 	return true;
 }
 
+/* Once per process: a pipe below NBD_SPLICE_PIPE_SIZE leaves the largest
+ * requests to the copies, which an operator would want to know. */
+static void warn_small_pipe(uint32_t cap)
+{
+	static bool told;
+
+	if (cap >= NBD_SPLICE_PIPE_SIZE || __atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+		return;
+	log_info("nbd: pipes are %u KiB here (fs.pipe-max-size, lifted by CAP_SYS_RESOURCE): "
+		 "requests above %u KiB are copied, not spliced",
+		 cap / 1024, cap > 2 * 4096u ? (cap - 2 * 4096u) / 1024 : 0);
+}
+
 static struct pipe_sink *pipe_take(struct nbd_conn *c)
 {
 	if (c->nr_pipe_free)
@@ -112,6 +125,7 @@ static struct pipe_sink *pipe_take(struct nbd_conn *c)
 			log_debug("nbd %s: pipe: %s", c->peer, strerror(-ret));
 			return NULL;
 		}
+		warn_small_pipe(s->cap);
 		return s;
 	}
 	return NULL; /* all in use */

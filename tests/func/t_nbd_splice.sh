@@ -105,7 +105,9 @@ done
 verify "after killed clients"
 # Every connection dropped by the target, over and over, under verified
 # writes: the commands in flight are sent again after the reconnect, the
-# payloads from the pipes they are still in.
+# payloads from the pipes they are still in.  The verify's 512K reads (four
+# commands into one pipe) meet the drops too: a read sent again starts its
+# pipe afresh.
 # A spliced write's buffer is never filled: a retry that sent from it
 # instead of the pipe would write garbage, and the verify would see it.
 q0=$(grep -c "write of 131072 bytes at [0-9]* back from path 0 .*requeued" "$tmp/gw.log")
@@ -116,12 +118,13 @@ q0=$(grep -c "write of 131072 bytes at [0-9]* back from path 0 .*requeued" "$tmp
 	"$T" --ctl "$tctl" drop > /dev/null || exit 1
 done ) &
 dpid=$!
-fio --name=d --ioengine=nbd --uri="$uri" --rw=randwrite --bs=128k --iodepth=8 --size=24M --loops=40 \
+fio --name=d --ioengine=nbd --uri="$uri" --rw=randwrite --bssplit=128k/70:512k/30 --iodepth=8 --size=24M --loops=40 \
 	--verify=crc32c --verify_fatal=1 --do_verify=1 --verify_state_save=0 \
 	--output="$tmp/fio-d.txt" || { cat "$tmp/fio-d.txt"; fail "verified writes under dropped connections"; }
 wait "$dpid" || fail "the target's drop command failed"
 q1=$(grep -c "write of 131072 bytes at [0-9]* back from path 0 .*requeued" "$tmp/gw.log")
 echo "writes in flight when the target dropped their connection, sent again: $((q1 - q0))"
+echo "512K reads in flight then, sent again: $(grep -c "read of 524288 bytes at [0-9]* back from path 0 .*requeued" "$tmp/gw.log")"
 [ "$((q1 - q0))" -gt 0 ] || fail "no write was in flight when the target dropped connections"
 gw_stop
 replies=$(sum '[0-9]* read replies spliced')
