@@ -25,28 +25,6 @@
 #define SPLICE_MISS_LIMIT 8u
 #define SPLICE_SKIP 256u
 
-/* Pipes open in the process, over all connections and reactors.  Each
- * holds two descriptors until its connection closes; a quarter of the
- * descriptor limit at most, so that accepts, reconnects and the control
- * socket never run out for them (2048 descriptors at 64 busy connections
- * otherwise, against a default limit of 1024). */
-static unsigned long pipes_open;
-
-static unsigned long pipes_max(void)
-{
-	static unsigned long max;
-	struct rlimit rl;
-
-	if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
-		unsigned long m = 8;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-		    rl.rlim_cur / 8 > m)
-			m = (unsigned long)(rl.rlim_cur / 8);
-		__atomic_store_n(&max, m, __ATOMIC_RELAXED);
-	}
-	return __atomic_load_n(&max, __ATOMIC_RELAXED);
-}
-
 /* One more miss in a row; at the limit the next SPLICE_SKIP requests go
  * without a pipe. */
 static void count_miss(unsigned *misses, unsigned *skip)
@@ -57,13 +35,6 @@ static void count_miss(unsigned *misses, unsigned *skip)
 	}
 }
 
-static void pipe_close_counted(struct pipe_sink *s)
-{
-	if (!pipe_sink_is_open(s))
-		return;
-	pipe_sink_close(s);
-	__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
-}
 
 /* Decided once per connection, at its first large read. */
 static bool conn_can_splice(struct nbd_conn *c)
@@ -115,14 +86,11 @@ static struct pipe_sink *pipe_take(struct nbd_conn *c)
 		struct pipe_sink *s = &c->pipes[i];
 		if (pipe_sink_is_open(s))
 			continue;
-		if (__atomic_add_fetch(&pipes_open, 1, __ATOMIC_RELAXED) > pipes_max()) {
-			__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
-			return NULL; /* this read goes the usual way */
-		}
-		int ret = pipe_sink_open(s, NBD_SPLICE_PIPE_SIZE);
+		/* Over the budget: this request goes the usual way. */
+		int ret = pipe_sink_open_counted(s, NBD_SPLICE_PIPE_SIZE);
 		if (ret < 0) {
-			__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
-			log_debug("nbd %s: pipe: %s", c->peer, strerror(-ret));
+			if (ret != -EMFILE)
+				log_debug("nbd %s: pipe: %s", c->peer, strerror(-ret));
 			return NULL;
 		}
 		warn_small_pipe(s->cap);
@@ -138,7 +106,7 @@ static void pipe_give(struct nbd_conn *c, struct pipe_sink *s)
 		c->pipe_free[c->nr_pipe_free++] = s;
 		return;
 	}
-	pipe_close_counted(s);
+	pipe_sink_close_counted(s);
 	s->broken = false;
 }
 
@@ -161,7 +129,7 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
 	if (!(s = pipe_take(c)))
 		return;
 	/* Room for the payload in whole pages plus the header's page. */
-	if (q->length > s->cap - 2 * 4096u) {
+	if (s->cap < 2 * 4096u || q->length > s->cap - 2 * 4096u) {
 		pipe_give(c, s);
 		return;
 	}
@@ -353,7 +321,7 @@ void nbd_splice_free_all(struct nbd_conn *c)
 	if (!c->pipes)
 		return;
 	for (unsigned i = 0; i < NBD_SPLICE_PIPES; i++)
-		pipe_close_counted(&c->pipes[i]);
+		pipe_sink_close_counted(&c->pipes[i]);
 	free(c->pipes);
 	c->pipes = NULL;
 	c->nr_pipe_free = 0;

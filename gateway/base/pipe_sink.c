@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "gateway/base/iov.h"
@@ -48,6 +49,48 @@ int pipe_sink_open(struct pipe_sink *s, uint32_t cap)
 bool pipe_sink_is_open(const struct pipe_sink *s)
 {
 	return s->rfd >= 0;
+}
+
+/* Pipes open through the budget, over all reactors.  Each holds two
+ * descriptors: at most limit / 8 pipes (2048 descriptors at 64 busy NBD
+ * connections otherwise, against a default limit of 1024). */
+static unsigned long pipes_open;
+
+static unsigned long pipes_max(void)
+{
+	static unsigned long max;
+	struct rlimit rl;
+
+	if (!__atomic_load_n(&max, __ATOMIC_RELAXED)) {
+		unsigned long m = 8;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+		    rl.rlim_cur / 8 > m)
+			m = (unsigned long)(rl.rlim_cur / 8);
+		__atomic_store_n(&max, m, __ATOMIC_RELAXED);
+	}
+	return __atomic_load_n(&max, __ATOMIC_RELAXED);
+}
+
+int pipe_sink_open_counted(struct pipe_sink *s, uint32_t cap)
+{
+	int ret;
+
+	if (__atomic_add_fetch(&pipes_open, 1, __ATOMIC_RELAXED) > pipes_max()) {
+		__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
+		s->rfd = s->wfd = -1;
+		return -EMFILE;
+	}
+	if ((ret = pipe_sink_open(s, cap)) < 0)
+		__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
+	return ret;
+}
+
+void pipe_sink_close_counted(struct pipe_sink *s)
+{
+	if (!pipe_sink_is_open(s))
+		return;
+	pipe_sink_close(s);
+	__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
 }
 
 void pipe_sink_close(struct pipe_sink *s)

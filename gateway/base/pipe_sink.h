@@ -48,6 +48,13 @@ bool pipe_sink_disabled(void);
 int pipe_sink_open(struct pipe_sink *s, uint32_t cap);
 void pipe_sink_close(struct pipe_sink *s);
 bool pipe_sink_is_open(const struct pipe_sink *s);
+/* The same within the process's budget of pipes, shared by every layer
+ * that opens them for I/O (NBD connections, NVMe/TCP queues): all of them
+ * together hold at most a quarter of the descriptor limit, so that
+ * accepts, reconnects and the control socket never run out for them.
+ * -EMFILE when the budget is spent.  A sink opened so is closed so. */
+int pipe_sink_open_counted(struct pipe_sink *s, uint32_t cap);
+void pipe_sink_close_counted(struct pipe_sink *s);
 
 /* The pipe must be empty: writes len bytes (at most PIPE_SINK_PREFIX_MAX)
  * that go out before the payload. */

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -318,6 +319,34 @@ START_TEST(reset_and_empty_many_pages)
 }
 END_TEST
 
+/* Every layer's pipes come out of one budget, an eighth of the descriptor
+ * limit (two descriptors each): the NVMe/TCP queues' send pipes once sat
+ * outside it, so that 4 paths x 16 queues took 128 descriptors more than
+ * the NBD side's cap promised. */
+START_TEST(counted_pipes_share_one_budget)
+{
+	struct rlimit rl = { 256, 256 };
+	struct pipe_sink s[33];
+
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (int i = 0; i < 32; i++)
+		ck_assert_int_eq(pipe_sink_open_counted(&s[i], 65536), 0);
+	ck_assert_int_eq(pipe_sink_open_counted(&s[32], 65536), -EMFILE);
+	ck_assert(!pipe_sink_is_open(&s[32]));
+	pipe_sink_close_counted(&s[32]); /* never opened: a no-op */
+	pipe_sink_close_counted(&s[5]);
+	pipe_sink_close_counted(&s[5]); /* twice: counted once */
+	ck_assert_int_eq(pipe_sink_open_counted(&s[32], 65536), 0);
+	ck_assert_int_eq(pipe_sink_open_counted(&s[5], 65536), -EMFILE);
+	for (int i = 0; i < 33; i++)
+		pipe_sink_close_counted(&s[i]);
+	for (int i = 0; i < 32; i++)
+		ck_assert_int_eq(pipe_sink_open_counted(&s[i], 65536), 0);
+	for (int i = 0; i < 32; i++)
+		pipe_sink_close_counted(&s[i]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("pipe_sink");
@@ -334,6 +363,7 @@ int main(void)
 	tcase_add_test(tc, tee_too_small_is_enospc);
 	tcase_add_test(tc, tee_src_with_prefix_is_einval);
 	tcase_add_test(tc, reset_and_empty_many_pages);
+	tcase_add_test(tc, counted_pipes_share_one_budget);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

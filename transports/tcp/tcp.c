@@ -59,7 +59,7 @@ static void quiesce_run(struct reactor_msg *m)
 		tq->batch[i]->in_batch = false;
 	tq->batch_cnt = 0;
 	/* What a cut splice left in the pipe is of no use to anyone. */
-	pipe_sink_close(&tq->tx_pipe);
+	pipe_sink_close_counted(&tq->tx_pipe);
 	tq->tx_splicing = false;
 	tq->tx_pipe_ok = tq->sock_nonblock = false;
 	nvmf_queue_transport_quiesced(tq->q);
@@ -425,7 +425,7 @@ static bool splice_start(struct tcp_queue *tq, struct tcp_send_item *it)
 	/* Room for the payload's pages and the header's: the caller's pipe
 	 * is at most NBD_SPLICE_PIPE_SIZE, a privileged process gets twice
 	 * that, anyone else the same size (a short tee falls back). */
-	if (!pipe_sink_is_open(b) && pipe_sink_open(b, req->sink->cap * 2u) < 0)
+	if (!pipe_sink_is_open(b) && pipe_sink_open_counted(b, req->sink->cap * 2u) < 0)
 		b->rfd = b->wfd = -1;
 	hlen = h2c_header(tq, req, len);
 	memcpy(pre, &tr->h2c, hlen);
@@ -435,7 +435,7 @@ static bool splice_start(struct tcp_queue *tq, struct tcp_send_item *it)
 		ret = pipe_sink_tee(b, req->sink);
 	if (ret < 0) {
 		if (pipe_sink_is_open(b) && pipe_sink_empty(b) < 0)
-			pipe_sink_close(b);
+			pipe_sink_close_counted(b);
 		b->broken = false;
 		return false;
 	}
@@ -1013,7 +1013,7 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		  q->name, (unsigned long long)tq->nr_tx_pdus,
 		  (unsigned long long)tq->nr_tx_batches,
 		  (unsigned long long)tq->nr_tx_spliced_data);
-	pipe_sink_close(&tq->tx_pipe);
+	pipe_sink_close_counted(&tq->tx_pipe);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
 	if (tq->fd >= 0)
