@@ -100,7 +100,7 @@ static void build(struct nvmf_io *io, struct nvmf_req *req, uint64_t off, uint64
 		 * with its place in the stream: the transport appends a part
 		 * only when the parts before it are all there (io_pipe_settle
 		 * takes care of the rest). */
-		if (io->sink && !io->sink->broken &&
+		if (io->sink && !io->sink->broken && io->len <= UINT32_MAX &&
 		    (io->op == NVMF_IO_READ || (off == 0 && n == io->len && io->sink->filled == n))) {
 			req->sink = io->sink;
 			req->sink_off = (uint32_t)off;
@@ -140,7 +140,15 @@ static void io_pipe_settle(struct nvmf_io *io)
 {
 	struct pipe_sink *s = io->sink;
 
-	if (!s || io->op != NVMF_IO_READ || io->err || !s->filled || s->filled == io->len)
+	if (!s || io->op != NVMF_IO_READ || io->err || !s->filled)
+		return;
+	if (s->broken) {
+		/* Bytes that went into it are lost: the attempt fails, and
+		 * the next one goes without the pipe (nvmf_io_submit). */
+		io->err = -EIO;
+		return;
+	}
+	if (s->filled == io->len)
 		return;
 	INVARIANT(s->filled < io->len, "a read's pipe holds more than the read");
 	io->pipe_joined = true;
@@ -217,6 +225,12 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	 * and the owner then takes the buffer. */
 	if (io->sink && io->op == NVMF_IO_READ && io->sink->filled)
 		(void)pipe_sink_reset(io->sink);
+	/* A broken pipe keeps its count and cannot be reset: an attempt that
+	 * kept it would fail at the end (io_pipe_settle), and the next one
+	 * too, for ever.  This and later attempts read into the buffer; the
+	 * owner sees `broken` and sends from there. */
+	if (io->sink && io->op == NVMF_IO_READ && io->sink->broken)
+		io->sink = NULL;
 	/* A write's payload goes out of its pipe only as one command through
 	 * a transport that can: otherwise it comes out into the buffer now,
 	 * once (the pipe is then empty and later attempts use the buffer). */

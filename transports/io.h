@@ -24,8 +24,10 @@ struct nvmf_io {
 	uint64_t len; /* bytes, LBA aligned */
 	const struct iovec *iov;
 	unsigned iovcnt;
-	/* READ: the caller's pipe (see pipe_sink.h); at the callback the data
-	 * is in the pipe if sink->filled == len, else wholly in iov.  The
+	/* READ: the caller's pipe (see pipe_sink.h); at a callback without
+	 * error the data is in the pipe if sink->filled == len and the pipe
+	 * is not broken, else wholly in iov (after an error the pipe may hold
+	 * any part of it).  An attempt never uses a broken pipe.  The
 	 * commands of a read split at MDTS append their parts in order; if
 	 * one comes early, the rest go to iov and what the pipe held joins
 	 * them there at the end (pipe_joined).

@@ -805,6 +805,65 @@ START_TEST(split_read_broken_join_is_eio)
 		reactor_poll(&r, 0);
 	ck_assert_uint_eq(cb_count, 1);
 	ck_assert_int_eq(cb_err, -EIO);
+
+	/* Sent again (multipath does, at once): the broken pipe keeps its
+	 * count and cannot be reset.  Before, every attempt kept it and
+	 * failed at the end the same way, for ever; now the attempt goes
+	 * without it and reads into the buffer. */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		ncmds = 0;
+		memset(buf, 0, sizeof(buf));
+		ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
+		ck_assert_uint_eq(ncmds, 2);
+		ck_assert_ptr_null(cmds[0].sink);
+		ck_assert_ptr_null(cmds[1].sink);
+		while (npending) {
+			struct nvmf_req *req = pending[--npending];
+			iov_copy_to(req->iov, req->iovcnt, 0, data, req->data_len);
+			struct nvme_cqe c = { .cid = req->cid };
+			nvmf_req_complete(req, &c);
+		}
+		for (int i = 0; i < 8; i++)
+			reactor_poll(&r, 0);
+		ck_assert_uint_eq(cb_count, 2 + (unsigned)attempt);
+		ck_assert_int_eq(cb_err, 0);
+		ck_assert(memcmp(buf, data, sizeof(buf)) == 0);
+	}
+	pipe_sink_close(&sk);
+}
+END_TEST
+
+/* A pipe that broke after taking every byte of the read (filled == len)
+ * holds nothing the owner can send: the read fails, not a reply from a
+ * buffer that never got the bytes. */
+START_TEST(read_broken_full_pipe_is_eio)
+{
+	static uint8_t data[128 * 1024], buf[128 * 1024];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct pipe_sink sk;
+	struct nvmf_io io;
+
+	memset(data, 0xa5, sizeof(data));
+	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
+	set_ns(512, 1u << 24);
+	memset(&io, 0, sizeof(io));
+	io.op = NVMF_IO_READ;
+	io.len = sizeof(data);
+	io.iov = &iov;
+	io.iovcnt = 1;
+	io.sink = &sk;
+	io.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
+	ck_assert_uint_eq(ncmds, 1);
+	struct nvmf_req *req = pending[--npending];
+	ck_assert_int_eq(pipe_sink_put(&sk, data, sizeof(data)), 0);
+	sk.broken = true;
+	struct nvme_cqe c = { .cid = req->cid };
+	nvmf_req_complete(req, &c);
+	for (int i = 0; i < 8; i++)
+		reactor_poll(&r, 0);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, -EIO);
 	pipe_sink_close(&sk);
 }
 END_TEST
@@ -1016,6 +1075,7 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, split_read_out_of_order_joins_the_buffer);
 	tcase_add_test(tc, split_read_reversed_ends_in_the_buffer);
 	tcase_add_test(tc, split_read_broken_join_is_eio);
+	tcase_add_test(tc, read_broken_full_pipe_is_eio);
 	tcase_add_test(tc, write_pipe_split_takes_out);
 	tcase_add_test(tc, write_pipe_no_pipe_writes_takes_out);
 	tcase_add_test(tc, write_pipe_one_command_keeps_pipe);
