@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "tests/unit/tcp_fixture.h"
 #include "tests/unit/unit_skip.h"
 #include "transports/crc32c.h"
+#include "transports/io.h"
 
 enum { N = 4, LEN = 128 * 1024 };
 
@@ -699,6 +701,464 @@ START_TEST(write_two_spliced_back_to_back)
 }
 END_TEST
 
+/* ---- READ split at MDTS: every command of one I/O shares its pipe ----
+ *
+ * nvmf_io_submit splits the read; each command carries the caller's pipe
+ * and its place in the stream (req->sink_off).  The test plays the target:
+ * it reads the command capsules, then answers with C2HData PDUs in the
+ * order a scenario says.  A part appends to the pipe only when the pipe
+ * holds exactly the parts before it; otherwise that command's data goes to
+ * the buffer, and at the end what the pipe held joins it there
+ * (io_pipe_settle): the payload is wholly in the pipe or wholly in the
+ * buffer, byte for byte. */
+
+enum { SCMDS_MAX = 4, SOFF = 8192 };
+
+static const char sprefix[16] = "NBD-REPLY-HEADER";
+static struct nvmf_ns sns;
+static struct nvmf_io sio;
+static struct iovec siov;
+static struct pipe_sink spipe;
+static uint8_t *sdata, *sbuf, *swire;
+static size_t swlen, swoff;
+static unsigned scb_count, sncmds;
+static int scb_err;
+static struct {
+	uint16_t cid;
+	uint32_t off, len; /* the command's part of the read */
+} scmd[SCMDS_MAX];
+
+static void sio_done(struct nvmf_io *io, int err)
+{
+	ck_assert_ptr_eq(io, &sio);
+	scb_count++;
+	scb_err = err;
+}
+
+/* A read of len bytes split in commands of max_xfer, its pipe of
+ * pipe_cap bytes behind a 16-byte prefix; the capsules are read off the
+ * wire (in submission order) into scmd[]. */
+static void ssetup(int backend, uint32_t pipe_cap, uint32_t len, uint32_t max_xfer)
+{
+	unsigned want = (len + max_xfer - 1) / max_xfer;
+
+	ck_assert_uint_le(want, SCMDS_MAX);
+	reactor_set_backend_mode(backend ? REACTOR_FORCE_EPOLL : REACTOR_FORCE_IO_URING);
+	ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0);
+	ck_assert_str_eq(reactor_backend_name(fx.r), backend ? "epoll" : "io_uring");
+	memset(&sns, 0, sizeof(sns));
+	sns.nsid = 1;
+	sns.lba_size = 512;
+	sns.lba_shift = 9;
+	sns.nsze = 1u << 16;
+	sdata = malloc(len);
+	sbuf = calloc(1, len);
+	swire = malloc((size_t)len + 64 * 1024);
+	ck_assert(sdata && sbuf && swire);
+	fill(sdata, len, 41);
+	swlen = swoff = 0;
+	rxlen = 0;
+	scb_count = 0;
+	scb_err = 1;
+	ck_assert_int_eq(pipe_sink_open(&spipe, pipe_cap), 0);
+	ck_assert_int_eq(pipe_sink_set_prefix(&spipe, sprefix, sizeof(sprefix)), 0);
+	memset(&sio, 0, sizeof(sio));
+	siov = (struct iovec){ sbuf, len };
+	sio.op = NVMF_IO_READ;
+	sio.offset = SOFF;
+	sio.len = len;
+	sio.iov = &siov;
+	sio.iovcnt = 1;
+	sio.sink = &spipe;
+	sio.cb = sio_done;
+	ck_assert_int_eq(nvmf_io_submit(&fx.q, &sns, max_xfer, &sio), 0);
+	ck_assert(tcpfx_settle(&fx));
+	tcp_recv_arm(fx.tq);
+	for (sncmds = 0; sncmds < want; sncmds++) {
+		size_t plen;
+		const uint8_t *p = pdu_wait(&plen);
+		struct nvme_tcp_cmd c;
+		memcpy(&c, p, sizeof(c));
+		ck_assert_uint_eq(c.hdr.type, NVME_TCP_CMD);
+		ck_assert_uint_eq(c.sqe.opcode, NVME_CMD_READ);
+		scmd[sncmds].cid = c.sqe.cid;
+		scmd[sncmds].off = (uint32_t)((c.sqe.cdw10 << 9) - SOFF);
+		scmd[sncmds].len = c.sqe.dptr.length;
+		ck_assert_uint_eq(scmd[sncmds].off, sncmds * max_xfer);
+		ck_assert_uint_eq(scmd[sncmds].len, len - scmd[sncmds].off < max_xfer ?
+							   len - scmd[sncmds].off : max_xfer);
+		pdu_pop(plen);
+	}
+	wire_quiet();
+	ck_assert_uint_eq(scb_count, 0);
+}
+
+static void steardown(void)
+{
+	tcpfx_fini(&fx);
+	pipe_sink_close(&spipe);
+	free(sdata);
+	free(sbuf);
+	free(swire);
+	reactor_set_backend_mode(REACTOR_AUTO);
+}
+
+/* One step of a scenario: bytes [off, off + len) of command k's part; a
+ * command's last step ends it, with SUCCESS (odd k) or a CapsuleResp. */
+struct sstep {
+	unsigned k;
+	uint32_t off, len;
+};
+
+static void swire_add(const struct sstep *st)
+{
+	uint32_t end = scmd[st->k].len;
+	bool last = st->off + st->len == end;
+	bool succ = last && (st->k & 1);
+
+	ck_assert_uint_le(st->off + st->len, end);
+	pdu_c2h(&fx, swire, &swlen, scmd[st->k].cid, st->off, sdata + scmd[st->k].off + st->off,
+		st->len,
+		(uint8_t)((last ? NVME_TCP_F_DATA_LAST : 0) | (succ ? NVME_TCP_F_DATA_SUCCESS : 0)));
+	if (last && !succ)
+		pdu_rsp(&fx, swire, &swlen, scmd[st->k].cid, 0);
+}
+
+/* Command k's part in steps of `piece` bytes. */
+static unsigned ssteps_of(struct sstep *st, unsigned k, uint32_t piece)
+{
+	unsigned n = 0;
+
+	for (uint32_t o = 0; o < scmd[k].len; o += piece)
+		st[n++] = (struct sstep){ k, o, scmd[k].len - o < piece ? scmd[k].len - o : piece };
+	return n;
+}
+
+/* Writes what is on swire to the socket in pieces of `chunk`, running
+ * the reactor, until stop() or no progress for a while. */
+static void sfeed(size_t chunk, bool (*stop)(void))
+{
+	for (int idle = 0; idle < 200 && !stop();) {
+		size_t n = swlen - swoff < chunk ? swlen - swoff : chunk;
+		ssize_t w = n ? write(fx.peer, swire + swoff, n) : 0;
+		if (w > 0)
+			swoff += (size_t)w;
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+		idle = w > 0 ? 0 : idle + 1;
+	}
+}
+
+static bool sio_finished(void) { return scb_count > 0; }
+/* All written, read by the host and parsed up to a PDU's end. */
+static bool swire_taken(void)
+{
+	int unread = 0;
+
+	ck_assert_int_eq(ioctl(fx.tq->fd, FIONREAD, &unread), 0);
+	return swoff == swlen && !unread && fx.tq->rlen == 0 && fx.tq->rx_state == TCP_RX_HDR;
+}
+
+/* The whole scenario on the wire, in pieces of chunk; the I/O completes
+ * once, without error, the queue live. */
+static void srun(const struct sstep *st, unsigned n, size_t chunk)
+{
+	for (unsigned i = 0; i < n; i++)
+		swire_add(&st[i]);
+	sfeed(chunk, sio_finished);
+	ck_assert_uint_eq(swoff, swlen);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	ck_assert_int_eq(sio.status, 0);
+	ck_assert_uint_eq(sio.outstanding, 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	ck_assert(!spipe.broken);
+}
+
+/* The pipe holds the prefix then exactly `len` bytes of sdata (read
+ * back: only at the end). */
+static void assert_spipe(uint32_t len)
+{
+	size_t cap = sizeof(sprefix) + (size_t)len + 1, n = 0;
+	uint8_t *got = malloc(cap);
+	ssize_t r;
+
+	ck_assert_uint_eq(spipe.prefix_len, sizeof(sprefix));
+	ck_assert_uint_eq(spipe.filled, len);
+	while (n < cap && (r = read(spipe.rfd, got + n, cap - n)) > 0)
+		n += (size_t)r;
+	ck_assert_uint_eq(n, sizeof(sprefix) + len);
+	ck_assert(memcmp(got, sprefix, sizeof(sprefix)) == 0);
+	ck_assert(memcmp(got + sizeof(sprefix), sdata, len) == 0);
+	free(got);
+}
+
+/* Wholly in the pipe: filled == len, the buffer never written. */
+static void assert_in_spipe(void)
+{
+	ck_assert(!sio.pipe_joined);
+	ck_assert(all_zero(sbuf, sio.len));
+	assert_spipe((uint32_t)sio.len);
+}
+
+/* Wholly in the buffer: what the pipe held joined it, the pipe keeps the
+ * prefix alone. */
+static void assert_in_sbuf(void)
+{
+	ck_assert(sio.pipe_joined);
+	ck_assert(memcmp(sbuf, sdata, sio.len) == 0);
+	assert_spipe(0);
+}
+
+/* _i: bit 0 the backend. */
+
+/* (a) 4 commands of 64 KiB, their parts in order, two 32 KiB PDUs each
+ * (a stream: spliced): all in the pipe, in order. */
+START_TEST(split_read_in_order_fills_pipe)
+{
+	struct sstep st[16];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 1 << 20, 4 * 65536, 65536);
+	ck_assert_uint_eq(sncmds, 4);
+	for (unsigned k = 0; k < 4; k++)
+		n += ssteps_of(st + n, k, 32768);
+	srun(st, n, 1 << 20);
+	ck_assert_uint_ge(fx.tq->nr_rx_spliced_data, sio.len / 2);
+	ck_assert_uint_eq(fx.tq->nr_rx_spliced_data + fx.tq->nr_rx_staged_data, sio.len);
+	ck_assert_uint_eq(fx.tq->nr_rx_direct_data, 0);
+	assert_in_spipe();
+	steardown();
+}
+END_TEST
+
+/* (a) The same with small PDUs (read staged, put into the pipe from
+ * memory) written a few bytes at a time. */
+START_TEST(split_read_in_order_small_pdus)
+{
+	struct sstep st[64];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 1 << 20, 3 * 32768, 32768);
+	ck_assert_uint_eq(sncmds, 3);
+	for (unsigned k = 0; k < 3; k++)
+		n += ssteps_of(st + n, k, 5000);
+	srun(st, n, 3001);
+	ck_assert_uint_gt(fx.tq->nr_rx_staged_data, 0);
+	ck_assert_uint_eq(fx.tq->nr_rx_spliced_data + fx.tq->nr_rx_staged_data, sio.len);
+	assert_in_spipe();
+	steardown();
+}
+END_TEST
+
+/* (b) The second part first, then the first, then the rest: the first
+ * fills the pipe, the others go to the buffer, and the pipe's part joins
+ * them there. */
+START_TEST(split_read_second_first_joins)
+{
+	struct sstep st[16];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 1 << 20, 4 * 65536, 65536);
+	n += ssteps_of(st + n, 1, 32768);
+	n += ssteps_of(st + n, 0, 32768);
+	n += ssteps_of(st + n, 2, 32768);
+	n += ssteps_of(st + n, 3, 32768);
+	srun(st, n, 1 << 20);
+	ck_assert_uint_gt(fx.tq->nr_rx_spliced_data, 0);
+	assert_in_sbuf();
+	steardown();
+}
+END_TEST
+
+/* (b) The first part last: the later ones went to the buffer, the first
+ * still finds the pipe empty and fills it, and joins them. */
+START_TEST(split_read_first_last_in_buffer)
+{
+	struct sstep st[16];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 1 << 20, 3 * 65536, 65536);
+	n += ssteps_of(st + n, 2, 32768);
+	n += ssteps_of(st + n, 1, 32768);
+	n += ssteps_of(st + n, 0, 32768);
+	srun(st, n, 1 << 20);
+	assert_in_sbuf();
+	steardown();
+}
+END_TEST
+
+/* (c) PDUs of two commands interleaved: cmd 0's first half, cmd 1
+ * whole, cmd 0's second half, then the rest.  _i bit 1: PDUs of 8 KiB
+ * (staged) instead of 32 KiB (spliced). */
+START_TEST(split_read_interleaved_joins)
+{
+	uint32_t piece = (_i & 2) ? 8192 : 32768;
+	struct sstep a[16], st[64];
+	unsigned n = 0, na;
+
+	ssetup(_i & 1, 1 << 20, 4 * 65536, 65536);
+	na = ssteps_of(a, 0, piece);
+	for (unsigned i = 0; i < na / 2; i++)
+		st[n++] = a[i];
+	n += ssteps_of(st + n, 1, piece);
+	for (unsigned i = na / 2; i < na; i++)
+		st[n++] = a[i];
+	n += ssteps_of(st + n, 2, piece);
+	n += ssteps_of(st + n, 3, piece);
+	srun(st, n, (_i & 2) ? 20000 : 1 << 20);
+	assert_in_sbuf();
+	steardown();
+}
+END_TEST
+
+/* (c) A later part comes early and gives up the pipe, the parts before
+ * it then come in order, interleaved: 0a 2a 0b 1a 2b 1b 3.  Commands 0 and
+ * 1 fill the pipe (1 finds it holding exactly part 0), 2 and 3 go to the
+ * buffer, and the pipe's 128 KiB join them. */
+START_TEST(split_read_early_part_then_in_order)
+{
+	uint32_t piece = (_i & 2) ? 8192 : 32768;
+	struct sstep c[SCMDS_MAX][16], st[64];
+	unsigned nc[SCMDS_MAX], n = 0;
+
+	ssetup(_i & 1, 1 << 20, 4 * 65536, 65536);
+	for (unsigned k = 0; k < 4; k++)
+		nc[k] = ssteps_of(c[k], k, piece);
+	static const unsigned order[][2] = { { 0, 0 }, { 2, 0 }, { 0, 1 }, { 1, 0 },
+					     { 2, 1 }, { 1, 1 } };
+	/* Halves of each command: {k, which half}. */
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		unsigned k = order[i][0], h = order[i][1];
+		for (unsigned j = h * nc[k] / 2; j < (h + 1) * nc[k] / 2; j++)
+			st[n++] = c[k][j];
+	}
+	unsigned before3 = n;
+	for (unsigned j = 0; j < nc[3]; j++)
+		st[n++] = c[3][j];
+	/* Up to the end of command 1: the pipe holds parts 0 and 1. */
+	for (unsigned i = 0; i < before3; i++)
+		swire_add(&st[i]);
+	size_t upto = swlen;
+	for (unsigned i = before3; i < n; i++)
+		swire_add(&st[i]);
+	size_t all = swlen;
+	swlen = upto;
+	sfeed(1 << 20, swire_taken);
+	ck_assert_uint_eq(swoff, upto);
+	ck_assert_uint_eq(scb_count, 0);
+	ck_assert_uint_eq(spipe.filled, scmd[0].len + scmd[1].len);
+	swlen = all;
+	sfeed(1 << 20, sio_finished);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	assert_in_sbuf();
+	steardown();
+}
+END_TEST
+
+/* (c) The parts in order, 4 PDUs each, every command's response after
+ * the next command's data: a command still waiting for its completion
+ * does not keep the next from appending. */
+START_TEST(split_read_late_responses_fill_pipe)
+{
+	ssetup(_i & 1, 1 << 20, 4 * 32768, 32768);
+	for (unsigned k = 0; k < 4; k++) {
+		for (uint32_t o = 0; o < scmd[k].len; o += 8192)
+			pdu_c2h(&fx, swire, &swlen, scmd[k].cid, o, sdata + scmd[k].off + o, 8192,
+				o + 8192 == scmd[k].len ? NVME_TCP_F_DATA_LAST : 0);
+		if (k)
+			pdu_rsp(&fx, swire, &swlen, scmd[k - 1].cid, 0);
+	}
+	pdu_rsp(&fx, swire, &swlen, scmd[3].cid, 0);
+	sfeed(7000, sio_finished);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	assert_in_spipe();
+	steardown();
+}
+END_TEST
+
+/* (d) A 64 KiB pipe, 3 parts of 32 KiB in 8 KiB PDUs (put from memory,
+ * which packs the pipe's pages): part 0 fits, part 1's last PDU finds the
+ * pipe full after some of its bytes went in.  Command 1 (sink_off > 0)
+ * only lets the pipe go, its bytes stay there; command 2 goes to the
+ * buffer; the pipe's bytes join it at the end. */
+START_TEST(split_read_pipe_fills_in_later_part)
+{
+	struct sstep st[16];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 65536, 3 * 32768, 32768);
+	ck_assert_uint_eq(spipe.cap, 65536);
+	for (unsigned k = 0; k < 3; k++)
+		n += ssteps_of(st + n, k, 8192);
+	/* Parts 0 and 1 first: the pipe (16 pages, one for the prefix)
+	 * cannot take both, it ends full with part 0 and some of part 1,
+	 * which command 1 left there. */
+	for (unsigned i = 0; i < 8; i++)
+		swire_add(&st[i]);
+	sfeed(1 << 20, swire_taken);
+	ck_assert_uint_eq(scb_count, 0);
+	ck_assert(!spipe.broken);
+	ck_assert_uint_gt(spipe.filled, scmd[1].off);
+	ck_assert_uint_lt(spipe.filled, scmd[2].off);
+	for (unsigned i = 8; i < n; i++)
+		swire_add(&st[i]);
+	sfeed(1 << 20, sio_finished);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	assert_in_sbuf();
+	steardown();
+}
+END_TEST
+
+/* (d) The same through splice: 4 parts of 32 KiB, whole PDUs, a 64 KiB
+ * pipe.  Written 4 KiB at a time, the data after each header is spliced
+ * and the socket's pages fill the pipe's slots during part 1, which
+ * leaves its bytes there.  _i bit 1: all written at once (the first read
+ * is staged and puts part 0 and some of part 1 from memory): wherever
+ * the pipe fills, the payload ends exact in one place. */
+START_TEST(split_read_pipe_fills_spliced)
+{
+	bool at_once = _i & 2;
+	struct sstep st[16];
+	unsigned n = 0;
+	uint32_t mid;
+
+	ssetup(_i & 1, 65536, 4 * 32768, 32768);
+	for (unsigned k = 0; k < 4; k++)
+		n += ssteps_of(st + n, k, 32768);
+	for (unsigned i = 0; i < 2; i++)
+		swire_add(&st[i]);
+	sfeed(at_once ? 1 << 20 : 4096, swire_taken);
+	ck_assert_uint_eq(scb_count, 0);
+	ck_assert(!spipe.broken);
+	mid = spipe.filled;
+	if (!at_once) {
+		ck_assert_uint_gt(fx.tq->nr_rx_spliced_data, 0);
+		ck_assert_uint_gt(mid, scmd[1].off);
+		ck_assert_uint_lt(mid, scmd[2].off);
+	}
+	for (unsigned i = 2; i < n; i++)
+		swire_add(&st[i]);
+	sfeed(at_once ? 1 << 20 : 4096, sio_finished);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	if (mid) {
+		assert_in_sbuf();
+	} else {
+		/* Part 0 gave its bytes back itself. */
+		ck_assert(!sio.pipe_joined);
+		ck_assert(memcmp(sbuf, sdata, sio.len) == 0);
+		assert_spipe(0);
+	}
+	steardown();
+}
+END_TEST
+
 int main(void)
 {
 	unit_need_io_uring();
@@ -726,6 +1186,19 @@ int main(void)
 	tcase_add_loop_test(tc, write_data_digest_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_in_capsule_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_splice_waits_for_room, 0, 2);
+	suite_add_tcase(s, tc);
+	/* Loop index: bit 0 the reactor backend (more bits, see each test). */
+	tc = tcase_create("split_read");
+	tcase_set_timeout(tc, 30);
+	tcase_add_loop_test(tc, split_read_in_order_fills_pipe, 0, 2);
+	tcase_add_loop_test(tc, split_read_in_order_small_pdus, 0, 2);
+	tcase_add_loop_test(tc, split_read_second_first_joins, 0, 2);
+	tcase_add_loop_test(tc, split_read_first_last_in_buffer, 0, 2);
+	tcase_add_loop_test(tc, split_read_interleaved_joins, 0, 4);
+	tcase_add_loop_test(tc, split_read_early_part_then_in_order, 0, 4);
+	tcase_add_loop_test(tc, split_read_late_responses_fill_pipe, 0, 2);
+	tcase_add_loop_test(tc, split_read_pipe_fills_in_later_part, 0, 2);
+	tcase_add_loop_test(tc, split_read_pipe_fills_spliced, 0, 4);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
