@@ -1159,6 +1159,37 @@ START_TEST(split_read_pipe_fills_spliced)
 }
 END_TEST
 
+/* (d) A 16 KiB pipe fills during part 0 (8 KiB PDUs, put from memory):
+ * command 0 (sink_off 0) gives its bytes back itself, so that nothing
+ * is left to join; the later parts find the pipe empty, not theirs, and go
+ * to the buffer. */
+START_TEST(split_read_pipe_fills_in_first_part)
+{
+	struct sstep st[16];
+	unsigned n = 0;
+
+	ssetup(_i & 1, 16384, 3 * 32768, 32768);
+	for (unsigned k = 0; k < 3; k++)
+		n += ssteps_of(st + n, k, 8192);
+	for (unsigned i = 0; i < 4; i++)
+		swire_add(&st[i]);
+	sfeed(1 << 20, swire_taken);
+	ck_assert_uint_eq(scb_count, 0);
+	ck_assert(!spipe.broken);
+	ck_assert_uint_eq(spipe.filled, 0);
+	for (unsigned i = 4; i < n; i++)
+		swire_add(&st[i]);
+	sfeed(1 << 20, sio_finished);
+	ck_assert_uint_eq(scb_count, 1);
+	ck_assert_int_eq(scb_err, 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	ck_assert(!sio.pipe_joined);
+	ck_assert(memcmp(sbuf, sdata, sio.len) == 0);
+	assert_spipe(0);
+	steardown();
+}
+END_TEST
+
 int main(void)
 {
 	unit_need_io_uring();
@@ -1199,6 +1230,7 @@ int main(void)
 	tcase_add_loop_test(tc, split_read_late_responses_fill_pipe, 0, 2);
 	tcase_add_loop_test(tc, split_read_pipe_fills_in_later_part, 0, 2);
 	tcase_add_loop_test(tc, split_read_pipe_fills_spliced, 0, 4);
+	tcase_add_loop_test(tc, split_read_pipe_fills_in_first_part, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
