@@ -12,6 +12,7 @@
  *   [1]      number of requests (1..4, taken modulo)
  *   [2..21]  per request: 1 byte write (bit 0) and, for a read, a pipe
  *            (bit 1: req->sink, a 64 KiB pipe behind a 3-byte prefix),
+ *            or (bit 2, before bit 1) a later part of the read before it,
  *            4 bytes LE data length (capped at 256 KiB; 0 = no data)
  * Request k gets CID k | (k + 1) << 12 (a fresh pool hands them out in
  * that order), which tests/fuzz/pcap2corpus.py relies on.
@@ -35,7 +36,16 @@
  *
  * With a pipe, the payload goes wholly to the pipe or wholly to the buffer:
  * after a successful read the pipe counts 0 or all of it, and at the end
- * the pipe holds exactly the prefix and what it counts. */
+ * the pipe holds exactly the prefix and what it counts.
+ *
+ * Parts (bit 2): a read of nonzero length after a read with a pipe (of
+ * nonzero length) shares that pipe as the next command of one read split
+ * at MDTS (transports/io.c): req->sink_off is where its data starts in the
+ * stream, and it appends only when the pipe holds exactly the parts before
+ * it.  The pipe never counts more than the stream, at any point; once
+ * every part succeeded, what it holds joins the parts' buffers as
+ * io_pipe_settle does (pipe_sink_unsplice over their iovec), unless it
+ * holds the whole stream. */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sanitizer/asan_interface.h>
@@ -57,6 +67,11 @@ static struct reactor reactor;
 static struct tcp_fixture fx;
 static uint8_t bufs[NREQ][MAX_LEN];
 static struct pipe_sink pipes[NREQ];
+/* Per request: the pipe it appends to (-1: none), where its data starts
+ * in that pipe's stream, its length; per pipe: the stream's length. */
+static int pipe_of[NREQ];
+static uint32_t part_off[NREQ], req_len[NREQ], stream_len[NREQ];
+static unsigned cur_nreq;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -78,6 +93,18 @@ static uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* A pipe never counts more than its stream, at any point. */
+static void check_streams(void)
+{
+	for (unsigned k = 0; k < cur_nreq; k++) {
+		if (pipe_of[k] == (int)k && pipes[k].filled > stream_len[k]) {
+			fprintf(stderr, "request %u: its pipe counts %u bytes of a %u-byte stream\n",
+				k, pipes[k].filled, stream_len[k]);
+			abort();
+		}
+	}
+}
+
 /* Nothing completes twice, at any point (not only at the end, where a
  * double completion could hide behind a reused slot). */
 static void check_once(unsigned nreq, const unsigned *slots)
@@ -89,6 +116,7 @@ static void check_once(unsigned nreq, const unsigned *slots)
 			abort();
 		}
 	}
+	check_streams();
 }
 
 /* A completed request's buffer is the owner's again: poison it, so that
@@ -162,14 +190,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	fx.on_done = poison_done;
 	nreq = data[1] % NREQ + 1;
+	cur_nreq = nreq;
 	bool scripted = data[0] & 4;
 	for (unsigned k = 0; k < nreq; k++) {
 		const uint8_t *d = data + 2 + k * 5;
 		uint32_t len = le32(d + 1);
 		if (len > MAX_LEN)
 			len %= MAX_LEN + 1;
+		req_len[k] = len;
+		pipe_of[k] = -1;
+		part_off[k] = stream_len[k] = 0;
 		fx.sink = NULL;
-		if ((d[0] & 3) == 2) {
+		fx.sink_off = 0;
+		if ((d[0] & 5) == 4 && k && len && pipe_of[k - 1] >= 0 && req_len[k - 1]) {
+			int h = pipe_of[k - 1];
+			pipe_of[k] = h;
+			part_off[k] = part_off[k - 1] + req_len[k - 1];
+			stream_len[h] += len;
+			fx.sink = &pipes[h];
+			fx.sink_off = part_off[k];
+		} else if ((d[0] & 3) == 2) {
+			pipe_of[k] = (int)k;
+			stream_len[k] = len;
 			if (pipe_sink_empty(&pipes[k]) < 0) {
 				pipe_sink_close(&pipes[k]);
 				if (pipe_sink_open(&pipes[k], 65536) < 0)
@@ -182,6 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		reqs[k] = scripted ? tcpfx_submit_nowait(&fx, d[0] & 1, bufs[k], len) :
 				     tcpfx_submit(&fx, d[0] & 1, bufs[k], len);
 		fx.sink = NULL;
+		fx.sink_off = 0;
 		if (!reqs[k])
 			abort();
 		slots[k] = tcpfx_slot(reqs[k]);
@@ -247,29 +290,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		}
 	}
+	check_streams();
 	for (unsigned k = 0; k < nreq; k++) {
-		const uint8_t *d = data + 2 + k * 5;
 		struct pipe_sink *p = &pipes[k];
-		uint32_t len = le32(d + 1);
+		uint32_t len = stream_len[k];
 		int held = -1;
-		if ((d[0] & 3) != 2)
+		if (pipe_of[k] != (int)k)
 			continue;
 		if (p->broken) {
 			fprintf(stderr, "request %u: a pipe operation failed\n", k);
 			abort();
 		}
-		if (len > MAX_LEN)
-			len %= MAX_LEN + 1;
 		if (ioctl(p->rfd, FIONREAD, &held) < 0 || held != (int)(p->prefix_len + p->filled)) {
 			fprintf(stderr, "request %u: its pipe holds %d bytes, counts %u + %u\n", k,
 				held, p->prefix_len, p->filled);
 			abort();
 		}
-		if (!fx.done_err[slots[k]] && !fx.done_status[slots[k]] && p->filled &&
-		    p->filled != len) {
+		/* The parts' buffers, in stream order, and whether all of them
+		 * succeeded. */
+		struct iovec iov[NREQ];
+		unsigned cnt = 0;
+		bool ok = true;
+		for (unsigned j = k; j < nreq && pipe_of[j] == (int)k; j++) {
+			iov[cnt++] = (struct iovec){ bufs[j], req_len[j] };
+			ok = ok && !fx.done_err[slots[j]] && !fx.done_status[slots[j]];
+		}
+		if (ok && cnt == 1 && p->filled && p->filled != len) {
 			fprintf(stderr, "request %u: read done with %u of %u bytes in its pipe\n", k,
 				p->filled, len);
 			abort();
+		}
+		if (ok && cnt > 1 && p->filled && p->filled != len) {
+			/* As io_pipe_settle: the pipe's part joins the buffers. */
+			if (pipe_sink_unsplice(p, iov, cnt) < 0 || p->filled ||
+			    ioctl(p->rfd, FIONREAD, &held) < 0 || held != (int)p->prefix_len) {
+				fprintf(stderr, "request %u: the pipe's part of a split read did not "
+						"join its buffers (%d bytes held)\n", k, held);
+				abort();
+			}
 		}
 		/* The prefix is still in front. */
 		uint8_t head[3];

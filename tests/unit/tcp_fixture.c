@@ -141,6 +141,7 @@ struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *bu
 	req->sqe.nsid = 1;
 	nvmf_req_set_data(req, &iov, len ? 1 : 0, len, write);
 	req->sink = write ? f->wsink : f->sink;
+	req->sink_off = write || !f->sink ? 0 : f->sink_off;
 	req->done = fx_done;
 	req->ctx = f;
 	nvmf_req_submit(req);

@@ -28,6 +28,9 @@ struct tcp_fixture {
 	void (*on_done)(struct tcp_fixture *f, struct nvmf_req *req, int err);
 	/* Given to each read submitted next (req->sink); NULL: none. */
 	struct pipe_sink *sink;
+	/* With sink: where that read's data starts in the pipe's stream
+	 * (req->sink_off, as a later command of a read split at MDTS). */
+	uint32_t sink_off;
 	/* Given to each write submitted next (req->sink: its payload is in
 	 * this pipe when filled == len); NULL: none. */
 	struct pipe_sink *wsink;
