@@ -10,6 +10,7 @@
 #  - 512K reads alone on one connection: every reply spliced;
 #  - a client killed in the middle of large reads: the gateway carries on
 #    (SIGPIPE ignored, the pipe of the broken reply closed, not reused);
+#  - NBD over TCP: reads and writes spliced from and to a TCP client;
 #  - data digest on: nothing spliced (the digest needs the bytes), still
 #    exact; NVMF_GATEWAY_NO_SPLICE=1: no pipes at all.
 # Large WRITE payloads go the other way: spliced from the client's socket
@@ -165,6 +166,22 @@ fds=$(ls "/proc/$GW_PID/fd" | wc -l)
 echo "8 connections reading under a limit of 128 descriptors: a new client and status got in ($fds open after)"
 gw_stop
 grep -q "Too many open files" "$tmp/gw.log" && fail "the gateway ran out of descriptors"
+
+# NBD over TCP (the remote VM host): reads and, asked for, writes through
+# pipes from and to a TCP client socket, exact (fio verify and nbdcopy).
+nport=$(free_port)
+sed -i "s|listen = \"unix:$tmp/a.sock\"|listen = \"tcp:127.0.0.1:$nport\"|" "$tmp/gw.conf"
+uri_unix=$uri
+uri="nbd://127.0.0.1:$nport/a"
+NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
+verify "NBD over TCP"
+gw_stop
+replies=$(sum '[0-9]* read replies spliced')
+writes=$(sum '[0-9]* write payloads spliced')
+echo "NBD over TCP: $replies read replies and $writes write payloads spliced"
+[ "$replies" -gt 50 ] || fail "NBD over TCP: only $replies read replies spliced"
+[ "$writes" -gt 50 ] || fail "NBD over TCP: only $writes write payloads spliced"
+uri=$uri_unix
 
 # Data digest: the TCP queues splice nothing; the data is still exact.
 conf true
