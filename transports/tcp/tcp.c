@@ -399,6 +399,11 @@ static void splice_step(struct tcp_queue *tq)
 		if (r < 0) {
 			tq->tx_splicing = false;
 			tq->send_pending = false;
+			if (tq->conn == TCP_CONN_CLOSING) {
+				closing_send_reaped(tq, -EPIPE); /* cut inside the PDU */
+				maybe_quiesced(tq);
+				return;
+			}
 			nvmf_queue_transport_error(tq->q, (int)r, "send failed: %s",
 						   strerror((int)-r));
 			return;
@@ -504,7 +509,14 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 	(void)flags;
 	tq->ops_in_flight--;
 	if (tq->tx_splicing) {
-		/* A poll for room: a splice says more than its events. */
+		/* A poll for room: a splice says more than its events.  While
+		 * a TermReq waits for this PDU (bounded by term_timer, which
+		 * shuts the socket and so ends the wait) the PDU goes on, so
+		 * that the TermReq can follow it; else it is cut. */
+		if (tq->conn == TCP_CONN_CLOSING && tq->term_deferred && res > 0) {
+			splice_step(tq);
+			return;
+		}
 		if (tq->conn == TCP_CONN_CLOSING) {
 			tq->tx_splicing = false;
 			tq->send_pending = false;
