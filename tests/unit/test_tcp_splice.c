@@ -665,6 +665,87 @@ START_TEST(write_splice_waits_for_room)
 }
 END_TEST
 
+/* A protocol error while the spliced H2CData waits for room (the target
+ * does not read): the queue starts closing, but the PDU is not cut; it
+ * goes out whole once the target reads, then the TermReq behind it (not
+ * inside it), and the queue ends with the write failed (commit 5787f82,
+ * review leftover F6). */
+START_TEST(write_splice_protocol_error_term_follows)
+{
+	int small = 4096;
+
+	wsetup(_i, false, false, 1 << 20, WLEN);
+	ck_assert_int_eq(setsockopt(fx.tq->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	uint16_t cid = wsubmit(WLEN)->cid;
+	unsigned s = cid & NVMF_CID_IDX_MASK;
+
+	expect_cmd(cid, 0);
+	send_r2t(cid, 0, WLEN);
+	for (int i = 0; i < 20; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	ck_assert(fx.tq->tx_splicing);
+	ck_assert_uint_gt(fx.tq->tx_pipe.filled, 0);
+	ck_assert_uint_lt(fx.tq->nr_tx_spliced_data, WLEN);
+	ck_assert_uint_eq(fx.done_count[s], 0);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
+	/* The target errs: an R2T for a CID not in flight (another slot). */
+	uint16_t bad = (uint16_t)((cid & ~NVMF_CID_IDX_MASK) | ((s + 1) % 7));
+	uint8_t r2t[64];
+	size_t rn = 0;
+	pdu_r2t(&fx, r2t, &rn, bad, 0, 4096);
+	ck_assert_uint_eq(rn, sizeof(struct nvme_tcp_data));
+	ck_assert_int_eq(write(fx.peer, r2t, rn), (ssize_t)rn);
+	for (int i = 0; i < 100 && fx.q.state == NVMF_Q_LIVE; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	/* Closing, the TermReq waiting for the PDU, which waits for room;
+	 * the write is not complete yet. */
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DRAINING);
+	ck_assert_int_eq(fx.tq->conn, TCP_CONN_CLOSING);
+	ck_assert(fx.tq->term_deferred);
+	ck_assert(fx.tq->tx_splicing);
+	ck_assert_uint_eq(fx.done_count[s], 0);
+	/* Now the target reads: the whole H2CData, byte for byte... */
+	ck_assert_uint_eq(expect_h2c(cid, 0, WLEN, 1 << 20), 1);
+	ck_assert_uint_eq(fx.tq->nr_tx_spliced_data, WLEN);
+	/* ...then a whole TermReq saying why, echoing the R2T's header. */
+	size_t plen;
+	const uint8_t *p = pdu_wait(&plen);
+	struct nvme_tcp_term t;
+	memcpy(&t, p, sizeof(t));
+	ck_assert_uint_eq(t.hdr.type, NVME_TCP_H2C_TERM);
+	ck_assert_uint_eq(t.hdr.hlen, sizeof(t));
+	ck_assert_uint_eq(t.hdr.plen, sizeof(t) + rn);
+	ck_assert_uint_eq(plen, sizeof(t) + rn);
+	ck_assert_uint_eq(t.fes, NVME_TCP_FES_INVALID_PDU_HDR);
+	ck_assert_uint_eq(t.fei, 8);
+	ck_assert(memcmp(p + sizeof(t), r2t, rn) == 0);
+	pdu_pop(plen);
+	/* Nothing after it: the socket is shut (end of stream). */
+	uint8_t b;
+	ssize_t eof = -1;
+	for (int i = 0; i < 200 && eof < 0; i++) {
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+		pull();
+		ck_assert_uint_eq(rxlen, 0);
+		eof = recv(fx.peer, &b, 1, MSG_DONTWAIT);
+	}
+	ck_assert_int_eq(eof, 0);
+	/* The queue quiesces and the write fails with the protocol error. */
+	for (int i = 0; i < 200 && !fx.done_count[s]; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(fx.done_count[s], 1);
+	ck_assert_int_eq(fx.done_err[s], -EPROTO);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DEAD);
+	ck_assert(tcpfx_settle(&fx));
+	ck_assert_uint_eq(fx.tq->ops_in_flight, 0);
+	ck_assert(!fx.tq->tx_splicing);
+	ck_assert(!fx.tq->term_deferred);
+	/* The caller's pipe still holds the payload (tee), for a retry. */
+	assert_wpipe_full(WLEN);
+	wteardown();
+}
+END_TEST
+
 /* Two writes in pipes, their R2Ts in one segment: each H2CData goes
  * alone and whole, one after the other, and both pipes stay full. */
 START_TEST(write_two_spliced_back_to_back)
@@ -1217,6 +1298,7 @@ int main(void)
 	tcase_add_loop_test(tc, write_data_digest_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_in_capsule_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_splice_waits_for_room, 0, 2);
+	tcase_add_loop_test(tc, write_splice_protocol_error_term_follows, 0, 2);
 	suite_add_tcase(s, tc);
 	/* Loop index: bit 0 the reactor backend (more bits, see each test). */
 	tc = tcase_create("split_read");
