@@ -746,6 +746,65 @@ START_TEST(write_splice_protocol_error_term_follows)
 }
 END_TEST
 
+/* The same, but the target never reads: the PDU's wait is bounded by
+ * term_timer (TCP_TERM_WAIT_MS), which shuts the socket; the PDU is cut,
+ * no TermReq follows it, and the queue still ends, the write failed. */
+START_TEST(write_splice_protocol_error_target_stuck)
+{
+	int small = 4096;
+
+	wsetup(_i, false, false, 1 << 20, WLEN);
+	ck_assert_int_eq(setsockopt(fx.tq->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	uint16_t cid = wsubmit(WLEN)->cid;
+	unsigned s = cid & NVMF_CID_IDX_MASK;
+
+	expect_cmd(cid, 0);
+	send_r2t(cid, 0, WLEN);
+	for (int i = 0; i < 20; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	ck_assert(fx.tq->tx_splicing);
+	uint16_t bad = (uint16_t)((cid & ~NVMF_CID_IDX_MASK) | ((s + 1) % 7));
+	uint8_t r2t[64];
+	size_t rn = 0;
+	pdu_r2t(&fx, r2t, &rn, bad, 0, 4096);
+	ck_assert_int_eq(write(fx.peer, r2t, rn), (ssize_t)rn);
+	for (int i = 0; i < 100 && fx.q.state == NVMF_Q_LIVE; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	ck_assert(fx.tq->term_deferred);
+	/* Not reading: at most TCP_TERM_WAIT_MS, then the socket is shut
+	 * (bounded by time: a poll may return early). */
+	uint64_t t0 = reactor_now_ns(), waited;
+	while (fx.tq->tx_splicing && reactor_now_ns() - t0 < 3ull * TCP_TERM_WAIT_MS * NSEC_PER_MSEC)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	waited = reactor_now_ns() - t0;
+	ck_assert(!fx.tq->tx_splicing);
+	ck_assert_uint_ge(waited, (TCP_TERM_WAIT_MS - 100) * NSEC_PER_MSEC);
+	ck_assert(!fx.tq->term_deferred);
+	for (int i = 0; i < 200 && !fx.done_count[s]; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(fx.done_count[s], 1);
+	ck_assert_int_eq(fx.done_err[s], -EPROTO);
+	ck_assert_int_eq(fx.q.state, NVMF_Q_DEAD);
+	/* What the target reads now: a cut H2CData, then end of stream. */
+	uint8_t b;
+	ssize_t eof = -1;
+	for (int i = 0; i < 200 && eof < 0; i++) {
+		pull();
+		eof = recv(fx.peer, &b, 1, MSG_DONTWAIT);
+	}
+	ck_assert_int_eq(eof, 0);
+	ck_assert_uint_ge(rxlen, sizeof(struct nvme_tcp_data));
+	ck_assert_uint_eq(rx[0], NVME_TCP_H2C_DATA);
+	ck_assert_uint_lt(rxlen, sizeof(struct nvme_tcp_data) + WLEN);
+	ck_assert(memcmp(rx + sizeof(struct nvme_tcp_data), wdata,
+			 rxlen - sizeof(struct nvme_tcp_data)) == 0);
+	ck_assert(tcpfx_settle(&fx));
+	ck_assert_uint_eq(fx.tq->ops_in_flight, 0);
+	rxlen = 0;
+	wteardown();
+}
+END_TEST
+
 /* Two writes in pipes, their R2Ts in one segment: each H2CData goes
  * alone and whole, one after the other, and both pipes stay full. */
 START_TEST(write_two_spliced_back_to_back)
@@ -1299,6 +1358,7 @@ int main(void)
 	tcase_add_loop_test(tc, write_in_capsule_takes_out, 0, 2);
 	tcase_add_loop_test(tc, write_splice_waits_for_room, 0, 2);
 	tcase_add_loop_test(tc, write_splice_protocol_error_term_follows, 0, 2);
+	tcase_add_loop_test(tc, write_splice_protocol_error_target_stuck, 0, 2);
 	suite_add_tcase(s, tc);
 	/* Loop index: bit 0 the reactor backend (more bits, see each test). */
 	tc = tcase_create("split_read");
