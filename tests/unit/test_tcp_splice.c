@@ -774,10 +774,18 @@ START_TEST(write_splice_protocol_error_target_stuck)
 	/* Not reading: at most TCP_TERM_WAIT_MS, then the socket is shut
 	 * (bounded by time: a poll may return early). */
 	uint64_t t0 = reactor_now_ns(), waited;
-	while (fx.tq->tx_splicing && reactor_now_ns() - t0 < 3ull * TCP_TERM_WAIT_MS * NSEC_PER_MSEC)
+	unsigned long polls = 0;
+	while (fx.tq->tx_splicing && reactor_now_ns() - t0 < 3ull * TCP_TERM_WAIT_MS * NSEC_PER_MSEC) {
 		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+		polls++;
+	}
 	waited = reactor_now_ns() - t0;
 	ck_assert(!fx.tq->tx_splicing);
+	/* The wait sleeps: a poll of 2 ms returns ~TCP_TERM_WAIT_MS / 2
+	 * times, not once per wake-up of a POLLOUT poll that POLLRDHUP (the
+	 * SHUT_RD of tcp_queue_shutdown) completes at once (io_uring). */
+	ck_assert_msg(polls < 5000, "the reactor spun %lu times in %llu ms waiting for room", polls,
+		      (unsigned long long)(waited / NSEC_PER_MSEC));
 	ck_assert_uint_ge(waited, (TCP_TERM_WAIT_MS - 100) * NSEC_PER_MSEC);
 	ck_assert(!fx.tq->term_deferred);
 	for (int i = 0; i < 200 && !fx.done_count[s]; i++)
