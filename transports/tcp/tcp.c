@@ -106,6 +106,16 @@ static void tcp_queue_shutdown(struct nvmf_queue *q)
 	maybe_quiesced(tq);
 }
 
+static void splice_step(struct tcp_queue *tq);
+
+static void tx_retry(struct reactor_timer *t)
+{
+	struct tcp_queue *tq = container_of(t, struct tcp_queue, tx_retry_timer);
+
+	tq->ops_in_flight--;
+	splice_step(tq); /* after term_timeout the socket is shut: it ends */
+}
+
 static void term_timeout(struct reactor_timer *t)
 {
 	struct tcp_queue *tq = container_of(t, struct tcp_queue, term_timer);
@@ -514,7 +524,13 @@ static void send_done(struct reactor_op *op, int res, uint32_t flags)
 		 * shuts the socket and so ends the wait) the PDU goes on, so
 		 * that the TermReq can follow it; else it is cut. */
 		if (tq->conn == TCP_CONN_CLOSING && tq->term_deferred && res > 0) {
-			splice_step(tq);
+			if (res & POLLOUT) {
+				splice_step(tq);
+			} else {
+				reactor_timer_arm(tq->q->r, &tq->tx_retry_timer,
+						  (uint64_t)TCP_TERM_RETRY_MS * NSEC_PER_MSEC);
+				tq->ops_in_flight++;
+			}
 			return;
 		}
 		if (tq->conn == TCP_CONN_CLOSING) {
@@ -997,6 +1013,7 @@ static int tcp_queue_init(struct nvmf_queue *q, const struct nvmf_path_opts *opt
 	tq->tx_pipe.rfd = tq->tx_pipe.wfd = -1;
 	reactor_timer_init(&tq->connect_timer, connect_timeout);
 	reactor_timer_init(&tq->term_timer, term_timeout);
+	reactor_timer_init(&tq->tx_retry_timer, tx_retry);
 	list_init(&tq->sendq);
 	tcp_rx_reset(tq);
 	if (tcp_tls_init(tq) < 0) {
@@ -1028,6 +1045,7 @@ static void tcp_queue_free(struct nvmf_queue *q)
 	pipe_sink_close_counted(&tq->tx_pipe);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);
+	reactor_timer_cancel(&tq->tx_retry_timer);
 	if (tq->fd >= 0)
 		close(tq->fd);
 	tcp_tls_free(tq);

@@ -23,6 +23,7 @@
 #define TCP_STREAM_MIN (32u * 1024)
 /* How long a deferred TermReq may wait for the send in flight. */
 #define TCP_TERM_WAIT_MS 1000u
+#define TCP_TERM_RETRY_MS 2u /* see tx_retry_timer */
 
 enum tcp_item_kind { TCP_ITEM_CMD, TCP_ITEM_H2C };
 
@@ -116,6 +117,10 @@ struct tcp_queue {
 	 * a reset, not a FIN behind the unsent bytes (see quiesce_run). */
 	bool abort_close;
 	struct reactor_timer term_timer;
+	/* A spliced H2CData that a TermReq waits for, after SHUT_RD: an
+	 * io_uring poll then completes at once (POLLRDHUP is always in its
+	 * mask), so room is looked for every TCP_TERM_RETRY_MS instead. */
+	struct reactor_timer tx_retry_timer;
 
 	/* Receive side. */
 	uint8_t *rbuf;
