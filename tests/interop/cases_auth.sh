@@ -117,7 +117,7 @@ targets = ( { name = \"tauth\"; subnqn = \"$nqnauth\"; reconnect_delay = 1;
 exports = ( { name = \"dauth\"; target = \"tauth\"; nbd = { listen = \"unix:/tmp/gw-auth.sock\"; }; } );
 EOF
 	   cp $auth_keys/k03 /tmp/gw-auth-k; chmod 644 /tmp/gw-auth-k
-	   ! $GW check -c /tmp/gw-auth.conf 2> /tmp/chk.txt; cat /tmp/chk.txt
+	   if $GW check -c /tmp/gw-auth.conf 2> /tmp/chk.txt; then echo 'check passed a secret readable by others'; exit 1; fi; cat /tmp/chk.txt
 	   grep -q 'gw-auth.conf:4: targets\[0\].dhchap_secret_file: /tmp/gw-auth-k holds a secret and is readable by group or others (mode 0644)' /tmp/chk.txt
 	   chmod 600 /tmp/gw-auth-k; $GW check -c /tmp/gw-auth.conf
 	   NVMF_GATEWAY_LOG=info $GW run -c /tmp/gw-auth.conf > /tmp/gw-auth.log 2>&1

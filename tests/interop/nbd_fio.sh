@@ -13,23 +13,28 @@ here=$(cd "$(dirname "$0")" && pwd)
 trap nbd_cleanup EXIT
 cd /tmp # fio writes its verify state file into the cwd
 
+# verify NAME BS QD: fio random writes of 64 MiB with crc32c verify.  (A
+# `! grep` line does not stop a `set -e` script: the checks say so.)
+verify() {
+	local out="$NBD_LOGS/$1.txt"
+	fio --name="nbd-$1" --filename="$NBD_DEV" --direct=1 --ioengine=libaio \
+		--rw=randwrite --bs="$2" --iodepth="$3" --verify=crc32c --verify_fatal=1 \
+		--size=64M --output="$out"
+	cat "$out"
+	grep -q 'err= 0' "$out" || { echo "fio $1: an error"; return 1; }
+	if grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$out"; then
+		echo "fio $1: verify failed"
+		return 1
+	fi
+}
+
 nbd_start "$nqn" auto fio
-fio --name=nbd-verify --filename="$NBD_DEV" --direct=1 --ioengine=libaio \
-	--rw=randwrite --bs=4k --iodepth=16 --verify=crc32c --verify_fatal=1 \
-	--size=64M --output="$NBD_LOGS/fio.txt"
-cat "$NBD_LOGS/fio.txt"
-grep -q 'err= 0' "$NBD_LOGS/fio.txt"
-! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$NBD_LOGS/fio.txt"
+verify verify 4k 16
 nbd_stop
 nbd_detached "$NBD_DEV"
 
 NVMF_GATEWAY_LOG=debug nbd_start "$nqn" auto fio1m
-fio --name=nbd-verify-1m --filename="$NBD_DEV" --direct=1 --ioengine=libaio \
-	--rw=randwrite --bs=1M --iodepth=4 --verify=crc32c --verify_fatal=1 \
-	--size=64M --output="$NBD_LOGS/fio1m.txt"
-cat "$NBD_LOGS/fio1m.txt"
-grep -q 'err= 0' "$NBD_LOGS/fio1m.txt"
-! grep -qi 'verify.*fail\|bad magic\|crc32c: verify' "$NBD_LOGS/fio1m.txt"
+verify verify-1m 1M 4
 nbd_stop
 nbd_detached "$NBD_DEV"
 echo "1 MiB verify reads: $(grep -h 'read replies spliced' "$NBD_LOG" | sed 's/.*: //')"

@@ -97,7 +97,8 @@ for iface in ioctl; do
 	nbd_detached /dev/nbd5
 	kill -TERM "$RUN_PID"
 	for _ in $(seq 100); do kill -0 "$RUN_PID" 2> /dev/null || break; sleep 0.1; done
-	! kill -0 "$RUN_PID" 2> /dev/null
+	# (`! cmd` alone never stops a `set -e` script: say what failed.)
+	! kill -0 "$RUN_PID" 2> /dev/null || { echo "gateway $RUN_PID still runs 10 s after SIGTERM"; exit 1; }
 	RUN_PID=
 	cat "$log"
 done
