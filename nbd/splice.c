@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
@@ -34,7 +33,6 @@ static void count_miss(unsigned *misses, unsigned *skip)
 		*skip = SPLICE_SKIP;
 	}
 }
-
 
 /* Decided once per connection, at its first large read. */
 static bool conn_can_splice(struct nbd_conn *c)

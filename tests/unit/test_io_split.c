@@ -671,6 +671,22 @@ START_TEST(new_attempt_resets_the_pipe)
 }
 END_TEST
 
+/* io: a read of len bytes into iov with the pipe sk (1 MiB, opened here)
+ * on a namespace of 512-byte blocks. */
+static void read_setup(struct nvmf_io *io, struct pipe_sink *sk, const struct iovec *iov,
+		       uint64_t len)
+{
+	ck_assert_int_eq(pipe_sink_open(sk, 1u << 20), 0);
+	set_ns(512, 1u << 24);
+	memset(io, 0, sizeof(*io));
+	io->op = NVMF_IO_READ;
+	io->len = len;
+	io->iov = iov;
+	io->iovcnt = 1;
+	io->sink = sk;
+	io->cb = io_cb;
+}
+
 /* Completes a split read's commands in the order given, each doing what
  * the transport does with its data: into the pipe when the pipe holds
  * exactly the parts before it, else into its buffer. */
@@ -708,16 +724,8 @@ static void split_read_parts(const unsigned *order, bool in_pipe)
 	for (size_t i = 0; i < sizeof(data); i++)
 		data[i] = (uint8_t)(i * 7 + (i >> 12));
 	memset(buf, 0, sizeof(buf));
-	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
+	read_setup(&io, &sk, &iov, sizeof(data));
 	ck_assert_int_eq(pipe_sink_set_prefix(&sk, "HDR!", 4), 0);
-	set_ns(512, 1u << 24);
-	memset(&io, 0, sizeof(io));
-	io.op = NVMF_IO_READ;
-	io.len = sizeof(data);
-	io.iov = &iov;
-	io.iovcnt = 1;
-	io.sink = &sk;
-	io.cb = io_cb;
 	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
 	ck_assert_uint_eq(ncmds, 4);
 	read_parts_arrive(data, order, 4);
@@ -778,15 +786,7 @@ START_TEST(split_read_broken_join_is_eio)
 	struct nvmf_io io;
 
 	memset(data, 0x5a, sizeof(data));
-	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
-	set_ns(512, 1u << 24);
-	memset(&io, 0, sizeof(io));
-	io.op = NVMF_IO_READ;
-	io.len = sizeof(data);
-	io.iov = &iov;
-	io.iovcnt = 1;
-	io.sink = &sk;
-	io.cb = io_cb;
+	read_setup(&io, &sk, &iov, sizeof(data));
 	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 128 * 1024, &io), 0);
 	ck_assert_uint_eq(ncmds, 2);
 	/* The first part is in the pipe; the second comes early in effect
@@ -844,15 +844,7 @@ START_TEST(read_broken_full_pipe_is_eio)
 	struct nvmf_io io;
 
 	memset(data, 0xa5, sizeof(data));
-	ck_assert_int_eq(pipe_sink_open(&sk, 1u << 20), 0);
-	set_ns(512, 1u << 24);
-	memset(&io, 0, sizeof(io));
-	io.op = NVMF_IO_READ;
-	io.len = sizeof(data);
-	io.iov = &iov;
-	io.iovcnt = 1;
-	io.sink = &sk;
-	io.cb = io_cb;
+	read_setup(&io, &sk, &iov, sizeof(data));
 	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 1 << 20, &io), 0);
 	ck_assert_uint_eq(ncmds, 1);
 	struct nvmf_req *req = pending[--npending];

@@ -619,23 +619,47 @@ START_TEST(write_in_capsule_takes_out)
 }
 END_TEST
 
-/* The target does not read: the splice fills the socket, waits for room
- * (POLLOUT) with the rest in the queue's pipe, the request not complete,
- * and finishes once the target reads. */
-START_TEST(write_splice_waits_for_room)
+/* A write of WLEN bytes whose spliced H2CData fills a 4 KiB send buffer
+ * (the target does not read) and waits for room. */
+static uint16_t wsplice_stalled(int backend)
 {
 	int small = 4096;
 
-	wsetup(_i, false, false, 1 << 20, WLEN);
+	wsetup(backend, false, false, 1 << 20, WLEN);
 	ck_assert_int_eq(setsockopt(fx.tq->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 	uint16_t cid = wsubmit(WLEN)->cid;
-	unsigned s = cid & NVMF_CID_IDX_MASK;
 
 	expect_cmd(cid, 0);
 	send_r2t(cid, 0, WLEN);
 	for (int i = 0; i < 20; i++)
 		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
 	ck_assert(fx.tq->tx_splicing);
+	return cid;
+}
+
+/* The target errs: an R2T (into r2t, its length returned) for a CID not
+ * in flight (another slot than cid's); the queue then leaves LIVE. */
+static size_t send_bad_r2t(uint16_t cid, uint8_t *r2t)
+{
+	unsigned s = cid & NVMF_CID_IDX_MASK;
+	uint16_t bad = (uint16_t)((cid & ~NVMF_CID_IDX_MASK) | ((s + 1) % 7));
+	size_t rn = 0;
+
+	pdu_r2t(&fx, r2t, &rn, bad, 0, 4096);
+	ck_assert_int_eq(write(fx.peer, r2t, rn), (ssize_t)rn);
+	for (int i = 0; i < 100 && fx.q.state == NVMF_Q_LIVE; i++)
+		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	return rn;
+}
+
+/* The target does not read: the splice fills the socket, waits for room
+ * (POLLOUT) with the rest in the queue's pipe, the request not complete,
+ * and finishes once the target reads. */
+START_TEST(write_splice_waits_for_room)
+{
+	uint16_t cid = wsplice_stalled(_i);
+	unsigned s = cid & NVMF_CID_IDX_MASK;
+
 	ck_assert_uint_gt(fx.tq->tx_pipe.filled, 0);
 	ck_assert_uint_lt(fx.tq->nr_tx_spliced_data, WLEN);
 	ck_assert_uint_eq(fx.done_count[s], 0);
@@ -672,31 +696,16 @@ END_TEST
  * review leftover F6). */
 START_TEST(write_splice_protocol_error_term_follows)
 {
-	int small = 4096;
-
-	wsetup(_i, false, false, 1 << 20, WLEN);
-	ck_assert_int_eq(setsockopt(fx.tq->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-	uint16_t cid = wsubmit(WLEN)->cid;
+	uint16_t cid = wsplice_stalled(_i);
 	unsigned s = cid & NVMF_CID_IDX_MASK;
 
-	expect_cmd(cid, 0);
-	send_r2t(cid, 0, WLEN);
-	for (int i = 0; i < 20; i++)
-		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
-	ck_assert(fx.tq->tx_splicing);
 	ck_assert_uint_gt(fx.tq->tx_pipe.filled, 0);
 	ck_assert_uint_lt(fx.tq->nr_tx_spliced_data, WLEN);
 	ck_assert_uint_eq(fx.done_count[s], 0);
 	ck_assert_int_eq(fx.q.state, NVMF_Q_LIVE);
-	/* The target errs: an R2T for a CID not in flight (another slot). */
-	uint16_t bad = (uint16_t)((cid & ~NVMF_CID_IDX_MASK) | ((s + 1) % 7));
 	uint8_t r2t[64];
-	size_t rn = 0;
-	pdu_r2t(&fx, r2t, &rn, bad, 0, 4096);
+	size_t rn = send_bad_r2t(cid, r2t);
 	ck_assert_uint_eq(rn, sizeof(struct nvme_tcp_data));
-	ck_assert_int_eq(write(fx.peer, r2t, rn), (ssize_t)rn);
-	for (int i = 0; i < 100 && fx.q.state == NVMF_Q_LIVE; i++)
-		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
 	/* Closing, the TermReq waiting for the PDU, which waits for room;
 	 * the write is not complete yet. */
 	ck_assert_int_eq(fx.q.state, NVMF_Q_DRAINING);
@@ -751,25 +760,11 @@ END_TEST
  * no TermReq follows it, and the queue still ends, the write failed. */
 START_TEST(write_splice_protocol_error_target_stuck)
 {
-	int small = 4096;
-
-	wsetup(_i, false, false, 1 << 20, WLEN);
-	ck_assert_int_eq(setsockopt(fx.tq->fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-	uint16_t cid = wsubmit(WLEN)->cid;
+	uint16_t cid = wsplice_stalled(_i);
 	unsigned s = cid & NVMF_CID_IDX_MASK;
 
-	expect_cmd(cid, 0);
-	send_r2t(cid, 0, WLEN);
-	for (int i = 0; i < 20; i++)
-		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
-	ck_assert(fx.tq->tx_splicing);
-	uint16_t bad = (uint16_t)((cid & ~NVMF_CID_IDX_MASK) | ((s + 1) % 7));
 	uint8_t r2t[64];
-	size_t rn = 0;
-	pdu_r2t(&fx, r2t, &rn, bad, 0, 4096);
-	ck_assert_int_eq(write(fx.peer, r2t, rn), (ssize_t)rn);
-	for (int i = 0; i < 100 && fx.q.state == NVMF_Q_LIVE; i++)
-		reactor_poll(fx.r, 2 * NSEC_PER_MSEC);
+	(void)send_bad_r2t(cid, r2t);
 	ck_assert(fx.tq->term_deferred);
 	/* Not reading: at most TCP_TERM_WAIT_MS, then the socket is shut
 	 * (bounded by time: a poll may return early). */
