@@ -11,10 +11,13 @@
 #   NAME.WAY.queue  the block device's queue settings (nbd, kernel)
 # and returns non-zero, with a message, on the first step that fails:
 #   eg_bench ...    the gateway's `bench` (its CPU from getrusage, /usr/bin/time)
+#   eg_benchpoll .. the same with `--poll-us 50`
+#   eg_bench2q ...  the same with 2 I/O queues, half the depth each
 #   eg_nbd ...      fio on /dev/nbdN of `$GW nbd ... auto` (nbd_lib.sh's
 #                   nbd_start; stopped with SIGTERM, exit code 0 checked);
 #                   the gateway's CPU from /proc/PID/stat around fio
 #   eg_kernel ...   fio on /dev/nvmeXn1 of `nvme connect -t tcp`
+#   eg_backend ...  fio on nvmet's backing loop device: no network
 #   eg_nbdmem ...   fio on /dev/nbdN of `$GW nbd --mem 256M auto`: the
 #                   kernel's NBD path with no NVMe-oF behind it, the
 #                   ceiling of any NBD server here (SIZE must fit in 256M)
@@ -71,16 +74,30 @@ eg_fio() { # DEV NAME RW BS QD [SIZE]
 		${6:+--size="$6"} --output-format=json
 }
 
-eg_bench() { # NAME RW BS QD [SIZE]
-	local o=$EG_OUT/$1.bench s0 s1 u s
+eg_bench() { # NAME RW BS QD [SIZE]; EG_BENCH_WAY, EG_BENCH_ARGS: see eg_benchpoll
+	local o=$EG_OUT/$1.${EG_BENCH_WAY:-bench} s0 s1 u s
 	s0=$(eg_stat)
+	# shellcheck disable=SC2086 # the extra options, split
 	NVMF_GATEWAY_STATE_DIR=/tmp/gw-state /usr/bin/time -f '%U %S' -o "$o.time" \
 		"$GW" bench -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" -w "$2" -b "$3" \
-		-d "$4" -T "$EG_T" ${5:+--size "$5"} -o json > "$o.json" ||
+		-d "$4" -T "$EG_T" ${5:+--size "$5"} ${EG_BENCH_ARGS:-} -o json > "$o.json" ||
 		{ echo "engine: bench $1 failed"; cat "$o.time"; return 1; }
 	s1=$(eg_stat)
 	read -r u s < "$o.time"
 	eg_cpu "$o.cpu" "$s0" "$s1" "$(awk -v u="$u" -v s="$s" -v hz="$EG_HZ" 'BEGIN { printf "%.0f", (u + s) * hz }')"
+}
+
+# The same with the reactor's busy-poll window (--poll-us 50): the engine
+# trades a vCPU for its wakeups, as SPDK's host does all the time.
+eg_benchpoll() {
+	EG_BENCH_WAY=benchpoll EG_BENCH_ARGS="--poll-us 50" eg_bench "$@"
+}
+
+# Two I/O queues (-j 2) with half the depth each, the same I/Os in flight:
+# nvmet works each queue on its own CPU, as for the kernel host's two
+# queues (nvme-cli makes one per vCPU).
+eg_bench2q() {
+	EG_BENCH_WAY=bench2q EG_BENCH_ARGS="-j 2" eg_bench "$1" "$2" "$3" $(($4 / 2)) ${5:+"$5"}
 }
 
 eg_nbd() { # NAME RW BS QD [SIZE]
@@ -110,6 +127,20 @@ eg_kernel() { # NAME RW BS QD [SIZE]
 	r=$?
 	s1=$(eg_stat)
 	nvme disconnect -n "$EG_NQN" > /dev/null
+	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
+	eg_cpu "$o.cpu" "$s0" "$s1" null
+}
+
+# fio on nvmet's own backing device (the loop device over tmpfs), no
+# network: the target's storage path alone, what no initiator can pass.
+eg_backend() { # NAME RW BS QD [SIZE]
+	local o=$EG_OUT/$1.backend s0 s1 dev r
+	dev=$(cat "$NVMET/subsystems/$EG_NQN/namespaces/1/device_path") || return 1
+	eg_queue "$dev" > "$o.queue"
+	s0=$(eg_stat)
+	eg_fio "$dev" "$@" > "$o.json"
+	r=$?
+	s1=$(eg_stat)
 	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" null
 }
