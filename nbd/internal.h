@@ -45,7 +45,7 @@
 #define NBD_TX_BATCH_BYTES (512u * 1024)
 /* Reads from this size up go out of a pipe the transport splices their
  * payload into (nbd/splice.c): below it two copies cost less than the
- * pipe's system calls. */
+ * pipe's system calls.  The default; tests lower it (nbd_splice_set_min). */
 #define NBD_SPLICE_MIN (64u * 1024)
 #define NBD_SPLICE_PIPES 16u /* per connection, opened as needed */
 /* A 1 MiB read and its header: 2 MiB (root; others get pipe-max-size). */

@@ -128,4 +128,9 @@ void nbd_conn_close(struct nbd_conn *c);
  * its volume's capabilities.  Exposed for tests and for the kernel attach. */
 uint16_t nbd_export_flags(const struct nbd_export *e);
 
+/* For tests and the fuzzer: requests from `bytes` up go through pipes
+ * (when the connection can), instead of from NBD_SPLICE_MIN (nbd/internal.h)
+ * up; 0 restores that default.  Process-wide; set it between connections. */
+void nbd_splice_set_min(uint32_t bytes);
+
 #endif

@@ -24,6 +24,20 @@
 #define SPLICE_MISS_LIMIT 8u
 #define SPLICE_SKIP 256u
 
+/* Requests from this size up may use a pipe: NBD_SPLICE_MIN, or what a
+ * test set (nbd_splice_set_min). */
+static uint32_t splice_min = NBD_SPLICE_MIN;
+
+void nbd_splice_set_min(uint32_t bytes)
+{
+	__atomic_store_n(&splice_min, bytes ? bytes : NBD_SPLICE_MIN, __ATOMIC_RELAXED);
+}
+
+static uint32_t splice_min_get(void)
+{
+	return __atomic_load_n(&splice_min, __ATOMIC_RELAXED);
+}
+
 /* One more miss in a row; at the limit the next SPLICE_SKIP requests go
  * without a pipe. */
 static void count_miss(unsigned *misses, unsigned *skip)
@@ -118,7 +132,7 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
 			q->io.sink = q->sink;
 		return;
 	}
-	if (q->type != NBD_CMD_READ || q->length < NBD_SPLICE_MIN || !conn_can_splice(c))
+	if (q->type != NBD_CMD_READ || q->length < splice_min_get() || !conn_can_splice(c))
 		return;
 	if (c->splice_skip) {
 		c->splice_skip--;
@@ -165,7 +179,7 @@ void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q)
 	struct pipe_sink *s;
 
 	c->rx_hdr_only = false;
-	if (q->type != NBD_CMD_WRITE || q->length < NBD_SPLICE_MIN || !writes_through_pipes(c) ||
+	if (q->type != NBD_CMD_WRITE || q->length < splice_min_get() || !writes_through_pipes(c) ||
 	    !conn_can_splice(c))
 		return;
 	if (c->wsplice_skip) {
