@@ -93,6 +93,11 @@ void pipe_sink_close_counted(struct pipe_sink *s)
 	__atomic_sub_fetch(&pipes_open, 1, __ATOMIC_RELAXED);
 }
 
+unsigned long pipe_sink_counted_open(void)
+{
+	return __atomic_load_n(&pipes_open, __ATOMIC_RELAXED);
+}
+
 void pipe_sink_close(struct pipe_sink *s)
 {
 	if (s->rfd >= 0)

@@ -55,6 +55,9 @@ bool pipe_sink_is_open(const struct pipe_sink *s);
  * -EMFILE when the budget is spent.  A sink opened so is closed so. */
 int pipe_sink_open_counted(struct pipe_sink *s, uint32_t cap);
 void pipe_sink_close_counted(struct pipe_sink *s);
+/* Pipes open through the budget right now, over all layers (for tests:
+ * back to what it was once everything that opened them is gone). */
+unsigned long pipe_sink_counted_open(void);
 
 /* The pipe must be empty: writes len bytes (at most PIPE_SINK_PREFIX_MAX)
  * that go out before the payload. */
