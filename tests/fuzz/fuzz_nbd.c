@@ -19,9 +19,23 @@
  * (bit 4: tls = require, else on): NBD_OPT_STARTTLS, the refusals before
  * it and OpenSSL's handshake on memory BIOs see the input too (a real
  * ClientHello is among the seeds; the handshake cannot finish, so the
- * options inside TLS are reached only by the functional tests). */
+ * options inside TLS are reached only by the functional tests).
+ *
+ * When bit 5 of the first byte is set, requests from 512 bytes up go
+ * through pipes (nbd/splice.c; nbd_splice_set_min), for socket clients
+ * too (NVMF_GATEWAY_SPLICE_WRITES=all and SIGPIPE ignored, for every
+ * input): READ replies out of a pipe, WRITE payloads spliced from the
+ * socket.  The held volume then takes writes in their pipe (pipe_writes)
+ * and each release decides (from the schedule byte) whether a READ's
+ * payload goes into its pipe, wholly, as the NVMe/TCP transport puts it,
+ * or into the buffer, and whether a WRITE is copied out of a duplicate of
+ * its pipe (which keeps it, as when sent from it) or taken out into the
+ * buffer.  Checked after every input, pipes or not: no descriptor is left
+ * open and the process's pipe budget is back where it was. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,11 +44,14 @@
 #include <unistd.h>
 
 #include "gateway/base/log.h"
+#include "gateway/base/pipe_sink.h"
 #include "gateway/base/reactor.h"
 #include "gateway/volume/volume.h"
 #include "nbd/nbd.h"
 
 #include "tests/fuzz/fuzz_check.h"
+
+#define VOL_SIZE (1u << 20)
 
 static struct reactor R;
 static struct nbd_tls *TLS_ON, *TLS_REQ;
@@ -49,29 +66,94 @@ static struct vol_ops held_ops;
 static struct vol_io *held[HELD_MAX];
 static unsigned nr_held;
 static uint64_t submitted, completed;
+/* A pipe of the harness's own (outside the budget) that a WRITE's pipe
+ * is duplicated into, to copy the payload out and leave it there. */
+static struct pipe_sink DUP;
 
 static void held_submit(struct volume *v, struct vol_io *io)
 {
 	(void)v;
 	for (unsigned i = 0; i < nr_held; i++)
 		check(held[i] != io); /* submitted again while in flight */
+	if (io->sink) {
+		check(!io->sink->broken);
+		/* A READ's pipe holds its reply header only; a WRITE's payload
+		 * is wholly in its pipe or wholly in the buffer. */
+		if (io->op == VOL_READ)
+			check(io->sink->filled == 0 && io->sink->prefix_len > 0);
+		else
+			check(io->op == VOL_WRITE &&
+			      (io->sink->filled == 0 || io->sink->filled == io->length));
+	}
 	check(nr_held < HELD_MAX);
 	held[nr_held++] = io;
 	submitted++;
 }
 
+/* A READ's payload into its pipe, wholly, as the NVMe/TCP transport puts
+ * it; if it does not all fit, back into the buffer (false). */
+static bool read_to_pipe(struct vol_io *io, int *err)
+{
+	int ret = pipe_sink_put(io->sink, vol_mem_data(VH) + io->offset, io->length);
+
+	if (ret == 0)
+		return true;
+	if (pipe_sink_unsplice(io->sink, io->iov, io->iovcnt) < 0)
+		*err = -EIO;
+	return false;
+}
+
+/* A WRITE's payload into the RAM volume from a duplicate of its pipe,
+ * which keeps it (as a transport that sends from the pipe does). */
+static bool write_from_pipe(struct vol_io *io)
+{
+	struct iovec iov = { vol_mem_data(VH) + io->offset, io->length };
+
+	if (!pipe_sink_is_open(&DUP))
+		return false;
+	if (pipe_sink_tee(&DUP, io->sink) < 0 || DUP.filled != io->length ||
+	    pipe_sink_unsplice(&DUP, &iov, 1) < 0) {
+		/* io->sink is as it was; DUP starts over. */
+		pipe_sink_close(&DUP);
+		pipe_sink_open(&DUP, 1u << 20);
+		return false;
+	}
+	return true;
+}
+
 /* Completes held[i]: through the RAM volume (its data, its status), or
- * with an error.  Either way the callback runs later, from the reactor. */
-static void release(unsigned i, bool fail)
+ * with an error.  Either way the callback runs later, from the reactor.
+ * pipe: a READ with a pipe gets its payload there, a WRITE in its pipe
+ * is copied out of it; else both go through the buffer. */
+static void release(unsigned i, bool fail, bool pipe)
 {
 	struct vol_io *io = held[i];
+	int err = 0;
 
 	held[i] = held[--nr_held];
 	completed++;
-	if (fail)
+	if (fail) {
 		vol_complete(&R, io, -EIO);
-	else
-		mem_ops->submit(VH, io);
+		return;
+	}
+	if (io->sink && io->op == VOL_READ) {
+		if ((pipe && read_to_pipe(io, &err)) || err) {
+			vol_complete(&R, io, err);
+			return;
+		}
+	} else if (io->sink && io->op == VOL_WRITE && io->sink->filled) {
+		if (pipe && write_from_pipe(io)) {
+			vol_complete(&R, io, 0);
+			return;
+		}
+		/* Taken out into the buffer, as a layer that cannot send
+		 * from a pipe does. */
+		if (pipe_sink_unsplice(io->sink, io->iov, io->iovcnt) < 0) {
+			vol_complete(&R, io, -EIO);
+			return;
+		}
+	}
+	mem_ops->submit(VH, io);
 }
 
 /* One round of the schedule; true when it released something. */
@@ -84,11 +166,11 @@ static bool schedule_step(uint8_t s)
 		return false;
 	case 1:
 	case 2:
-		release((s >> 2) % nr_held, (s & 3) == 2);
+		release((s >> 2) % nr_held, (s & 3) == 2, s & 0x80);
 		return true;
 	default: /* all of them, last first */
 		while (nr_held)
-			release(nr_held - 1, s & 4);
+			release(nr_held - 1, s & 4, s & 8);
 		return true;
 	}
 }
@@ -100,8 +182,12 @@ static void init_once(void)
 		return;
 	done = 1;
 	log_set_level(LOG_LVL_ERR);
+	/* Pipes need both (the write mode is read once, at the first large
+	 * write); inputs without bit 5 keep the default threshold. */
+	signal(SIGPIPE, SIG_IGN);
+	setenv("NVMF_GATEWAY_SPLICE_WRITES", "all", 1);
 	if (reactor_init(&R, 0, 256) < 0 ||
-	    vol_mem_create("fuzz", 1 << 20, 512,
+	    vol_mem_create("fuzz", VOL_SIZE, 512,
 			   VOL_CAP_FLUSH | VOL_CAP_FUA | VOL_CAP_TRIM | VOL_CAP_WRITE_ZEROES |
 				   VOL_CAP_FAST_ZERO,
 			   1, &V) < 0)
@@ -141,23 +227,52 @@ static void init_once(void)
 			&TLS_REQ, err, sizeof(err)) < 0)
 		abort();
 	unlink(psk);
+	/* pipe_sink.c keeps a /dev/null open from its first discard on: open
+	 * it now, so that the descriptor count per input is exact. */
+	if (pipe_sink_open(&DUP, 1u << 20) < 0 || pipe_sink_put(&DUP, "x", 1) < 0 ||
+	    pipe_sink_empty(&DUP) < 0)
+		abort();
 }
+
+static unsigned count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	if (!d)
+		abort();
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static int close_err;
 
 static void on_closed(void *arg, int err)
 {
-	(void)err;
 	check(*(volatile int *)arg == 0); /* once */
 	*(volatile int *)arg = 1;
+	close_err = err;
 }
+
+/* What the client was sent: its length and FNV-1a hash. */
+static uint64_t reply_len, reply_hash;
 
 static void drain(int fd)
 {
 	static uint8_t sink[65536];
-	while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-		;
+	ssize_t n;
+
+	while ((n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0) {
+		reply_len += (size_t)n;
+		for (ssize_t i = 0; i < n; i++)
+			reply_hash = (reply_hash ^ sink[i]) * 0x100000001b3ull;
+	}
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* One connection fed the whole input; false if the input is malformed. */
+static bool run(const uint8_t *data, size_t size, bool pipes)
 {
 	struct nbd_conn *c;
 	int sv[2];
@@ -166,20 +281,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off = 1;
 	const uint8_t *sched = NULL;
 	size_t nsched = 0, si = 0;
-
-	init_once();
-	if (size < 1)
-		return 0;
 	bool hold = data[0] & 4;
+
 	if (hold) {
 		if (size < 2 || (size_t)data[1] > size - 2)
-			return 0;
+			return false;
 		nsched = data[1];
 		sched = data + 2;
 		off = 2 + nsched;
 	}
 	struct nbd_export *e = hold ? EH : E, **ex = hold ? EXH : EX;
 	submitted = completed = 0;
+	reply_len = 0;
+	reply_hash = 0xcbf29ce484222325ull;
+	nbd_splice_set_min(pipes ? 512 : 0);
+	held_ops.pipe_writes = pipes;
+	unsigned fds = count_fds(), toggle = 0;
+	unsigned long pipes_open = pipe_sink_counted_open();
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
@@ -202,7 +320,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (nsched)
 			schedule_step(sched[si++ % nsched]);
 		else if (hold && nr_held)
-			schedule_step(3); /* no schedule: complete at once */
+			schedule_step(pipes ? 3 | 8 : 3); /* no schedule: complete at once */
 		if (spins > 1000000)
 			abort(); /* the server stopped reading for good */
 	}
@@ -213,7 +331,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* The schedule goes on, but a held I/O is released after a few
 		 * idle rounds: the volume below must complete what it took. */
 		if (nr_held && !(nsched && schedule_step(sched[si++ % nsched])) && ++idle > 4) {
-			release(0, false);
+			release(0, false, toggle++ & 1);
 			idle = 0;
 		}
 		if (spins > 1000000)
@@ -229,5 +347,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(vol_stats_snapshot(VH, &snap) == 0 && snap.in_flight == 0);
 	}
 	close(sv[0]);
+	/* Every pipe and socket of the connection is closed. */
+	check(pipe_sink_counted_open() == pipes_open);
+	check(count_fds() == fds);
+	return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static uint8_t before[VOL_SIZE], after[VOL_SIZE];
+
+	init_once();
+	if (size < 1)
+		return 0;
+	/* With pipes, the RAM volume without holds (a schedule would release
+	 * other I/O at other rounds) and without TLS (no pipes there) must
+	 * end the same as without them: the same bytes written, and when
+	 * both connections end with an orderly NBD_CMD_DISC the same bytes
+	 * sent to the client (on a protocol error, the replies that went out
+	 * before it depend on when completions ran). */
+	bool pipes = data[0] & 32, twice = pipes && !(data[0] & (4 | 8));
+	if (twice)
+		memcpy(before, vol_mem_data(V), VOL_SIZE);
+	if (!run(data, size, pipes) || !twice)
+		return 0;
+	uint64_t len = reply_len, hash = reply_hash;
+	int err = close_err;
+	memcpy(after, vol_mem_data(V), VOL_SIZE);
+	memcpy(vol_mem_data(V), before, VOL_SIZE);
+	run(data, size, false);
+	check(memcmp(vol_mem_data(V), after, VOL_SIZE) == 0);
+	if (!err && !close_err)
+		check(reply_len == len && reply_hash == hash);
 	return 0;
 }
