@@ -124,7 +124,9 @@ static bool write_from_pipe(struct vol_io *io)
 /* Completes held[i]: through the RAM volume (its data, its status), or
  * with an error.  Either way the callback runs later, from the reactor.
  * pipe: a READ with a pipe gets its payload there, a WRITE in its pipe
- * is copied out of it; else both go through the buffer. */
+ * is copied out of it; else both go through the buffer.  A failure with
+ * pipe leaves the I/O's pipe broken, part of a READ's payload in it, as a
+ * transport whose splice failed does. */
 static void release(unsigned i, bool fail, bool pipe)
 {
 	struct vol_io *io = held[i];
@@ -133,6 +135,12 @@ static void release(unsigned i, bool fail, bool pipe)
 	held[i] = held[--nr_held];
 	completed++;
 	if (fail) {
+		if (pipe && io->sink) {
+			if (io->op == VOL_READ)
+				pipe_sink_put(io->sink, vol_mem_data(VH) + io->offset,
+					      io->length / 2);
+			io->sink->broken = true;
+		}
 		vol_complete(&R, io, -EIO);
 		return;
 	}
