@@ -31,7 +31,10 @@
  * or into the buffer, and whether a WRITE is copied out of a duplicate of
  * its pipe (which keeps it, as when sent from it) or taken out into the
  * buffer.  Checked after every input, pipes or not: no descriptor is left
- * open and the process's pipe budget is back where it was. */
+ * open and the process's pipe budget is back where it was.  An input with
+ * pipes but neither holds nor TLS runs again without pipes: the RAM
+ * volume must end with the same bytes, and the client must have been sent
+ * the same bytes when both connections ended with NBD_CMD_DISC. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
