@@ -130,7 +130,8 @@ uint16_t nbd_export_flags(const struct nbd_export *e);
 
 /* For tests and the fuzzer: requests from `bytes` up go through pipes
  * (when the connection can), instead of from NBD_SPLICE_MIN (nbd/internal.h)
- * up; 0 restores that default.  Process-wide; set it between connections. */
+ * up; 0 restores that default, UINT32_MAX turns pipes off.  Process-wide;
+ * set it between connections. */
 void nbd_splice_set_min(uint32_t bytes);
 
 #endif

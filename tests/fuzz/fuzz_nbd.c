@@ -282,8 +282,9 @@ static void drain(int fd)
 	}
 }
 
-/* One connection fed the whole input; false if the input is malformed. */
-static bool run(const uint8_t *data, size_t size, bool pipes)
+/* One connection fed the whole input; false if the input is malformed.
+ * splice_min: nbd_splice_set_min's (0: the default, UINT32_MAX: none). */
+static bool run(const uint8_t *data, size_t size, uint32_t splice_min)
 {
 	struct nbd_conn *c;
 	int sv[2];
@@ -292,7 +293,7 @@ static bool run(const uint8_t *data, size_t size, bool pipes)
 	size_t off = 1;
 	const uint8_t *sched = NULL;
 	size_t nsched = 0, si = 0;
-	bool hold = data[0] & 4;
+	bool hold = data[0] & 4, pipes = splice_min && splice_min != UINT32_MAX;
 
 	if (hold) {
 		if (size < 2 || (size_t)data[1] > size - 2)
@@ -305,7 +306,7 @@ static bool run(const uint8_t *data, size_t size, bool pipes)
 	submitted = completed = 0;
 	reply_len = 0;
 	reply_hash = 0xcbf29ce484222325ull;
-	nbd_splice_set_min(pipes ? 512 : 0);
+	nbd_splice_set_min(splice_min);
 	held_ops.pipe_writes = pipes;
 	unsigned fds = count_fds(), toggle = 0;
 	unsigned long pipes_open = pipe_sink_counted_open();
@@ -380,13 +381,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool pipes = data[0] & 32, twice = pipes && !(data[0] & (4 | 8));
 	if (twice)
 		memcpy(before, vol_mem_data(V), VOL_SIZE);
-	if (!run(data, size, pipes) || !twice)
+	if (!run(data, size, pipes ? 512 : 0) || !twice)
 		return 0;
 	uint64_t len = reply_len, hash = reply_hash;
 	int err = close_err;
 	memcpy(after, vol_mem_data(V), VOL_SIZE);
 	memcpy(vol_mem_data(V), before, VOL_SIZE);
-	run(data, size, false);
+	run(data, size, UINT32_MAX); /* no pipes at all, even at 64 KiB */
 	check(memcmp(vol_mem_data(V), after, VOL_SIZE) == 0);
 	if (!err && !close_err)
 		check(reply_len == len && reply_hash == hash);
