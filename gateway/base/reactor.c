@@ -604,11 +604,12 @@ static unsigned spin(struct reactor *r, uint64_t end_ns)
 		if (r->backend == REACTOR_IO_URING) {
 			/* Completions only a system call hands over: an
 			 * overflowed CQ (while its list is not empty every new
-			 * completion goes there too) and, were the ring set up
-			 * with COOP_TASKRUN | TASKRUN_FLAG (it is not), task work
-			 * the kernel only flags.  A peek at an empty
-			 * ring with the flag up enters the kernel for them
-			 * (liburing 2.2 has no io_uring_get_events). */
+			 * completion goes there too) and task work the kernel
+			 * only flags (the ring has COOP_TASKRUN | TASKRUN_FLAG
+			 * whenever this window can run, where the kernel has
+			 * them: uring_init).  A peek at an empty ring with the
+			 * flag up enters the kernel for them (liburing 2.2 has
+			 * no io_uring_get_events). */
 			if (!io_uring_cq_ready(&r->ring) &&
 			    (IO_URING_READ_ONCE(*r->ring.sq.kflags) & SQ_NEEDS_ENTER)) {
 				struct io_uring_cqe *cqe;
