@@ -35,7 +35,8 @@
 # raw results (JSON, queue settings, gateway logs) there; ENGINE_GW_LOG=debug
 # puts the gateway's debug lines (pipes, splices, polls) in those logs;
 # ENGINE_WAYS=REGEX runs only those ways (no table then); ENGINE_ONLY=REGEX
-# runs only the points whose name matches (e.g. 128k).
+# runs only the points whose name matches (e.g. 128k); ENGINE_BACKEND=epoll
+# (or io_uring) sets the gateway's reactor backend in the guest.
 set -u
 build="${1:-build}"
 top="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -82,6 +83,7 @@ run() {
 	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
 		NBD_GW_LOG=${ENGINE_GW_LOG:-info}
+		${ENGINE_BACKEND:+export NVMF_GATEWAY_REACTOR_BACKEND=$ENGINE_BACKEND}
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
 		eg_$way $2 $3 $4 $5 $region"
 	r=$?
