@@ -128,33 +128,36 @@ static const unsigned needed_opcodes[] = {
 	IORING_OP_POLL_ADD, IORING_OP_ASYNC_CANCEL,
 };
 
+/* The CQ must hold every completion of a burst: sends, receives and
+ * polls of all queues owned here. */
+static int uring_setup(struct reactor *r, unsigned entries, unsigned flags)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = IORING_SETUP_CQSIZE | flags;
+	p.cq_entries = entries * 4;
+	return io_uring_queue_init_params(entries, &r->ring, &p);
+}
+
 /* 0 with the ring ready, or -errno with *why saying why not. */
 static int uring_init(struct reactor *r, unsigned entries, const char **why)
 {
-	struct io_uring_params p;
 	struct io_uring_probe *probe;
+	unsigned flags = 0;
 	int ret;
 
-	memset(&p, 0, sizeof(p));
-	/* The CQ must hold every completion of a burst: sends, receives and
-	 * polls of all queues owned here.  With the busy-poll window,
-	 * COOP_TASKRUN and TASKRUN_FLAG (5.19+): a completion's task work
-	 * does not interrupt the spinning thread, the kernel raises a flag
-	 * that spin() reads and enters for; the interrupt to a running vCPU
+	/* With the busy-poll window, COOP_TASKRUN and TASKRUN_FLAG (5.19+):
+	 * a completion's task work does not interrupt the spinning thread,
+	 * the kernel raises a flag that spin() reads and enters for; the interrupt to a running vCPU
 	 * cost most of a QD1 round trip (78 -> 48 us here).  Without the
 	 * window the ring stays as it was measured: the flags alone showed no
 	 * gain at 4K QD32, and the reactor waits in the kernel anyway. */
-	p.flags = IORING_SETUP_CQSIZE;
 	if (r->poll_ns)
-		p.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
-	p.cq_entries = entries * 4;
-	ret = io_uring_queue_init_params(entries, &r->ring, &p);
-	if (ret == -EINVAL && p.flags != IORING_SETUP_CQSIZE) {
-		memset(&p, 0, sizeof(p));
-		p.flags = IORING_SETUP_CQSIZE;
-		p.cq_entries = entries * 4;
-		ret = io_uring_queue_init_params(entries, &r->ring, &p);
-	}
+		flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
+	ret = uring_setup(r, entries, flags);
+	if (ret == -EINVAL && flags)
+		ret = uring_setup(r, entries, 0); /* before 5.19 */
 	if (ret < 0) {
 		*why = ret == -ENOSYS ? "io_uring_setup: not in this kernel (ENOSYS)"
 		     : ret == -EPERM || ret == -EACCES
