@@ -451,6 +451,47 @@ START_TEST(write_128k_in_pieces_taken_out)
 }
 END_TEST
 
+/* A payload that comes in many small sends fills its pipe's slots (one
+ * per send here) long before its bytes: the connection gives up on the
+ * pipe, takes what the pipe holds back into the buffer and receives the
+ * rest there.  Only the bytes that reach the volume show that what was in
+ * the pipe came back whole and in order. */
+START_TEST(write_fills_its_pipe)
+{
+	struct client cl;
+	static uint8_t w[BIG], r[BIG];
+	const size_t piece = 64;
+	size_t sent = 0;
+	uint8_t h[28];
+
+	fill(w, BIG, 13);
+	cl_start(&cl);
+	cl_go(&cl, "pipe");
+	req_hdr(h, NBD_CMD_WRITE, 1, 16384, BIG);
+	cl_write(&cl, h, 28);
+	while (sent < BIG && !cl.c->nr_wr_unspliced) {
+		cl_write(&cl, w + sent, piece);
+		sent += piece;
+		if (sent < BIG)
+			WAIT_FOR(cl.c->nr_wr_unspliced ||
+				 (cl.c->cur && cl.c->cur_got == sent && cl.c->rx_poll));
+	}
+	/* A pipe of up to 2 MiB has at most 512 slots, so it gave up early. */
+	ck_assert_uint_eq(cl.c->nr_wr_unspliced, 1);
+	ck_assert_uint_lt(sent, BIG);
+	cl_write(&cl, w + sent, BIG - sent);
+	ck_assert_uint_eq(simple_reply(&cl, 1, NULL, 0), 0);
+	ck_assert(!memcmp(SV->data + 16384, w, BIG));
+	ck_assert_uint_eq(SV->writes_from_pipe, 0);
+	ck_assert_uint_eq(cl.c->nr_wr_spliced, 0);
+	req_hdr(h, NBD_CMD_READ, 2, 16384, BIG);
+	cl_write(&cl, h, 28);
+	ck_assert_uint_eq(simple_reply(&cl, 2, r, BIG), 0);
+	ck_assert(!memcmp(r, w, BIG));
+	cl_end(&cl);
+}
+END_TEST
+
 /* ---- 3. the client hangs up in the middle of a spliced payload ---- */
 
 static void hangup_mid_payload(bool close_all)
@@ -574,6 +615,7 @@ static Suite *suite(const char *backend)
 	tcase_add_test(t, read_128k_spliced);
 	tcase_add_test(t, write_128k_in_pieces_spliced);
 	tcase_add_test(t, write_128k_in_pieces_taken_out);
+	tcase_add_test(t, write_fills_its_pipe);
 	tcase_add_test(t, hangup_mid_spliced_write);
 	tcase_add_test(t, close_mid_spliced_write);
 	tcase_add_test(t, write_then_read_one_send);
