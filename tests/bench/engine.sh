@@ -17,6 +17,13 @@
 #           the kernel's NBD path with no NVMe-oF behind it, over the first
 #           256 MiB: what any NBD server can reach here, the ceiling of
 #           the nbd row.
+#   qnbd    (128k points only) the same ceiling with a server we did not
+#           write: fio on the /dev/nbdN of `qemu-nbd -c` over a 256 MiB
+#           file on guest tmpfs.
+#   knbd    the peer stack, what a host with a kernel initiator would build
+#           instead of the gateway: `nvme connect -t tcp`, then `qemu-nbd
+#           -c /dev/nbdN --cache=none --aio=native /dev/nvmeXn1`; fio on
+#           that /dev/nbdN (one NBD connection, as the nbd way).
 # fio runs io_uring, direct=1, time based; latencies are submission to
 # completion (fio's total latency, bench's own).  Points: 4k randread QD32
 # and QD1, 128k read QD8, 128k write QD8 (last, over the first 256 MiB).
@@ -79,7 +86,7 @@ host_cpu() {
 # run WAY NAME RW BS QD REGION
 run() {
 	local way=$1 region=${6#-} h0 h1 r
-	[ "$way" != nbdmem ] || [ "$region" ] || region=256M
+	[[ $way != nbdmem && $way != qnbd ]] || [ "$region" ] || region=256M
 	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
 		NBD_GW_LOG=${ENGINE_GW_LOG:-info}
@@ -93,9 +100,9 @@ run() {
 }
 rc=0
 for p in "${points[@]}"; do
-	ways="bench benchpoll nbd kernel backend"
+	ways="bench benchpoll nbd kernel knbd backend"
 	[[ $p == *qd1\ * ]] || ways+=" bench2q"
-	[[ $p == 128k* ]] && ways+=" nbdmem"
+	[[ $p == 128k* ]] && ways+=" nbdmem qnbd"
 	for way in $ways; do
 		[[ $way =~ ${ENGINE_WAYS:-.} ]] || continue
 		# shellcheck disable=SC2086 # the point's fields
@@ -146,7 +153,8 @@ print(f"{'point':17} {'way':9} {'IOPS':>8} {'MiB/s':>8} {'mean us':>8} {'p99 us'
       f"{'guest':>7} {'busy':>5} {'gw':>7} {'fio':>7} {'other':>5}  ratio to kernel")
 res = {}
 for name in names:
-    rows = {w: load(name, w) for w in ("bench", "benchpoll", "bench2q", "nbd", "kernel", "backend", "nbdmem")
+    rows = {w: load(name, w) for w in ("bench", "benchpoll", "bench2q", "nbd", "kernel", "knbd", "backend",
+                                "nbdmem", "qnbd")
             if os.path.exists(f"{out}/{name}.{w}.cpu")}
     res[name] = rows
     k = rows["kernel"]["iops"]
@@ -171,6 +179,14 @@ for name in names:
         if "nbdmem" in res[name]:
             m = res[name]["nbdmem"]["iops"] / res[name]["kernel"]["iops"]
             print(f"    NBD alone (--mem) vs kernel ({name:15})  {m:5.2f}  (the ceiling of any NBD server)")
+        if "qnbd" in res[name]:
+            m = res[name]["qnbd"]["iops"] / res[name]["kernel"]["iops"]
+            print(f"    NBD alone (qemu-nbd) vs kernel ({name:15})  {m:5.2f}  (the same, a server we did not write)")
+print("\nthe peer stack (kernel NVMe/TCP host + qemu-nbd -c, knbd) against the gateway's /dev/nbdN:")
+for name in names:
+    if "knbd" in res[name]:
+        r = res[name]["nbd"]["iops"] / res[name]["knbd"]["iops"]
+        print(f"  nbd vs knbd ({name:16})  {r:5.2f}")
 bk = {n: res[n]["backend"]["iops"] / res[n]["kernel"]["iops"] for n in names if "backend" in res[n]}
 if bk:
     low = min(bk, key=bk.get)

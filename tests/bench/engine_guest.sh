@@ -21,6 +21,8 @@
 #   eg_nbdmem ...   fio on /dev/nbdN of `$GW nbd --mem 256M auto`: the
 #                   kernel's NBD path with no NVMe-oF behind it, the
 #                   ceiling of any NBD server here (SIZE must fit in 256M)
+#   eg_qnbd ...     the same ceiling with qemu-nbd -c over a tmpfs file
+#   eg_knbd ...     qemu-nbd -c exporting the kernel host's /dev/nvmeXn1
 # fio: io_uring, direct=1, time based, total latency percentiles.
 
 EG_ADDR=${EG_ADDR:-10.0.2.15}
@@ -165,4 +167,70 @@ eg_nbdmem() { # NAME RW BS QD SIZE
 	wait "$pid" || { echo "engine: nbd --mem: exit status $?"; cat "$o.log"; return 1; }
 	[ $r = 0 ] || { echo "engine: fio on $dev (nbd --mem, $1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
+}
+
+# A kernel NBD device no process of ours holds (qemu-nbd -c takes a named
+# one): the first whose pid file is absent.
+eg_free_nbd() {
+	local d
+	for d in /sys/block/nbd*; do
+		[ -e "$d/pid" ] || { echo "/dev/${d##*/}"; return 0; }
+	done
+	return 1
+}
+
+# eg_qemu_nbd NAME WAY IMAGE QEMU-NBD-ARGS -- RW BS QD [SIZE]: fio on the
+# /dev/nbdN that `qemu-nbd -c` attaches to IMAGE (qemu-nbd is both the NBD
+# server and the one that hands the kernel its socket); qemu-nbd's CPU
+# from /proc/PID/stat around fio.
+eg_qemu_nbd() {
+	local name=$1 img=$3 o=$EG_OUT/$1.$2 s0 s1 g0 g1 r dev pid="" args=()
+	shift 3
+	while [ "$1" != -- ]; do args+=("$1"); shift; done
+	shift
+	dev=$(eg_free_nbd) || { echo "engine: no free /dev/nbdN for qemu-nbd"; return 1; }
+	qemu-nbd -c "$dev" -f raw "${args[@]}" "$img" > "$o.log" 2>&1 ||
+		{ echo "engine: qemu-nbd -c $dev $img failed"; cat "$o.log"; return 1; }
+	for _ in $(seq 100); do
+		pid=$(cat "/sys/block/${dev#/dev/}/pid" 2> /dev/null) && [ -n "$pid" ] && break
+		sleep 0.1
+	done
+	[ -n "$pid" ] || { echo "engine: qemu-nbd -c $dev: no pid"; qemu-nbd -d "$dev"; return 1; }
+	eg_queue "$dev" > "$o.queue"
+	g0=$(eg_pid_cpu "$pid") && s0=$(eg_stat)
+	eg_fio "$dev" "$name" "$@" > "$o.json"
+	r=$?
+	s1=$(eg_stat) && g1=$(eg_pid_cpu "$pid")
+	qemu-nbd -d "$dev" >> "$o.log" 2>&1
+	for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+	[ $r = 0 ] || { echo "engine: fio on $dev (qemu-nbd, $name) failed"; return 1; }
+	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
+}
+
+# The kernel's NBD path with a server we did not write and no NVMe-oF
+# behind it: qemu-nbd on a 256 MiB file in guest RAM (tmpfs, through the
+# page cache: O_DIRECT is refused there).  Beside nbdmem, the NBD ceiling
+# measured with someone else's server.
+eg_qnbd() { # NAME RW BS QD SIZE
+	local img=/dev/shm/eg-qnbd.img r
+	truncate -s 256M "$img" || return 1
+	eg_qemu_nbd "$1" qnbd "$img" -- "${@:2}"
+	r=$?
+	rm -f "$img"
+	return $r
+}
+
+# What a host with a kernel NVMe/TCP initiator would build instead of the
+# gateway: `nvme connect`, then qemu-nbd exporting the namespace to
+# /dev/nbdN (cache=none, aio=native: the kernel host's block device
+# directly, as the gateway reaches the target directly).  The peer stack
+# of the nbd way.
+eg_knbd() { # NAME RW BS QD [SIZE]
+	local dev r
+	nvme connect -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" > /dev/null || return 1
+	dev=$(nvme_host_dev "$EG_NQN") || { nvme disconnect -n "$EG_NQN" > /dev/null; return 1; }
+	eg_qemu_nbd "$1" knbd "$dev" --cache=none --aio=native -- "${@:2}"
+	r=$?
+	nvme disconnect -n "$EG_NQN" > /dev/null
+	return $r
 }
