@@ -15,6 +15,12 @@
  * would see a completion into freed memory) and the volume's in-flight
  * count is back to 0.
  *
+ * Held or not, what the client is sent must carry each READ the volume
+ * completed, whole: the bytes the RAM volume held when it served the READ
+ * (at its release, when held) must appear, in one piece, in the reply
+ * stream, whenever the connection ended with NBD_CMD_DISC (in order, so
+ * every reply went out) and without TLS (the stream is ciphertext then).
+ *
  * When bit 3 of the first byte is set, the listener has TLS with a PSK
  * (bit 4: tls = require, else on): NBD_OPT_STARTTLS, the refusals before
  * it and OpenSSL's handshake on memory BIOs see the input too (a real
@@ -125,6 +131,32 @@ static bool write_from_pipe(struct vol_io *io)
 	return true;
 }
 
+/* Each READ released with success: where its bytes, as the RAM volume
+ * held them at the release, are kept; and what the client was sent.  A
+ * run that outgrows either is not checked. */
+#define EXPECT_BYTES (4u << 20)
+#define EXPECT_MAX 1024
+#define REPLY_BYTES (8u << 20)
+static uint8_t expect_data[EXPECT_BYTES], reply_data[REPLY_BYTES];
+static struct {
+	size_t at, len;
+} expect[EXPECT_MAX];
+static size_t expect_used, reply_kept;
+static unsigned nr_expect;
+static bool expect_lost;
+
+static void expect_read(struct volume *v, const struct vol_io *io)
+{
+	if (nr_expect == EXPECT_MAX || io->length > EXPECT_BYTES - expect_used) {
+		expect_lost = true;
+		return;
+	}
+	memcpy(expect_data + expect_used, vol_mem_data(v) + io->offset, io->length);
+	expect[nr_expect].at = expect_used;
+	expect[nr_expect++].len = io->length;
+	expect_used += io->length;
+}
+
 /* Completes held[i]: through the RAM volume (its data, its status), or
  * with an error.  Either way the callback runs later, from the reactor.
  * pipe: a READ with a pipe gets its payload there, a WRITE in its pipe
@@ -150,6 +182,8 @@ static void release(unsigned i, bool fail, bool pipe)
 	}
 	if (io->sink && io->op == VOL_READ) {
 		if ((pipe && read_to_pipe(io, &err)) || err) {
+			if (!err)
+				expect_read(VH, io);
 			vol_complete(&R, io, err);
 			return;
 		}
@@ -165,7 +199,20 @@ static void release(unsigned i, bool fail, bool pipe)
 			return;
 		}
 	}
+	if (io->op == VOL_READ)
+		expect_read(VH, io); /* the RAM volume's READ always succeeds */
 	mem_ops->submit(VH, io);
+}
+
+/* The volume without holds: the RAM volume, its READs recorded as they
+ * are served (at submit; the completion only runs later). */
+static struct vol_ops plain_ops;
+
+static void plain_submit(struct volume *v, struct vol_io *io)
+{
+	if (io->op == VOL_READ)
+		expect_read(v, io);
+	mem_ops->submit(v, io);
 }
 
 /* One round of the schedule; true when it released something. */
@@ -217,6 +264,9 @@ static void init_once(void)
 		abort();
 	VH->max_io = 64 * 1024;
 	mem_ops = VH->ops;
+	plain_ops = *mem_ops;
+	plain_ops.submit = plain_submit;
+	V->ops = &plain_ops;
 	held_ops = *mem_ops;
 	held_ops.name = "held";
 	held_ops.submit = held_submit;
@@ -280,6 +330,12 @@ static void drain(int fd)
 	ssize_t n;
 
 	while ((n = recv(fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0) {
+		if ((size_t)n <= REPLY_BYTES - reply_kept) {
+			memcpy(reply_data + reply_kept, sink, (size_t)n);
+			reply_kept += (size_t)n;
+		} else {
+			reply_kept = REPLY_BYTES + 1; /* too much to check */
+		}
 		reply_len += (size_t)n;
 		for (ssize_t i = 0; i < n; i++)
 			reply_hist[sink[i]]++;
@@ -308,7 +364,10 @@ static bool run(const uint8_t *data, size_t size, uint32_t splice_min)
 	}
 	struct nbd_export *e = hold ? EH : E, **ex = hold ? EXH : EX;
 	submitted = completed = 0;
-	reply_len = 0;
+	reply_len = reply_kept = 0;
+	nr_expect = 0;
+	expect_used = 0;
+	expect_lost = false;
 	memset(reply_hist, 0, sizeof(reply_hist));
 	nbd_splice_set_min(splice_min);
 	held_ops.pipe_writes = pipes;
@@ -362,6 +421,11 @@ static bool run(const uint8_t *data, size_t size, uint32_t splice_min)
 		static struct vol_stats_snap snap;
 		check(vol_stats_snapshot(VH, &snap) == 0 && snap.in_flight == 0);
 	}
+	drain(sv[0]); /* the replies sent after the last poll */
+	if (!(data[0] & 8) && close_err == 0 && !expect_lost && reply_kept <= REPLY_BYTES)
+		for (unsigned i = 0; i < nr_expect; i++)
+			check(expect[i].len == 0 ||
+			      memmem(reply_data, reply_kept, expect_data + expect[i].at, expect[i].len));
 	close(sv[0]);
 	/* Every pipe and socket of the connection is closed. */
 	check(pipe_sink_counted_open() == pipes_open);
