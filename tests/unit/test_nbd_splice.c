@@ -343,6 +343,18 @@ static void fill(uint8_t *p, size_t n, unsigned seed)
 	}
 }
 
+/* READs BIG bytes at off (cookie) and checks that they are w. */
+static void read_back(struct client *cl, uint64_t cookie, uint64_t off, const uint8_t *w)
+{
+	static uint8_t r[BIG];
+	uint8_t h[28];
+
+	req_hdr(h, NBD_CMD_READ, cookie, off, BIG);
+	cl_write(cl, h, 28);
+	ck_assert_uint_eq(simple_reply(cl, cookie, r, BIG), 0);
+	ck_assert(!memcmp(r, w, BIG));
+}
+
 /* ---- 1. a 128K READ reply goes out of a pipe ---- */
 
 START_TEST(read_128k_spliced)
@@ -405,8 +417,7 @@ static void write_in_pieces(struct client *cl, uint64_t cookie, uint64_t off, co
 START_TEST(write_128k_in_pieces_spliced)
 {
 	struct client cl;
-	static uint8_t w[BIG], r[BIG];
-	uint8_t h[28];
+	static uint8_t w[BIG];
 
 	fill(w, BIG, 9);
 	cl_start(&cl);
@@ -419,10 +430,7 @@ START_TEST(write_128k_in_pieces_spliced)
 	ck_assert_uint_eq(cl.c->nr_wr_taken_out, 0);
 	ck_assert_uint_eq(cl.c->nr_wr_unspliced, 0);
 	ck_assert_uint_ge(cl.c->nr_wr_polls, 4);
-	req_hdr(h, NBD_CMD_READ, 2, 8192, BIG);
-	cl_write(&cl, h, 28);
-	ck_assert_uint_eq(simple_reply(&cl, 2, r, BIG), 0);
-	ck_assert(!memcmp(r, w, BIG));
+	read_back(&cl, 2, 8192, w);
 	ck_assert_uint_eq(cl.c->nr_spliced, 1);
 	cl_end(&cl);
 }
@@ -432,8 +440,7 @@ END_TEST
 START_TEST(write_128k_in_pieces_taken_out)
 {
 	struct client cl;
-	static uint8_t w[BIG], r[BIG];
-	uint8_t h[28];
+	static uint8_t w[BIG];
 
 	fill(w, BIG, 11);
 	cl_start(&cl);
@@ -443,10 +450,7 @@ START_TEST(write_128k_in_pieces_taken_out)
 	ck_assert_uint_eq(cl.c->nr_wr_taken_out, 1);
 	ck_assert_uint_eq(cl.c->nr_wr_spliced, 0);
 	ck_assert_uint_eq(cl.c->nr_wr_unspliced, 0);
-	req_hdr(h, NBD_CMD_READ, 2, 4096, BIG);
-	cl_write(&cl, h, 28);
-	ck_assert_uint_eq(simple_reply(&cl, 2, r, BIG), 0);
-	ck_assert(!memcmp(r, w, BIG));
+	read_back(&cl, 2, 4096, w);
 	cl_end(&cl);
 }
 END_TEST
@@ -459,7 +463,7 @@ END_TEST
 START_TEST(write_fills_its_pipe)
 {
 	struct client cl;
-	static uint8_t w[BIG], r[BIG];
+	static uint8_t w[BIG];
 	const size_t piece = 64;
 	size_t sent = 0;
 	uint8_t h[28];
@@ -484,10 +488,7 @@ START_TEST(write_fills_its_pipe)
 	ck_assert(!memcmp(SV->data + 16384, w, BIG));
 	ck_assert_uint_eq(SV->writes_from_pipe, 0);
 	ck_assert_uint_eq(cl.c->nr_wr_spliced, 0);
-	req_hdr(h, NBD_CMD_READ, 2, 16384, BIG);
-	cl_write(&cl, h, 28);
-	ck_assert_uint_eq(simple_reply(&cl, 2, r, BIG), 0);
-	ck_assert(!memcmp(r, w, BIG));
+	read_back(&cl, 2, 16384, w);
 	cl_end(&cl);
 }
 END_TEST
