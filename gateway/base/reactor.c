@@ -149,8 +149,9 @@ static int uring_init(struct reactor *r, unsigned entries, const char **why)
 
 	/* With the busy-poll window, COOP_TASKRUN and TASKRUN_FLAG (5.19+):
 	 * a completion's task work does not interrupt the spinning thread,
-	 * the kernel raises a flag that spin() reads and enters for; the interrupt to a running vCPU
-	 * cost most of a QD1 round trip (78 -> 48 us here).  Without the
+	 * the kernel raises a flag that spin() reads and enters for; the
+	 * interrupt to a running vCPU cost most of a QD1 round trip
+	 * (78 -> 48 us here).  Without the
 	 * window the ring stays as it was measured: the flags alone showed no
 	 * gain at 4K QD32, and the reactor waits in the kernel anyway. */
 	if (r->poll_ns)
