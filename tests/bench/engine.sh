@@ -43,7 +43,12 @@
 # puts the gateway's debug lines (pipes, splices, polls) in those logs;
 # ENGINE_WAYS=REGEX runs only those ways (no table then); ENGINE_ONLY=REGEX
 # runs only the points whose name matches (e.g. 128k); ENGINE_BACKEND=epoll
-# (or io_uring) sets the gateway's reactor backend in the guest.
+# (or io_uring) sets the gateway's reactor backend in the guest;
+# ENGINE_PROFILE=1 profiles every run guest-wide (perf, which also slows
+# the run: read its rates apart from a run without it) and prints, per
+# point and way, the busy CPU per I/O split into the target's part and the
+# initiator's (tests/bench/perf_split.py), then the floor the target's
+# part sets under any NVMe/TCP initiator.
 set -u
 build="${1:-build}"
 top="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -89,7 +94,7 @@ run() {
 	[[ $way != nbdmem && $way != qnbd ]] || [ "$region" ] || region=256M
 	h0=$(host_cpu)
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
-		NBD_GW_LOG=${ENGINE_GW_LOG:-info}
+		NBD_GW_LOG=${ENGINE_GW_LOG:-info} EG_PROFILE=${ENGINE_PROFILE:-}
 		${ENGINE_BACKEND:+export NVMF_GATEWAY_REACTOR_BACKEND=$ENGINE_BACKEND}
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
 		eg_$way $2 $3 $4 $5 $region"
@@ -199,4 +204,41 @@ for way in ("bench", "benchpoll", "bench2q"):
     low = min(b, key=b.get)
     print(f"  {way} vs kernel >= 1.5 at every point {'':{9 - len(way)}}  {b[low]:5.2f}  "
           f"{'met' if b[low] >= 1.5 else 'not met'} (lowest: {low})")
+
+# ENGINE_PROFILE: each part's share of the run's busy samples, times the
+# run's guest busy CPU per I/O (the profile covers the run's middle).
+parts = ("target", "init.user", "init.send", "init.recv", "init.copy", "init.kern", "other")
+prof = {(n, w): json.load(open(f"{out}/{n}.{w}.prof.json"))
+        for n in names for w in res[n] if os.path.exists(f"{out}/{n}.{w}.prof.json")}
+if prof:
+    print("\nwhere the guest's CPU goes, us per I/O (ENGINE_PROFILE: perf cpu-clock, 97 Hz per vCPU)")
+    print(f"{'point':17} {'way':9} {'guest':>7} " + " ".join(f"{p:>9}" for p in parts) + f" {'idle':>5}")
+    for (n, w), pj in prof.items():
+        sm = pj["samples"]
+        busy = sum(v for k, v in sm.items() if k != "idle")
+        g = res[n][w]["guest"]
+        pj["us"] = {p: sm.get(p, 0) / busy * g if busy else float("nan") for p in parts}
+        print(f"{n:17} {w:9} {g:7.1f} " + " ".join(f"{pj['us'][p]:9.1f}" for p in parts)
+              + f" {sm.get('idle', 0) / (busy + sm.get('idle', 0)):5.2f}")
+    print("(target: samples whose call chain holds nvmet or the loop device, with the delivery of"
+          " its replies\n into the initiator's socket that runs under it; init.*: the initiator's"
+          " user space, its kernel\n time under a TCP send (with the loopback and the target"
+          " socket's receive under it), under a\n TCP receive, in byte copies, and the rest;"
+          " other: every other busy sample; idle: share of all)")
+    # At a deep point 1.5x the kernel host's IOPS leaves each I/O 1/1.5 of
+    # the kernel host's all-vCPU time; with the guest busy all of it, what
+    # the target and the rest take in bench's run leaves the initiator:
+    print("\nat 1.5x the kernel host, with both vCPUs busy all the time, what is left per I/O for"
+          " bench's initiator\nonce the target and the rest have taken what they take in bench's run:")
+    for n in names:
+        if "qd1" in n or (n, "bench") not in prof or (n, "kernel") not in prof:
+            continue
+        k, b = res[n]["kernel"], prof[(n, "bench")]["us"]
+        ku = prof[(n, "kernel")]["us"]
+        left = k["guest"] / k["busy"] / 1.5 - b["target"] - b["other"]
+        init = sum(b[p] for p in parts if p.startswith("init."))
+        print(f"  {n:15} {left:7.1f} us; bench's initiator takes {init:7.1f} (its copy {b['init.copy']:.1f},"
+              f" send {b['init.send']:.1f}, receive {b['init.recv']:.1f});\n"
+              f"  {'':15} the kernel host's initiator {sum(ku[p] for p in parts if p.startswith('init.')):7.1f}"
+              f" (send {ku['init.send']:.1f}, receive {ku['init.recv']:.1f}, copy {ku['init.copy']:.1f})")
 PY

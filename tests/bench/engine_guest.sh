@@ -24,6 +24,10 @@
 #   eg_qnbd ...     the same ceiling with qemu-nbd -c over a tmpfs file
 #   eg_knbd ...     qemu-nbd -c exporting the kernel host's /dev/nvmeXn1
 # fio: io_uring, direct=1, time based, total latency percentiles.
+# With EG_PROFILE=1, each way also leaves NAME.WAY.prof.json: a guest-wide
+# perf profile (cpu-clock, call chains) of the run's middle EG_T-2
+# seconds, split by tests/bench/perf_split.py into the target's work, the
+# initiator's and the rest.
 
 EG_ADDR=${EG_ADDR:-10.0.2.15}
 EG_PORT=${EG_PORT:-4420}
@@ -70,6 +74,26 @@ eg_queue() {
 	printf 'hw_queues=%s\n' "$(find "/sys/block/$d/mq" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)"
 }
 
+# eg_prof_start O / eg_prof_stop O: around a way's run (its s0 and s1).
+# perf starts 1 s in, past a bench's connect, and stops 1 s before the
+# run's end; the split is done here, where the guest's symbols are.  97 Hz
+# per vCPU: unwinding a chain is dear under emulation, and a faster rate
+# slowed the kernel host's runs by a third.  The data stays on guest tmpfs
+# (writing it to the share would load the host during the run).
+eg_prof_start() {
+	[ "${EG_PROFILE:-}" = 1 ] || return 0
+	(sleep 1 && exec perf record -q -a -g -F 97 -e cpu-clock -o /tmp/eg.perf.data \
+		-- sleep $((EG_T - 2))) > "$1.perf.log" 2>&1 &
+	EG_PROF_PID=$!
+}
+eg_prof_stop() {
+	[ "${EG_PROFILE:-}" = 1 ] || return 0
+	wait "$EG_PROF_PID" || { echo "engine: perf record for $1 failed"; cat "$1.perf.log"; return 1; }
+	perf script -i /tmp/eg.perf.data -F comm,tid,ip,sym,dso 2>> "$1.perf.log" |
+		python3 tests/bench/perf_split.py > "$1.prof.json"
+	rm -f /tmp/eg.perf.data
+}
+
 eg_fio() { # DEV NAME RW BS QD [SIZE]
 	fio --name="$2" --filename="$1" --ioengine=io_uring --direct=1 --rw="$3" --bs="$4" \
 		--iodepth="$5" --runtime="$EG_T" --time_based --lat_percentiles=1 \
@@ -79,12 +103,14 @@ eg_fio() { # DEV NAME RW BS QD [SIZE]
 eg_bench() { # NAME RW BS QD [SIZE]; EG_BENCH_WAY, EG_BENCH_ARGS: see eg_benchpoll
 	local o=$EG_OUT/$1.${EG_BENCH_WAY:-bench} s0 s1 u s
 	s0=$(eg_stat)
+	eg_prof_start "$o"
 	# shellcheck disable=SC2086 # the extra options, split
 	NVMF_GATEWAY_STATE_DIR=/tmp/gw-state /usr/bin/time -f '%U %S' -o "$o.time" \
 		"$GW" bench -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" -w "$2" -b "$3" \
 		-d "$4" -T "$EG_T" ${5:+--size "$5"} ${EG_BENCH_ARGS:-} -o json > "$o.json" ||
 		{ echo "engine: bench $1 failed"; cat "$o.time"; return 1; }
 	s1=$(eg_stat)
+	eg_prof_stop "$o"
 	read -r u s < "$o.time"
 	eg_cpu "$o.cpu" "$s0" "$s1" "$(awk -v u="$u" -v s="$s" -v hz="$EG_HZ" 'BEGIN { printf "%.0f", (u + s) * hz }')"
 }
@@ -110,25 +136,36 @@ eg_nbd() { # NAME RW BS QD [SIZE]
 		{ echo "engine: nbd $1 did not attach"; cat "$o.log"; return 1; }
 	eg_queue "$NBD_DEV" > "$o.queue"
 	g0=$(eg_pid_cpu "$GW_PID") && s0=$(eg_stat)
+	eg_prof_start "$o"
 	eg_fio "$NBD_DEV" "$@" > "$o.json"
 	r=$?
 	s1=$(eg_stat) && g1=$(eg_pid_cpu "$GW_PID")
+	eg_prof_stop "$o"
 	nbd_stop >> "$o.log" 2>&1 ||
 		{ echo "engine: nbd $1: the gateway did not stop cleanly"; cat "$o.log"; return 1; }
 	[ $r = 0 ] || { echo "engine: fio on $NBD_DEV ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
 }
 
+# eg_kconnect: connects the kernel's own host to EG_NQN and prints its
+# /dev/nvmeXn1; eg_kdisconnect undoes it.
+eg_kconnect() {
+	nvme connect -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" > /dev/null || return 1
+	nvme_host_dev "$EG_NQN" || { eg_kdisconnect; return 1; }
+}
+eg_kdisconnect() { nvme disconnect -n "$EG_NQN" > /dev/null; }
+
 eg_kernel() { # NAME RW BS QD [SIZE]
 	local o=$EG_OUT/$1.kernel s0 s1 dev r
-	nvme connect -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" > /dev/null || return 1
-	dev=$(nvme_host_dev "$EG_NQN") || { nvme disconnect -n "$EG_NQN" > /dev/null; return 1; }
+	dev=$(eg_kconnect) || return 1
 	eg_queue "$dev" > "$o.queue"
 	s0=$(eg_stat)
+	eg_prof_start "$o"
 	eg_fio "$dev" "$@" > "$o.json"
 	r=$?
 	s1=$(eg_stat)
-	nvme disconnect -n "$EG_NQN" > /dev/null
+	eg_prof_stop "$o"
+	eg_kdisconnect
 	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" null
 }
@@ -140,9 +177,11 @@ eg_backend() { # NAME RW BS QD [SIZE]
 	dev=$(cat "$NVMET/subsystems/$EG_NQN/namespaces/1/device_path") || return 1
 	eg_queue "$dev" > "$o.queue"
 	s0=$(eg_stat)
+	eg_prof_start "$o"
 	eg_fio "$dev" "$@" > "$o.json"
 	r=$?
 	s1=$(eg_stat)
+	eg_prof_stop "$o"
 	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" null
 }
@@ -160,9 +199,11 @@ eg_nbdmem() { # NAME RW BS QD SIZE
 	[ -n "$dev" ] || { echo "engine: nbd --mem did not attach"; cat "$o.log"; kill "$pid"; return 1; }
 	eg_queue "$dev" > "$o.queue"
 	g0=$(eg_pid_cpu "$pid") && s0=$(eg_stat)
+	eg_prof_start "$o"
 	eg_fio "$dev" "$@" > "$o.json"
 	r=$?
 	s1=$(eg_stat) && g1=$(eg_pid_cpu "$pid")
+	eg_prof_stop "$o"
 	kill -TERM "$pid"
 	wait "$pid" || { echo "engine: nbd --mem: exit status $?"; cat "$o.log"; return 1; }
 	[ $r = 0 ] || { echo "engine: fio on $dev (nbd --mem, $1) failed"; return 1; }
@@ -198,9 +239,11 @@ eg_qemu_nbd() {
 	[ -n "$pid" ] || { echo "engine: qemu-nbd -c $dev: no pid"; qemu-nbd -d "$dev"; return 1; }
 	eg_queue "$dev" > "$o.queue"
 	g0=$(eg_pid_cpu "$pid") && s0=$(eg_stat)
+	eg_prof_start "$o"
 	eg_fio "$dev" "$name" "$@" > "$o.json"
 	r=$?
 	s1=$(eg_stat) && g1=$(eg_pid_cpu "$pid")
+	eg_prof_stop "$o"
 	qemu-nbd -d "$dev" >> "$o.log" 2>&1
 	for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
 	[ $r = 0 ] || { echo "engine: fio on $dev (qemu-nbd, $name) failed"; return 1; }
@@ -227,10 +270,9 @@ eg_qnbd() { # NAME RW BS QD SIZE
 # of the nbd way.
 eg_knbd() { # NAME RW BS QD [SIZE]
 	local dev r
-	nvme connect -t tcp -a "$EG_ADDR" -s "$EG_PORT" -n "$EG_NQN" > /dev/null || return 1
-	dev=$(nvme_host_dev "$EG_NQN") || { nvme disconnect -n "$EG_NQN" > /dev/null; return 1; }
+	dev=$(eg_kconnect) || return 1
 	eg_qemu_nbd "$1" knbd "$dev" --cache=none --aio=native -- "${@:2}"
 	r=$?
-	nvme disconnect -n "$EG_NQN" > /dev/null
+	eg_kdisconnect
 	return $r
 }
