@@ -49,6 +49,26 @@ in_root() {
 		exec chroot "$r" "$@"' in_root "$root" "$@"
 }
 
+# tlshd_stop_all: every tlshd of this guest gone, the parent and any child
+# still in a handshake.  A child keeps the parent's netlink socket, joined
+# to the handshake group; a tlshd left from an earlier case took the next
+# case's handshakes (the new tlshd's children found them taken: "Try
+# again") and logged them where that case did not look.  Only the suite
+# runs tlshd in this guest.
+tlshd_stop_all() {
+	local left
+	left=$(pgrep -x tlshd | tr '\n' ' ')
+	[ -n "$left" ] || return 0
+	echo "tlshd processes still here, stopped: $left"
+	pkill -x tlshd 2> /dev/null
+	for _ in $(seq 50); do
+		pgrep -x tlshd > /dev/null || return 0
+		sleep 0.1
+	done
+	pkill -9 -x tlshd 2> /dev/null
+	sleep 0.2
+}
+
 # as_possessor CMD: a keyctl shell line with .nvme linked into a session
 # keyring of its own: its psk keys grant read, revoke and the rest to a
 # possessor only (perm 3b010000), not to root as such.
@@ -64,6 +84,7 @@ cleanup() {
 	rm -f "$NVMET/ports/$pid_plain/subsystems/$subnqn"
 	rmdir "$NVMET/ports/$pid_plain" 2> /dev/null
 	[ -n "$tlshd_pid" ] && kill "$tlshd_pid" 2> /dev/null && wait "$tlshd_pid" 2> /dev/null
+	tlshd_stop_all
 	rm -f "$NVMET/ports/$pid/subsystems/$subnqn"
 	rmdir "$NVMET/ports/$pid" 2> /dev/null
 	rm -f "$NVMET/subsystems/$subnqn/allowed_hosts/$hostnqn"
@@ -164,6 +185,7 @@ cat "$root/etc/tlshd-nvmet.conf"
 # "failed to start TLS, err=-3").  Joined: a generic netlink socket (Eth 16
 # in /proc/net/netlink) with groups, more of them than before it started.
 groups() { awk '$2 == 16 && $4 != "00000000"' /proc/net/netlink | wc -l; }
+tlshd_stop_all
 g0=$(groups)
 in_root /usr/sbin/tlshd -c /etc/tlshd-nvmet.conf -s > "$work/tlshd.log" 2>&1 &
 tlshd_pid=$!
@@ -178,6 +200,7 @@ cat /proc/net/netlink
 tlshd_end() {
 	step "the handshakes as tlshd saw them"
 	kill "$tlshd_pid" 2> /dev/null; wait "$tlshd_pid" 2> /dev/null; tlshd_pid=
+	tlshd_stop_all
 	# Less libnl's own debug lines and GnuTLS's internal assertion traces.
 	grep -v -e '^DBG' -e 'ASSERT: ' "$work/tlshd.log"
 	grep -q 'Handshake with .* was successful' "$work/tlshd.log" ||
