@@ -78,7 +78,7 @@ eg_queue() {
 # perf starts 1 s in, past a bench's connect, and stops 1 s before the
 # run's end; the split is done here, where the guest's symbols are.  97 Hz
 # per vCPU: unwinding a chain is dear under emulation, and a faster rate
-# slowed the kernel host's runs by a third.  The data stays on guest tmpfs
+# slowed the kernel host at QD1 by almost half.  The data stays on guest tmpfs
 # (writing it to the share would load the host during the run).
 eg_prof_start() {
 	[ "${EG_PROFILE:-}" = 1 ] || return 0
