@@ -140,6 +140,11 @@ asan:
 unit: all unit-bins
 	tests/unit/run.sh $(BUILD)
 
+# Two tests at a time (tests/func/run.sh: most wait on timers and peers;
+# the few that touch system-wide state run alone).  FUNC_JOBS=1 runs them
+# one by one, as before.
+FUNC_JOBS ?= 2
+export FUNC_JOBS
 func: all
 	tests/func/run.sh $(BUILD)
 

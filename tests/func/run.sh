@@ -22,8 +22,35 @@ io_uring|epoll) export NVMF_GATEWAY_REACTOR_BACKEND="$backend" ;;
 *) echo "run.sh: unknown backend $backend" >&2; exit 2 ;;
 esac
 [ $# -gt 0 ] || set -- 't_*'
-times="$here/$build/results/$suite.times"; : > "$times"
+# FUNC_JOBS=N runs up to N tests at once (make test runs 2: most tests
+# wait on timers and peers, so two on this 2-core host take little more
+# than one).  Each test's resources are its own (mktemp, free_port,
+# namespaces named by pid); a test whose header says "# func: alone"
+# (system-wide state: dpkg, make install in the tree) runs with no other.
+jobs=${FUNC_JOBS:-1}
+declare -A run_name=() run_t0=()
 rc=0
+# finish PID: report the test that PID ran.
+finish() {
+	local pid=$1 name=${run_name[$1]} st
+	st=$(cat "$tmpd/$pid.st" 2> /dev/null || echo 125)
+	log="$here/$build/results/$suite-$name.log"
+	REPORT_DT=$(( SECONDS - ${run_t0[$pid]} ))
+	case $st in
+	0) report PASS "$name" ;;
+	77) report SKIP "$name" "$(tail -1 "$log")" ;;
+	*) tail -40 "$log"; report FAIL "$name" "exit $st, log $log"; rc=1 ;;
+	esac
+	unset "run_name[$pid]" "run_t0[$pid]" REPORT_DT
+}
+# reap_one: wait for any running test and report it.
+reap_one() {
+	local pid
+	wait -n -p pid
+	[ -n "${pid:-}" ] && finish "$pid"
+}
+tmpd=$(mktemp -d /tmp/func-run.XXXXXX)
+trap 'rm -rf "$tmpd"' EXIT
 for t in "$here"/tests/func/t_*.sh; do
 	[ -e "$t" ] || continue
 	name=$(basename "$t" .sh)
@@ -33,14 +60,17 @@ for t in "$here"/tests/func/t_*.sh; do
 		case $name in $p) sel=1 ;; esac
 	done
 	[ -n "$sel" ] || continue
+	alone=
+	grep -q '^# func: alone' "$t" && alone=1
+	# A test that must run alone waits for every other; so does the
+	# next test after it (it is the only one running until it ends).
+	while [ ${#run_name[@]} -gt 0 ] && { [ -n "$alone" ] || [ ${#run_name[@]} -ge "$jobs" ]; }; do
+		reap_one
+	done
 	log="$here/$build/results/$suite-$name.log"
-	t0=$(date +%s)
-	timeout 600 bash "$t" > "$log" 2>&1; st=$?
-	echo "$name $(( $(date +%s) - t0 ))" >> "$times"
-	case $st in
-	0) report PASS "$name" ;;
-	77) report SKIP "$name" "$(tail -1 "$log")" ;;
-	*) tail -40 "$log"; report FAIL "$name" "exit $st, log $log"; rc=1 ;;
-	esac
+	( timeout 600 bash "$t" > "$log" 2>&1; echo $? > "$tmpd/$BASHPID.st" ) &
+	run_name[$!]=$name run_t0[$!]=$SECONDS
+	if [ -n "$alone" ]; then reap_one; fi
 done
+while [ ${#run_name[@]} -gt 0 ]; do reap_one; done
 exit $rc

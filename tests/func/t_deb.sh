@@ -8,6 +8,7 @@
 # removes it with the state.
 # The package is left at BUILD/deb/nvmf-gateway_VERSION_ARCH.deb.
 # T_DEB_FILE=PATH checks that package instead of building one.
+# func: alone (dpkg and make in the source tree; see run.sh)
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
 . "$TOP/tests/lib/func.sh"

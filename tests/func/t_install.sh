@@ -3,6 +3,7 @@
 # usual places under PREFIX, the unit's ExecStart= pointing at the
 # installed binary, the man pages readable by man(1), and a configuration
 # already present is never overwritten (nor removed by uninstall).
+# func: alone (dpkg and make in the source tree; see run.sh)
 set -u
 : "${TOP:?run by tests/func/run.sh}" "${BUILD:?}"
 . "$TOP/tests/lib/func.sh"

@@ -9,6 +9,7 @@
 #  3. make test builds after its deps step too, runs every suite although
 #     one fails, prints every suite and the total line, and exits non-zero;
 #     a suite that leaves no results fails it as well; all passing is 0.
+# func: alone (make -j2 in the source tree; see run.sh)
 set -u
 : "${TOP:?run by tests/func/run.sh}"
 . "$TOP/tests/lib/func.sh"
