@@ -137,6 +137,12 @@ static void buf_drop(struct nbd_conn *c, struct nbd_req *q)
 
 static void conn_release(struct nbd_conn *c)
 {
+	if (c->nr_rx_reqs && !c->tls) /* TLS records are received elsewhere */
+		log_debug("nbd %s: %llu requests in %llu receives, %llu replies in %llu send batches",
+			  c->peer, (unsigned long long)c->nr_rx_reqs,
+			  (unsigned long long)c->nr_rx_calls,
+			  (unsigned long long)c->nr_tx_replies,
+			  (unsigned long long)c->nr_tx_calls);
 	budget_wait_end(c);
 	reactor_timer_cancel(&c->house_timer);
 	nbd_tls_conn_free(c);
@@ -310,6 +316,7 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 		}
 	} else {
 		c->rx_tail += (size_t)res;
+		c->nr_rx_calls += c->state == NBD_CONN_TRANSMISSION;
 	}
 	nbd_conn_rx_process(c);
 }
@@ -431,6 +438,7 @@ void nbd_conn_rx_process(struct nbd_conn *c)
 		case RX_OPT_HDR: ret = nbd_hs_opt_hdr(c, p); break;
 		case RX_OPT_DATA: ret = nbd_hs_opt_data(c, p); break;
 		case RX_REQ_HDR:
+			c->nr_rx_reqs++;
 			ret = nbd_tx_request(c, p);
 			if (ret == 0 && ++burst == NBD_RX_BURST) {
 				/* A burst of requests from one client: go back to
@@ -508,6 +516,8 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 				break;
 			}
 			list_add_tail(&c->sending, &q->link);
+			c->nr_tx_replies++;
+			c->nr_tx_calls++; /* a batch of its own */
 			c->tx_splice = q;
 			c->splice_left = (size_t)q->sink->prefix_len + q->sink->filled;
 			if (!c->tx_progress_ns)
@@ -516,6 +526,7 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 			return;
 		}
 		bytes += q->hdr_len + q->data_len;
+		c->nr_tx_replies++;
 		c->txv[n].iov_base = q->hdr;
 		c->txv[n++].iov_len = q->hdr_len;
 		if (q->data_len) {
@@ -536,6 +547,7 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 	}
 	c->txv_first = 0;
 	c->txv_cnt = n;
+	c->nr_tx_calls += !c->hs_in_tx;
 	tx_submit(c);
 }
 

@@ -174,6 +174,10 @@ struct nbd_conn {
 	 * a RAM volume, split at MDTS), given up while being received. */
 	uint64_t nr_wr_spliced, nr_wr_taken_out, nr_wr_unspliced;
 	uint64_t nr_wr_splice_calls, nr_wr_polls; /* what receiving them took */
+	/* How well the socket is batched both ways, for the log: requests
+	 * per receive and replies per send batch (issue 20: a reactor that wakes
+	 * for every request sends every reply alone). */
+	uint64_t nr_rx_calls, nr_rx_reqs, nr_tx_calls, nr_tx_replies;
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;

@@ -75,6 +75,17 @@ line=$(grep "$cid: [0-9]* read replies spliced" "$tmp/gw.log")
 echo "512K reads (4 commands each), connection $cid: ${line##*: }"
 [[ $line =~ ([0-9]+)\ read\ replies\ spliced,\ 0\ not ]] && [ "${BASH_REMATCH[1]}" -ge 32 ] &&
 	[ "${BASH_REMATCH[1]}" -le 128 ] || fail "512K reads not all spliced: ${line##*: }"
+# The same connection's batching counters (issue 20's diagnostics):
+# every request it read was answered but its NBD_CMD_DISC (which has no
+# reply), spliced replies included (each a send of its own), in no more
+# receives than requests and no more send batches than replies.
+line=$(grep "$cid: [0-9]* requests in" "$tmp/gw.log")
+echo "batching, connection $cid: ${line##*: }"
+[[ $line =~ ([0-9]+)\ requests\ in\ ([0-9]+)\ receives,\ ([0-9]+)\ replies\ in\ ([0-9]+)\ send\ batches ]] ||
+	fail "no batching line for $cid"
+rq=${BASH_REMATCH[1]} rv=${BASH_REMATCH[2]} rp=${BASH_REMATCH[3]} sb=${BASH_REMATCH[4]}
+[ "$rq" -ge 32 ] && [ "$rp" = $((rq - 1)) ] && [ "$rv" -ge 1 ] && [ "$rv" -le "$rq" ] &&
+	[ "$sb" -ge 1 ] && [ "$sb" -le "$rp" ] || fail "batching counters do not add up: ${line##*: }"
 rm -f "$tmp/out512"
 # kill_clients RW SIZE: three fio clients killed 0.7 s into 128 KiB I/O at
 # QD32 (--thread: the job is this pid, not a child that would live on).
