@@ -33,5 +33,5 @@ while :; do
 		echo $? > "out/$id.rc.new" && mv "out/$id.rc.new" "out/$id.rc"
 		rm -f "$f"
 	done
-	read -r -t 0.1 -u "$tick"
+	read -r -t 0.1 -u "$tick" || : # 142 on a timeout
 done

@@ -181,6 +181,20 @@ times_children_ms() {
 	echo $ms
 }
 case_ harness-quiet t_harness_quiet
+# Callers under set -e (make demo's script): vm_exec gives the command's
+# status, not the waiter's sleep's (read -t's timeout is status 142,
+# which once ended the waiter, and make demo with it).  In a bash of its
+# own: a case runs where set -e is ignored.
+t_harness_errexit() {
+	local st
+	VM_STATE=$VM_STATE bash -c 'set -e; . "$1"; vm_exec "sleep 1; true"; echo "vm_exec under set -e: 0"' \
+		_ "$top/tests/interop/vm.sh" || { echo "vm_exec under set -e: status $? (0 expected)"; return 1; }
+	VM_STATE=$VM_STATE bash -c 'set -e; . "$1"; vm_exec "sleep 1; exit 3"' _ "$top/tests/interop/vm.sh"
+	st=$?
+	echo "vm_exec under set -e, a command that exits 3: status $st"
+	[ $st = 3 ]
+}
+case_ harness-errexit t_harness_errexit
 
 for tr in $transports; do
 sfx=; [ $tr = tcp ] || sfx=-$tr
