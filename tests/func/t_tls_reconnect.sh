@@ -26,8 +26,11 @@ exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/
 CONF
 SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 
-"$NBDPY" "$IO" verify "$tmp/e1.sock" 10 > "$tmp/verify.out" 2> "$tmp/verify.err" &
+# Until told to stop, not for a fixed time (t_resil_kill9's loop once
+# ended before a slow round did).
+"$NBDPY" "$IO" verify "$tmp/e1.sock" 300 "$tmp/verify.stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
 vpid=$!
+cleanup_fn stop_var vpid 2
 sleep 2
 before=$(stat_field a port1_io)
 [ "$before" -gt 0 ] || fail "no I/O reached the target before the kill"
@@ -48,6 +51,8 @@ hs2=$(grep -c "TLS up" "$tmp/tgt-a.log")
 [ "$hs1" -ge 3 ] && [ $((hs2 - hs1)) -ge 3 ] ||
 	fail "want at least 3 handshakes before and 3 after the restart, saw $hs1 and $((hs2 - hs1))"
 gw_alive
+sleep 2 # verified I/O on the restarted target
+: > "$tmp/verify.stop"
 wait "$vpid"
 vst=$?
 cat "$tmp/verify.out" "$tmp/verify.err"
