@@ -192,7 +192,7 @@ t_harness_errexit() {
 	VM_STATE=$VM_STATE bash -c 'set -e; . "$1"; vm_exec "sleep 1; exit 3"' _ "$top/tests/interop/vm.sh"
 	st=$?
 	echo "vm_exec under set -e, a command that exits 3: status $st"
-	[ $st = 3 ]
+	[ "$st" = 3 ]
 }
 case_ harness-errexit t_harness_errexit
 
