@@ -47,7 +47,10 @@ finish() {
 reap_one() {
 	local pid
 	wait -n -p pid
-	[ -n "${pid:-}" ] && finish "$pid"
+	# No pid: nothing left to wait for, or a bash before 5.1 (no -p);
+	# either way looping on would spin.
+	[ -n "${pid:-}" ] || { echo "run.sh: wait -n gave no test (bash 5.1 or later needed)" >&2; exit 2; }
+	finish "$pid"
 }
 tmpd=$(mktemp -d /tmp/func-run.XXXXXX)
 trap 'rm -rf "$tmpd"' EXIT
