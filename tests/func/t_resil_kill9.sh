@@ -25,9 +25,7 @@ SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 # The loop runs until told to stop (after both rounds), not for a fixed
 # time: on a busy host one round once took longer than the whole loop,
 # and round 2 found no client left to resume.
-"$NBDPY" "$IO" verify "$tmp/e1.sock" 300 "$tmp/verify.stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
-vpid=$!
-cleanup_fn stop_var vpid 2
+verify_start
 for round in 1 2; do
 	sleep 3
 	before=$(stat_field a port1_io)
@@ -47,11 +45,7 @@ for round in 1 2; do
 	gw_alive
 done
 sleep 2 # verified I/O on the second restarted target
-: > "$tmp/verify.stop"
-wait "$vpid"
-vst=$?
-cat "$tmp/verify.out" "$tmp/verify.err"
-[ "$vst" = 0 ] || fail "the verify loop saw errors"
+verify_stop_ok
 grep -q '"verify_errors": 0' "$tmp/verify.out" || fail "verify errors"
 grep -q '"io_errors": 0' "$tmp/verify.out" || fail "I/O errors"
 [ "$(grep -c 'path 0 live again' "$tmp/gw.log")" -ge 2 ] || fail "no two reconnects logged"

@@ -28,9 +28,7 @@ SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 
 # Until told to stop, not for a fixed time (t_resil_kill9's loop once
 # ended before a slow round did).
-"$NBDPY" "$IO" verify "$tmp/e1.sock" 300 "$tmp/verify.stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
-vpid=$!
-cleanup_fn stop_var vpid 2
+verify_start
 sleep 2
 before=$(stat_field a port1_io)
 [ "$before" -gt 0 ] || fail "no I/O reached the target before the kill"
@@ -52,11 +50,7 @@ hs2=$(grep -c "TLS up" "$tmp/tgt-a.log")
 	fail "want at least 3 handshakes before and 3 after the restart, saw $hs1 and $((hs2 - hs1))"
 gw_alive
 sleep 2 # verified I/O on the restarted target
-: > "$tmp/verify.stop"
-wait "$vpid"
-vst=$?
-cat "$tmp/verify.out" "$tmp/verify.err"
-[ "$vst" = 0 ] || fail "the verify loop saw errors"
+verify_stop_ok
 grep -q '"verify_errors": 0' "$tmp/verify.out" || fail "verify errors"
 grep -q '"io_errors": 0' "$tmp/verify.out" || fail "I/O errors"
 grep -q 'path 0 live again' "$tmp/gw.log" || fail "no reconnect logged"

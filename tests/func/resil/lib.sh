@@ -119,10 +119,12 @@ lose_port_time_error() {
 }
 
 # verify_start: a verified write/read loop on $tmp/e1.sock in the background
-# until verify_stop_ok, which ends it and fails the test on any error it saw.
+# until verify_stop_ok, which ends it and fails the test on any error it saw
+# (or until the test exits: a failed test does not leave it running).
 verify_start() {
 	"$NBDPY" "$IO" verify "$tmp/e1.sock" 600 "$tmp/stop" > "$tmp/verify.out" 2> "$tmp/verify.err" &
 	vpid=$!
+	cleanup_fn stop_var vpid 2
 }
 verify_stop_ok() {
 	local vst
