@@ -65,12 +65,18 @@ sysd_start() {
 # init spent minutes in clear_page_erms (soft lockups, 300 s and more to
 # the agent) where a first boot took 1 to 2 min on the same loaded host.
 # tsc=reliable: no clocksource switch at run time (see tests/interop/vm.sh).
+# thread=single: both vCPUs on one host thread.  Multi-threaded TCG lost
+# boots to an "Oops: int3" in sched_clock_cpu right after "sched_clock:
+# Marking stable" at 1.6 s (the kernel enabling a static key while the
+# other vCPU runs the site; CI's reboot_order, stop 34, and one boot of
+# four here), which tsc=reliable does not avoid.  The suite's guest does no
+# benchmark: the cost is wall time (boots 23 to 42 s against 17 to 28).
 # restrict=on: the guest reaches nothing; it needs no network (the target
 # is on its loopback; eth0 only carries the soft-RoCE device).
 _sysd_boot() {
 	local st=$VM_STATE
 	qemu-system-x86_64 -name nvmf-gateway-sysd -nodefaults -no-user-config \
-		-accel tcg,thread=multi -cpu max -m 2048 -smp 2 -no-reboot \
+		-accel tcg,thread=single -cpu max -m 2048 -smp 2 -no-reboot \
 		-display none -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$st/initrd.img" \
 		-append "console=ttyS0 root=/dev/vda rw net.ifnames=0 panic=-1 tsc=reliable systemd.show_status=1 $SYSD_TIMEOUTS" \
@@ -78,7 +84,23 @@ _sysd_boot() {
 		-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0 \
 		-virtfs "local,path=$st/share,mount_tag=share,security_model=none" \
 		-pidfile "$st/qemu.pid" -daemonize || { echo "sysd: qemu failed" >&2; return 1; }
-	_sysd_wait_ready || { _vm_kill "$(_vm_pid)"; return 1; }
+	_sysd_wait_ready && return 0
+	_vm_kill "$(_vm_pid)"
+	# One kind of guest death is the emulator's, not the boot's: an
+	# "Oops: int3" while the kernel patches its own text (see above; kept
+	# should single-threaded TCG ever show it too).  Said so, and powered
+	# on once more; any other failure fails.  Callers that read a boot's
+	# journal name the boot by its id, so a boot that died is no "-b -1".
+	if [ -z "${_SYSD_RETRY:-}" ] && grep -qa 'Oops: int3' "$st/console.log" 2> /dev/null; then
+		local n
+		n=$(($(ls "$st"/console.*.log 2> /dev/null | wc -l) + 1))
+		mv "$st/console.log" "$st/console.$n.log"
+		echo "sysd: the guest kernel died of an int3 Oops in its own text patching (an emulator artifact; console: $st/console.$n.log); powering on once more" >&2
+		rm -f "$st/qemu.pid"
+		_SYSD_RETRY=1 _sysd_boot
+		return
+	fi
+	return 1
 }
 
 # `systemctl reboot` in the guest: the whole shutdown runs in the guest (its

@@ -5,7 +5,7 @@
 #   boot     after a reboot: the gateway was active, /dev/nbd0 attached,
 #            before pve-guests started; then the target is made unreachable
 #            (its port removed) for the next shutdown
-#   shutdown after the second reboot, from the previous boot's journal:
+#   shutdown after the second reboot, from that boot's journal (by its id):
 #            pve-guests stopped (with /dev/nbd0 still there) before the
 #            gateway began to stop, and the gateway stopped by itself within
 #            a bound, with the target unreachable
@@ -34,6 +34,10 @@ boot)
 	echo "$line"
 	[[ "$line" =~ nbd0\ has\ ([0-9]+)\ sectors ]] && [ "${BASH_REMATCH[1]}" -gt 0 ] ||
 		fail "/dev/nbd0 was not attached when pve-guests started"
+	# The shutdown step reads this boot's journal by its id: were a boot
+	# after it to die and be powered on again (vm.sh), "-b -1" would be
+	# that boot.
+	tr -d - < /proc/sys/kernel/random/boot_id > /var/lib/sysd-c6.boot || fail "boot id"
 	# The target goes away: the next shutdown finds it unreachable.
 	. /opt/sysd/nvmet.sh
 	for s in disk0 disk1; do nvmet_unlink nqn.2026-12.io.nvmf-gateway.sysd:$s 1 || fail "unlink $s"; done
@@ -43,7 +47,9 @@ boot)
 	journal_since c6 -u "$U" | tail -n 5
 	;;
 shutdown)
-	j=$(journalctl -b -1 -o short-monotonic -u "$U" -u $G)
+	b=$(cat /var/lib/sysd-c6.boot) && [ -n "$b" ] || fail "no boot id from the boot step"
+	[ "$b" != "$(tr -d - < /proc/sys/kernel/random/boot_id)" ] || fail "this is the boot that was to shut down"
+	j=$(journalctl -b "$b" -o short-monotonic -u "$U" -u $G)
 	grep -E 'Stopp|guests: stop|Deactivated|timed out|Killing|SIGKILL|Failed' <<< "$j"
 	num() { grep -m1 -n "$1" <<< "$j" | cut -d: -f1; }
 	ts() { grep -m1 "$1" <<< "$j" | sed -E 's/^\[ *([0-9.]+)\].*/\1/'; }
@@ -60,8 +66,8 @@ shutdown)
 	echo "gateway stop with the target unreachable: $took s (bound $BOUND s)"
 	awk -v t="$took" -v m="$BOUND" 'BEGIN { exit !(t <= m) }' || fail "stop took $took s > $BOUND s"
 	# The whole shutdown, from the first unit stopping to the journal's end.
-	first=$(journalctl -b -1 -o short-monotonic | grep -m1 -E ' Stopping ' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
-	last=$(journalctl -b -1 -o short-monotonic -n 1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	first=$(journalctl -b "$b" -o short-monotonic | grep -m1 -E ' Stopping ' | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+	last=$(journalctl -b "$b" -o short-monotonic -n 1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
 	echo "shutdown (first Stopping to the journal's last entry): $(awk -v a="$first" -v b="$last" 'BEGIN { printf "%.1f", b - a }') s"
 	;;
 *) echo "usage: case6_order.sh prepare|boot|shutdown" >&2; exit 2 ;;
