@@ -110,13 +110,13 @@ if [ $ok = 1 ]; then
 	# find the boot it checks by id, not as "-b -1" (the dead boot).
 	if [ "${SYSD_SIMULATE_INT3:-}" = 1 ]; then
 		(
-			n=$(ls "$st"/console.*.log 2> /dev/null | wc -l)
-			until [ "$(ls "$st"/console.*.log 2> /dev/null | wc -l)" -gt "$n" ]; do sleep 0.2; done
-			t=0
-			until grep -qa 'flush runtime journal' "$st/console.log" 2> /dev/null; do
+			n=$(ls "$st"/console.*.log 2> /dev/null | wc -l) t=0
+			# Bounded: a reboot that fails leaves nothing to kill.
+			until [ "$(ls "$st"/console.*.log 2> /dev/null | wc -l)" -gt "$n" ] &&
+				grep -qa 'flush runtime journal' "$st/console.log" 2> /dev/null; do
 				sleep 0.2
 				t=$((t + 1))
-				[ $t -lt 1500 ] || exit 0
+				[ $t -lt 3000 ] || exit 0
 			done
 			sleep 2
 			# Stopped first: qemu writes the console at its own offset
