@@ -58,6 +58,14 @@ sysd_start() {
 	_sysd_boot
 }
 
+# The console of a boot that has ended goes to the next console.N.log,
+# whose path is printed.
+_sysd_keep_console() {
+	local f
+	f=$VM_STATE/console.$(($(ls "$VM_STATE"/console.*.log 2> /dev/null | wc -l) + 1)).log
+	mv "$VM_STATE/console.log" "$f" && echo "$f"
+}
+
 # One power-on of the guest, its console in console.log (the earlier boots'
 # in console.N.log, N = 1, 2...).
 # -no-reboot: a reboot of the guest ends qemu, and sysd_reboot powers it on
@@ -92,10 +100,7 @@ _sysd_boot() {
 	# on once more; any other failure fails.  Callers that read a boot's
 	# journal name the boot by its id, so a boot that died is no "-b -1".
 	if [ -z "${_SYSD_RETRY:-}" ] && grep -qa 'Oops: int3' "$st/console.log" 2> /dev/null; then
-		local n
-		n=$(($(ls "$st"/console.*.log 2> /dev/null | wc -l) + 1))
-		mv "$st/console.log" "$st/console.$n.log"
-		echo "sysd: the guest kernel died of an int3 Oops in its own text patching (an emulator artifact; console: $st/console.$n.log); powering on once more" >&2
+		echo "sysd: the guest kernel died of an int3 Oops in its own text patching (an emulator artifact; console: $(_sysd_keep_console)); powering on once more" >&2
 		rm -f "$st/qemu.pid"
 		_SYSD_RETRY=1 _sysd_boot
 		return
@@ -130,6 +135,6 @@ sysd_reboot() {
 	# And here, for a shutdown that stopped the agent before the command's
 	# own rm ran: found again, it rebooted the next boot (CI, stop 17).
 	rm -f "$f" "$VM_STATE/qemu.pid"
-	mv "$VM_STATE/console.log" "$VM_STATE/console.$(($(ls "$VM_STATE"/console.*.log 2> /dev/null | wc -l) + 1)).log"
+	_sysd_keep_console > /dev/null
 	_sysd_boot
 }
