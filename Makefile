@@ -100,6 +100,11 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 
 unit-bins: $(UNIT_BINS)
 
+# The bench's loopback TCP tool (raw streams and a relay, no protocol).
+$(BUILD)/tests/bench/wire: tests/bench/wire.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< -lpthread
+
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HELPERS) $(BUILD)/libgateway.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(FUZZ_HELPERS) $(BUILD)/libgateway.a \
 		$(LDLIBS_ALL)
@@ -192,7 +197,7 @@ deps:
 # says what is measured).  Numbers, not assertions: not part of make test.
 bench:
 	bash tests/deps.sh bench
-	$(MAKE) all
+	$(MAKE) all $(BUILD)/tests/bench/wire
 	bash tests/bench/run $(BUILD)
 
 # Installs, then builds in a separate make: only that one reads pkg-config,
