@@ -151,6 +151,35 @@ static const char *check_addr(const struct gw_access *a, int fd, char *peer, siz
 	return "its address is not in allow_from";
 }
 
+/* An IP socket address as 16 bytes (IPv4 mapped); false for other families. */
+static bool ip_bytes(const struct sockaddr_storage *ss, uint8_t out[16])
+{
+	if (ss->ss_family == AF_INET)
+		v4_mapped(&((const struct sockaddr_in *)ss)->sin_addr, out);
+	else if (ss->ss_family == AF_INET6)
+		memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+	else
+		return false;
+	return true;
+}
+
+bool gw_peer_is_local(int fd)
+{
+	static const uint8_t v6_loopback[16] = { [15] = 1 };
+	struct sockaddr_storage peer, self;
+	socklen_t lp = sizeof(peer), ls = sizeof(self);
+	uint8_t p[16], s[16];
+
+	if (getpeername(fd, (struct sockaddr *)&peer, &lp) < 0 || !ip_bytes(&peer, p))
+		return false;
+	/* 127.0.0.0/8, plain or mapped, and ::1. */
+	if ((p[10] == 0xff && p[11] == 0xff && !memcmp(p, v6_loopback, 10) && p[12] == 127) ||
+	    !memcmp(p, v6_loopback, 16))
+		return true;
+	return getsockname(fd, (struct sockaddr *)&self, &ls) == 0 && ip_bytes(&self, s) &&
+	       !memcmp(p, s, 16);
+}
+
 bool gw_access_eq(const struct gw_access *a, const struct gw_access *b)
 {
 	if (a->mode != b->mode || a->has_owner != b->has_owner || a->has_group != b->has_group ||

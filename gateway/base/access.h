@@ -51,6 +51,12 @@ bool gw_access_refused(const struct gw_access *a, int fd, const char *what, cons
 
 /* Applies owner, group and mode to a bound, not yet listening, Unix socket
  * (the caller's default_mode when a->mode is 0).  0 or -errno. */
+/* fd is a TCP socket whose peer runs on this host: a loopback address, or
+ * the socket's own address (a client that dialled one of the host's
+ * addresses).  Its segments then never leave the kernel: the peer receives
+ * the very buffers this side sends. */
+bool gw_peer_is_local(int fd);
+
 int gw_access_apply_file(const struct gw_access *a, const char *path, unsigned default_mode);
 
 #endif

@@ -3,8 +3,13 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -118,6 +123,100 @@ START_TEST(unix_peer_refused_and_allowed)
 }
 END_TEST
 
+/* A TCP connection to ADDR (AF_INET or AF_INET6 text, port 0 = any) from
+ * a socket of the same family: both ends, connected and accepted. */
+static void tcp_pair(const char *addr, int fds[2])
+{
+	struct sockaddr_storage ss = { 0 };
+	socklen_t len;
+	int fam, l, one = 0;
+
+	if (strchr(addr, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		fam = a->sin6_family = AF_INET6;
+		ck_assert_int_eq(inet_pton(AF_INET6, addr, &a->sin6_addr), 1);
+		len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		fam = a->sin_family = AF_INET;
+		ck_assert_int_eq(inet_pton(AF_INET, addr, &a->sin_addr), 1);
+		len = sizeof(*a);
+	}
+	l = socket(fam, SOCK_STREAM, 0);
+	ck_assert_int_ge(l, 0);
+	if (fam == AF_INET6) /* a mapped IPv4 address needs a dual-stack socket */
+		ck_assert_int_eq(setsockopt(l, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)), 0);
+	ck_assert_msg(bind(l, (struct sockaddr *)&ss, len) == 0, "bind %s: %s", addr, strerror(errno));
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&ss, &len), 0);
+	fds[0] = socket(fam, SOCK_STREAM, 0);
+	ck_assert_int_ge(fds[0], 0);
+	if (fam == AF_INET6)
+		ck_assert_int_eq(setsockopt(fds[0], IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)), 0);
+	ck_assert_msg(connect(fds[0], (struct sockaddr *)&ss, len) == 0, "connect %s: %s", addr,
+		      strerror(errno));
+	fds[1] = accept(l, NULL, NULL);
+	ck_assert_int_ge(fds[1], 0);
+	close(l);
+}
+
+static bool both_local(const char *addr)
+{
+	int fds[2];
+	bool a, b;
+
+	tcp_pair(addr, fds);
+	a = gw_peer_is_local(fds[0]);
+	b = gw_peer_is_local(fds[1]);
+	close(fds[0]);
+	close(fds[1]);
+	ck_assert_msg(a == b, "%s: the two ends disagree", addr);
+	return a;
+}
+
+/* Loopback peers are local in every spelling; a Unix peer is not a TCP one. */
+START_TEST(peer_local_loopback)
+{
+	int sv[2];
+
+	ck_assert(both_local("127.0.0.1"));
+	ck_assert(both_local("127.0.0.2"));
+	ck_assert(both_local("::ffff:127.0.0.1"));
+	ck_assert(both_local("::1"));
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ck_assert(!gw_peer_is_local(sv[0]));
+	close(sv[0]);
+	close(sv[1]);
+	ck_assert(!gw_peer_is_local(-1));
+}
+END_TEST
+
+/* A client that dialled one of the host's own (non-loopback) addresses:
+ * local too.  In a network namespace of this test's own (root only), with
+ * 10.200.0.1 on its loopback device: no other host is reachable. */
+START_TEST(peer_local_own_address)
+{
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in *a = (struct sockaddr_in *)&ifr.ifr_addr;
+	int s;
+
+	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET) (needs root): %s", strerror(errno));
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	ck_assert_int_ge(s, 0);
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	ck_assert_int_eq(ioctl(s, SIOCGIFFLAGS, &ifr), 0);
+	ifr.ifr_flags |= IFF_UP;
+	ck_assert_int_eq(ioctl(s, SIOCSIFFLAGS, &ifr), 0);
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo:1");
+	a->sin_family = AF_INET;
+	ck_assert_int_eq(inet_pton(AF_INET, "10.200.0.1", &a->sin_addr), 1);
+	ck_assert_msg(ioctl(s, SIOCSIFADDR, &ifr) == 0, "10.200.0.1 on lo: %s", strerror(errno));
+	close(s);
+	ck_assert(both_local("10.200.0.1"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("access");
@@ -130,6 +229,8 @@ int main(void)
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, equality);
 	tcase_add_test(tc, unix_peer_refused_and_allowed);
+	tcase_add_test(tc, peer_local_loopback);
+	tcase_add_test(tc, peer_local_own_address);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
