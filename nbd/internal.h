@@ -167,6 +167,7 @@ struct nbd_conn {
 	struct pipe_sink *pipe_free[NBD_SPLICE_PIPES];
 	unsigned nr_pipe_free;
 	bool splice_tried, splice_ok;
+	bool splice_reads; /* READ replies too (not to a TCP client on this host) */
 	unsigned splice_misses, splice_skip;
 	uint64_t nr_spliced, nr_splice_missed; /* replies, for the log */
 	unsigned wsplice_misses, wsplice_skip; /* as splice_*, for writes */

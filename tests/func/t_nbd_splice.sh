@@ -10,7 +10,8 @@
 #  - 512K reads alone on one connection: every reply spliced;
 #  - a client killed in the middle of large reads: the gateway carries on
 #    (SIGPIPE ignored, the pipe of the broken reply closed, not reused);
-#  - NBD over TCP: reads and writes spliced from and to a TCP client;
+#  - NBD over TCP: reads and writes spliced from and to a TCP client, and
+#    by default a client on this host gets its read replies from memory;
 #  - data digest on: nothing spliced (the digest needs the bytes), still
 #    exact; NVMF_GATEWAY_NO_SPLICE=1: no pipes at all.
 # Large WRITE payloads go the other way: spliced from the client's socket
@@ -186,13 +187,16 @@ echo "8 connections reading under a limit of 128 descriptors: a new client and s
 gw_stop
 grep -q "Too many open files" "$tmp/gw.log" && fail "the gateway ran out of descriptors"
 
-# NBD over TCP (the remote VM host): reads and, asked for, writes through
+# NBD over TCP (the remote VM host): reads and writes, asked for, through
 # pipes from and to a TCP client socket, exact (fio verify and nbdcopy).
+# The client is on this host, where read replies go from memory unless
+# NVMF_GATEWAY_SPLICE_READS=all (nbd/splice.c): asked for here, as a
+# remote client gets them.
 nport=$(free_port)
 sed -i "s|listen = \"unix:$tmp/a.sock\"|listen = \"tcp:127.0.0.1:$nport\"|" "$tmp/gw.conf"
 uri_unix=$uri
 uri="nbd://127.0.0.1:$nport/a"
-NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
+NVMF_GATEWAY_SPLICE_READS=all NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
 verify "NBD over TCP"
 gw_stop
 replies=$(sum '[0-9]* read replies spliced')
@@ -200,6 +204,19 @@ writes=$(sum '[0-9]* write payloads spliced')
 echo "NBD over TCP: $replies read replies and $writes write payloads spliced"
 [ "$replies" -gt 50 ] || fail "NBD over TCP: only $replies read replies spliced"
 [ "$writes" -gt 50 ] || fail "NBD over TCP: only $writes write payloads spliced"
+grep -q "a TCP client on this host" "$tmp/gw.log" && fail "NVMF_GATEWAY_SPLICE_READS=all did not splice to loopback"
+# By default a TCP client on this host gets its read replies from memory
+# (its writes still through pipes, asked for above); exact all the same.
+NVMF_GATEWAY_LOG=debug gw_start run "$tmp/gw.conf"
+verify "NBD over TCP, default reads"
+gw_stop
+replies=$(sum '[0-9]* read replies spliced')
+writes=$(sum '[0-9]* write payloads spliced')
+echo "NBD over TCP by default: $replies read replies and $writes write payloads spliced"
+[ "$replies" = 0 ] || fail "NBD over TCP on loopback: $replies read replies spliced by default"
+[ "$writes" -gt 50 ] || fail "NBD over TCP on loopback: only $writes write payloads spliced"
+grep -q "nbd 127.0.0.1:[0-9]*: a TCP client on this host: read replies from memory" "$tmp/gw.log" ||
+	fail "no log line says why a loopback client's reads were not spliced"
 uri=$uri_unix
 
 # Data digest: the TCP queues splice nothing; the data is still exact.

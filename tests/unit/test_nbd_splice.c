@@ -13,6 +13,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,12 +194,34 @@ static unsigned open_fds(void)
 	return n;
 }
 
-static void cl_start(struct client *cl)
+/* A connected TCP pair over 127.0.0.1: a client on this host. */
+static void tcp_loopback_pair(int sv[2])
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, len), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	sv[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(sv[0], 0);
+	ck_assert_int_eq(connect(sv[0], (struct sockaddr *)&a, len), 0);
+	sv[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(sv[1], 0);
+	close(l);
+}
+
+static void cl_start_on(struct client *cl, bool tcp)
 {
 	int sv[2], big = 4 << 20;
 
 	memset(cl, 0, sizeof(*cl));
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	if (tcp)
+		tcp_loopback_pair(sv);
+	else
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
 	/* Room for a write and the request behind it in one send. */
 	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
@@ -206,6 +229,11 @@ static void cl_start(struct client *cl)
 	cl->fd = sv[0];
 	ck_assert_int_eq(nbd_conn_start_newstyle(&R, EX, 2, sv[1], "test", on_closed, cl, &cl->c),
 			 0);
+}
+
+static void cl_start(struct client *cl)
+{
+	cl_start_on(cl, false);
 }
 
 static void cl_write(struct client *cl, const void *p, size_t n)
@@ -386,6 +414,47 @@ START_TEST(read_128k_spliced)
 	/* One pipe did it all, and it is back in the pool. */
 	ck_assert_uint_eq(cl.c->nr_pipe_free, 1);
 	cl_end(&cl);
+}
+END_TEST
+
+/* Three 128K reads by a TCP client on this host: answered right, and out
+ * of a pipe only when NVMF_GATEWAY_SPLICE_READS=all asks for it (on
+ * loopback the client takes in the gateway's own buffers, and a spliced
+ * reply cost the machine more: nbd/splice.c).  Each test is a process of
+ * its own, so the variable is read afresh. */
+static void tcp_reads(unsigned want_spliced)
+{
+	struct client cl;
+	static uint8_t r[BIG], want[BIG];
+	uint8_t h[28];
+
+	fill(want, BIG, 7);
+	memcpy(SV->data + 65536, want, BIG);
+	cl_start_on(&cl, true);
+	cl_go(&cl, "pipe");
+	for (unsigned i = 0; i < 3; i++) {
+		memset(r, 0, sizeof(r));
+		req_hdr(h, NBD_CMD_READ, 30 + i, 65536, BIG);
+		cl_write(&cl, h, 28);
+		ck_assert_uint_eq(simple_reply(&cl, 30 + i, r, BIG), 0);
+		ck_assert(!memcmp(r, want, BIG));
+	}
+	ck_assert_uint_eq(cl.c->nr_spliced, want_spliced);
+	ck_assert_uint_eq(SV->reads_spliced, want_spliced);
+	cl_end(&cl);
+}
+
+START_TEST(read_tcp_local_from_memory)
+{
+	unsetenv("NVMF_GATEWAY_SPLICE_READS");
+	tcp_reads(0);
+}
+END_TEST
+
+START_TEST(read_tcp_local_spliced_when_asked)
+{
+	setenv("NVMF_GATEWAY_SPLICE_READS", "all", 1);
+	tcp_reads(3);
 }
 END_TEST
 
@@ -614,6 +683,8 @@ static Suite *suite(const char *backend)
 	TCase *t = tcase_create("splice");
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, read_128k_spliced);
+	tcase_add_test(t, read_tcp_local_from_memory);
+	tcase_add_test(t, read_tcp_local_spliced_when_asked);
 	tcase_add_test(t, write_128k_in_pieces_spliced);
 	tcase_add_test(t, write_128k_in_pieces_taken_out);
 	tcase_add_test(t, write_fills_its_pipe);
