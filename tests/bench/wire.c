@@ -100,6 +100,41 @@ static int take(int lfd)
 
 static bool copy_relay;
 
+static char *chunk_buffer(void)
+{
+	char *buf = malloc(CHUNK);
+
+	if (!buf)
+		die("malloc");
+	return buf;
+}
+
+static void send_all(int fd, const char *buf, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("send");
+		off += (size_t)n;
+	}
+}
+
+/* Up to CHUNK bytes into buf; 0 at the end of the stream. */
+static size_t recv_some(int fd, char *buf)
+{
+	for (;;) {
+		ssize_t n = recv(fd, buf, CHUNK, 0);
+
+		if (n >= 0)
+			return (size_t)n;
+		if (errno != EINTR)
+			die("recv");
+	}
+}
+
 struct stream {
 	int idx;
 	int src, relay_in, relay_out, sink;
@@ -110,25 +145,12 @@ struct stream {
 static void *source(void *arg)
 {
 	struct stream *s = arg;
-	char *buf = malloc(CHUNK);
-
-	if (!buf)
-		die("malloc");
+	char *buf = chunk_buffer();
 	/* Random-ish bytes, as a memory volume holds: no page is shared. */
 	for (size_t i = 0; i < CHUNK; i++)
 		buf[i] = (char)(i * 2654435761u >> 13);
-	while (!atomic_load(&stopping)) {
-		for (size_t off = 0; off < CHUNK;) {
-			ssize_t n = send(s->src, buf + off, CHUNK - off, MSG_NOSIGNAL);
-
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				die("send");
-			}
-			off += (size_t)n;
-		}
-	}
+	while (!atomic_load(&stopping))
+		send_all(s->src, buf, CHUNK);
 	shutdown(s->src, SHUT_WR);
 	free(buf);
 	return NULL;
@@ -143,29 +165,9 @@ static void *relay(void *arg)
 		die("pthread_getcpuclockid");
 	atomic_store(&s->relay_clock_set, true);
 	if (copy_relay) {
-		char *buf = malloc(CHUNK);
-
-		if (!buf)
-			die("malloc");
-		for (;;) {
-			ssize_t n = recv(s->relay_in, buf, CHUNK, 0);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				die("relay recv");
-			if (n == 0)
-				break;
-			for (ssize_t off = 0; off < n;) {
-				ssize_t m = send(s->relay_out, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-
-				if (m < 0 && errno == EINTR)
-					continue;
-				if (m < 0)
-					die("relay send");
-				off += m;
-			}
-		}
+		char *buf = chunk_buffer();
+		for (size_t n; (n = recv_some(s->relay_in, buf));)
+			send_all(s->relay_out, buf, n);
 		shutdown(s->relay_out, SHUT_WR);
 		free(buf);
 		return NULL;
@@ -203,21 +205,9 @@ static void *relay(void *arg)
 static void *sink(void *arg)
 {
 	struct stream *s = arg;
-	char *buf = malloc(CHUNK);
-
-	if (!buf)
-		die("malloc");
-	for (;;) {
-		ssize_t n = recv(s->sink, buf, CHUNK, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			die("recv");
-		if (n == 0)
-			break;
+	char *buf = chunk_buffer();
+	for (size_t n; (n = recv_some(s->sink, buf));)
 		atomic_fetch_add(&received[s->idx], (unsigned long long)n);
-	}
 	free(buf);
 	return NULL;
 }

@@ -385,6 +385,21 @@ static void read_back(struct client *cl, uint64_t cookie, uint64_t off, const ui
 
 /* ---- 1. a 128K READ reply goes out of a pipe ---- */
 
+/* Three 128K reads at 65536, cookies from cookie0, each answered with want. */
+static void three_reads(struct client *cl, const uint8_t *want, uint64_t cookie0)
+{
+	static uint8_t r[BIG];
+	uint8_t h[28];
+
+	for (unsigned i = 0; i < 3; i++) {
+		memset(r, 0, sizeof(r));
+		req_hdr(h, NBD_CMD_READ, cookie0 + i, 65536, BIG);
+		cl_write(cl, h, 28);
+		ck_assert_uint_eq(simple_reply(cl, cookie0 + i, r, BIG), 0);
+		ck_assert(!memcmp(r, want, BIG));
+	}
+}
+
 START_TEST(read_128k_spliced)
 {
 	struct client cl;
@@ -395,13 +410,7 @@ START_TEST(read_128k_spliced)
 	memcpy(SV->data + 65536, want, BIG);
 	cl_start(&cl);
 	cl_go(&cl, "pipe");
-	for (unsigned i = 0; i < 3; i++) {
-		memset(r, 0, sizeof(r));
-		req_hdr(h, NBD_CMD_READ, 10 + i, 65536, BIG);
-		cl_write(&cl, h, 28);
-		ck_assert_uint_eq(simple_reply(&cl, 10 + i, r, BIG), 0);
-		ck_assert(!memcmp(r, want, BIG));
-	}
+	three_reads(&cl, want, 10);
 	ck_assert_uint_eq(SV->reads_spliced, 3);
 	ck_assert_uint_eq(cl.c->nr_spliced, 3);
 	ck_assert_uint_eq(cl.c->nr_splice_missed, 0);
@@ -425,20 +434,13 @@ END_TEST
 static void tcp_reads(unsigned want_spliced)
 {
 	struct client cl;
-	static uint8_t r[BIG], want[BIG];
-	uint8_t h[28];
+	static uint8_t want[BIG];
 
 	fill(want, BIG, 7);
 	memcpy(SV->data + 65536, want, BIG);
 	cl_start_on(&cl, true);
 	cl_go(&cl, "pipe");
-	for (unsigned i = 0; i < 3; i++) {
-		memset(r, 0, sizeof(r));
-		req_hdr(h, NBD_CMD_READ, 30 + i, 65536, BIG);
-		cl_write(&cl, h, 28);
-		ck_assert_uint_eq(simple_reply(&cl, 30 + i, r, BIG), 0);
-		ck_assert(!memcmp(r, want, BIG));
-	}
+	three_reads(&cl, want, 30);
 	ck_assert_uint_eq(cl.c->nr_spliced, want_spliced);
 	ck_assert_uint_eq(SV->reads_spliced, want_spliced);
 	cl_end(&cl);
