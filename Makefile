@@ -72,7 +72,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 .PHONY: check-layers all asan unit-bins check unit func func-epoll interop test deps demo bench chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
-all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target
+all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target $(BUILD)/tests/bench/wire
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -100,7 +100,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 
 unit-bins: $(UNIT_BINS)
 
-# The bench's loopback TCP tool (raw streams and a relay, no protocol).
+# The bench's loopback TCP tool (raw streams and a relay, no protocol),
+# built with the rest so that a change that breaks it fails the build.
 $(BUILD)/tests/bench/wire: tests/bench/wire.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< -lpthread
@@ -197,7 +198,7 @@ deps:
 # says what is measured).  Numbers, not assertions: not part of make test.
 bench:
 	bash tests/deps.sh bench
-	$(MAKE) all $(BUILD)/tests/bench/wire
+	$(MAKE) all
 	bash tests/bench/run $(BUILD)
 
 # Installs, then builds in a separate make: only that one reads pkg-config,

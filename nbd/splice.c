@@ -11,16 +11,17 @@
  * (RDMA, digests, a RAM volume) the reply goes from the buffer as before;
  * a connection that keeps being declined stops asking for a while.
  *
- * Not to a TCP client on this host (loopback, or the host's own address):
- * there the client receives the gateway's very socket buffers, and a
- * spliced reply costs the machine more than a copied one at the same
- * gateway CPU (tests/bench/run, NBD/TCP with 4 connections, 2026-12-06:
- * all CPUs' time per MiB 774-812 us copied against 947-964 spliced, the
- * gateway's 306-316 against 316-331; 1.14-1.20x the MiB/s in three runs).
- * Over a NIC the client never sees those buffers and the splice spares
- * the gateway its copy; a Unix socket client gains from it here (the
- * bench's 1 MiB and 128K rows).  NVMF_GATEWAY_SPLICE_READS=all splices to
- * local TCP clients too, =none to nobody. */
+ * Not to a TCP client on this host (gw_peer_is_local): there the client
+ * receives the gateway's very socket buffers, and a spliced reply costs
+ * the machine more than a copied one (tests/bench/run, NBD/TCP with 4
+ * connections, 2026-12-06: spliced replies ran 0.68-1.02x the MiB/s of
+ * copied ones in nine runs, 0.68-0.77x in the four that compared them as
+ * they now differ, at 1.24-1.52x all CPUs' time per MiB and 1.09-1.26x
+ * the gateway's own).  Over a NIC the client never sees those buffers and
+ * the splice spares the gateway its copy; a Unix socket client gains from
+ * it here (the bench's 1 MiB and 128K rows).
+ * NVMF_GATEWAY_SPLICE_READS=all splices to local TCP clients too, =none
+ * to nobody. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

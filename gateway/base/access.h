@@ -49,14 +49,17 @@ bool gw_access_eq(const struct gw_access *a, const struct gw_access *b);
  * be NULL (no rules). */
 bool gw_access_refused(const struct gw_access *a, int fd, const char *what, const char *name);
 
-/* Applies owner, group and mode to a bound, not yet listening, Unix socket
- * (the caller's default_mode when a->mode is 0).  0 or -errno. */
-/* fd is a TCP socket whose peer runs on this host: a loopback address, or
- * the socket's own address (a client that dialled one of the host's
- * addresses).  Its segments then never leave the kernel: the peer receives
- * the very buffers this side sends. */
+/* fd is a TCP socket whose peer is on this host by the one rule a socket
+ * can check alone: a loopback address, or the socket's own address (a
+ * client that dialled one of the host's addresses and got it as its
+ * source).  Its segments then never leave the kernel: the peer receives
+ * the very buffers this side sends.  Not caught: a client bound to another
+ * of the host's addresses, or in another network namespace of this host
+ * (a container behind a veth). */
 bool gw_peer_is_local(int fd);
 
+/* Applies owner, group and mode to a bound, not yet listening, Unix socket
+ * (the caller's default_mode when a->mode is 0).  0 or -errno. */
 int gw_access_apply_file(const struct gw_access *a, const char *path, unsigned default_mode);
 
 #endif

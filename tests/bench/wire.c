@@ -1,33 +1,33 @@
 /*
- * Loopback TCP with no protocol at all: the physical limits of the bench's
+ * Loopback TCP with no protocol at all: references for the bench's
  * NBD-over-TCP point (tests/bench/run), measured here, not assumed.
  *
  *   wire raw STREAMS SECONDS    each stream a source that sends 1 MiB
  *                               buffers into a sink that receives them into
- *                               a 1 MiB buffer: the copies any NBD server
- *                               from memory and any client make; what no
- *                               NBD server over TCP can pass
+ *                               a 1 MiB buffer: the wire with a copy at each
+ *                               end, as an NBD server that copies its
+ *                               replies into the socket and its client make
  *   wire relay STREAMS SECONDS  the same with each stream passed through a
  *                               relay that splices it from one loopback TCP
  *                               socket to another (socket, pipe, socket: no
- *                               copy, no protocol): the least any hop with
- *                               TCP on both sides does; the gateway with
- *                               its NVMe/TCP hop does this and more
+ *                               copy, no protocol): each byte crosses
+ *                               loopback twice, as in the gateway's hop,
+ *                               with nothing else done to it
  *   wire relay-copy ...         the same relay receiving into a buffer and
  *                               sending from it: on loopback, where the
  *                               sink copies out of the very pages a splice
- *                               passed on, this one was as fast or faster
- *                               (2754-2833 MiB/s against 2569-2627 here)
+ *                               passed on, as fast or faster (the spliced
+ *                               relay ran 0.91-1.00x its MiB/s in seven runs)
  *
  * Prints one line in the bench's result format: MiB/s, then "-" for the
  * latency and context-switch columns, the relay threads' CPU microseconds
  * per MiB (their own clocks; "-" for raw), every CPU's busy time per MiB
- * and its share of the interval (/proc/stat), all over the same interval:
- * from the end of a warm-up to the stop.  Blocking threads, one per role
- * and stream: a plain relay, not a tuned one, so its rate is what a relay
- * reaches here at the least; the bench takes the better of the two as the
- * limit of any hop, which holds as far as no hop moves the bytes cheaper
- * than these two while also speaking NBD and NVMe/TCP.
+ * and its share of the interval (/proc/stat: steal counts as busy, as in
+ * the bench's other rows), all over the same interval: from the end of a
+ * warm-up to the stop.  Blocking threads, one per role and stream: a plain
+ * relay, not a tuned one, so its rate is what a relay reaches here at the
+ * least, not a bound on every possible hop; what it shows is the cost of
+ * the two crossings that every hop on this host pays.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +60,8 @@ static uint64_t now_ns(clockid_t c)
 {
 	struct timespec ts;
 
-	clock_gettime(c, &ts);
+	if (clock_gettime(c, &ts))
+		die("clock_gettime");
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every Check unit-test binary of a build folder; one result line per
 # binary, plus Check's own summary lines.  A binary that exits 77 skipped
-# (e.g. no io_uring on this host) and says why on its last line.
+# (e.g. no io_uring on this host) and says why on its last line; a case
+# left out where the host cannot run it says so on a line of its own
+# ("SKIP binary/case: why"), shown here.
 set -u
 build="${1:-build}"
 here="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -12,7 +14,7 @@ for t in "$build"/tests/unit/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
 	out=$(CK_FORK=yes CK_DEFAULT_TIMEOUT=60 "$t" 2>&1); st=$?
-	echo "$out" | grep -E '^[0-9]+%: Checks|:[EF]:' || true
+	echo "$out" | grep -E '^[0-9]+%: Checks|:[EF]:|^SKIP ' || true
 	# Check's own counts, so the summary counts test cases, not binaries.
 	line=$(echo "$out" | grep -E '^[0-9]+%: Checks: ' | tail -1)
 	if [ $st -eq 77 ]; then

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include "nbd/internal.h"
 #include "nbd/nbd.h"
 #include "nbd/proto.h"
+#include "unit_netns.h"
 #include "unit_skip.h"
 
 #define VOL_SIZE (4u << 20)
@@ -194,32 +196,40 @@ static unsigned open_fds(void)
 	return n;
 }
 
-/* A connected TCP pair over 127.0.0.1: a client on this host. */
-static void tcp_loopback_pair(int sv[2])
+/* A connected TCP pair, the server on `to`, the client bound to `from`
+ * (any if NULL): sv[0] the client's end, sv[1] the server's. */
+static void tcp_pair(int sv[2], const char *to, const char *from)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = { .sin_family = AF_INET }, b = { .sin_family = AF_INET };
 	socklen_t len = sizeof(a);
 	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(inet_pton(AF_INET, to, &a.sin_addr), 1);
 	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, len), 0);
 	ck_assert_int_eq(listen(l, 1), 0);
 	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
 	sv[0] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(sv[0], 0);
+	if (from) {
+		ck_assert_int_eq(inet_pton(AF_INET, from, &b.sin_addr), 1);
+		ck_assert_int_eq(bind(sv[0], (struct sockaddr *)&b, sizeof(b)), 0);
+	}
 	ck_assert_int_eq(connect(sv[0], (struct sockaddr *)&a, len), 0);
 	sv[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC);
 	ck_assert_int_ge(sv[1], 0);
 	close(l);
 }
 
-static void cl_start_on(struct client *cl, bool tcp)
+/* A client over a Unix socketpair (tcp_to NULL) or over TCP to tcp_to
+ * from tcp_from (any if NULL). */
+static void cl_start_on(struct client *cl, const char *tcp_to, const char *tcp_from)
 {
 	int sv[2], big = 4 << 20;
 
 	memset(cl, 0, sizeof(*cl));
-	if (tcp)
-		tcp_loopback_pair(sv);
+	if (tcp_to)
+		tcp_pair(sv, tcp_to, tcp_from);
 	else
 		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	fcntl(sv[0], F_SETFL, O_NONBLOCK);
@@ -233,7 +243,7 @@ static void cl_start_on(struct client *cl, bool tcp)
 
 static void cl_start(struct client *cl)
 {
-	cl_start_on(cl, false);
+	cl_start_on(cl, NULL, NULL);
 }
 
 static void cl_write(struct client *cl, const void *p, size_t n)
@@ -426,19 +436,16 @@ START_TEST(read_128k_spliced)
 }
 END_TEST
 
-/* Three 128K reads by a TCP client on this host: answered right, and out
- * of a pipe only when NVMF_GATEWAY_SPLICE_READS=all asks for it (on
- * loopback the client takes in the gateway's own buffers, and a spliced
- * reply cost the machine more: nbd/splice.c).  Each test is a process of
- * its own, so the variable is read afresh. */
-static void tcp_reads(unsigned want_spliced)
+/* Three 128K reads by a TCP client from `from` to `to`: answered right,
+ * and out of a pipe as many times as want_spliced says. */
+static void tcp_reads(const char *to, const char *from, unsigned want_spliced)
 {
 	struct client cl;
 	static uint8_t want[BIG];
 
 	fill(want, BIG, 7);
 	memcpy(SV->data + 65536, want, BIG);
-	cl_start_on(&cl, true);
+	cl_start_on(&cl, to, from);
 	cl_go(&cl, "pipe");
 	three_reads(&cl, want, 30);
 	ck_assert_uint_eq(cl.c->nr_spliced, want_spliced);
@@ -446,17 +453,33 @@ static void tcp_reads(unsigned want_spliced)
 	cl_end(&cl);
 }
 
+/* A client on this host over TCP gets its replies from memory, unless
+ * NVMF_GATEWAY_SPLICE_READS=all asks for pipes (on loopback the client
+ * takes in the gateway's own buffers, and a spliced reply cost the machine
+ * more: nbd/splice.c).  The mode is read once per process: main() forks
+ * every case (and clears the variable), so each case reads it afresh. */
 START_TEST(read_tcp_local_from_memory)
 {
-	unsetenv("NVMF_GATEWAY_SPLICE_READS");
-	tcp_reads(0);
+	tcp_reads("127.0.0.1", NULL, 0);
 }
 END_TEST
 
 START_TEST(read_tcp_local_spliced_when_asked)
 {
 	setenv("NVMF_GATEWAY_SPLICE_READS", "all", 1);
-	tcp_reads(3);
+	tcp_reads("127.0.0.1", NULL, 3);
+}
+END_TEST
+
+/* A TCP client that is not local by the rule (another address than the
+ * one it dialled, in a network namespace of the test's own: no other host
+ * is reachable) gets its replies out of pipes, as a remote client does. */
+START_TEST(read_tcp_remote_spliced)
+{
+	ck_assert_msg(unit_netns_enter(), "a network namespace: %s", strerror(errno));
+	ck_assert_msg(unit_netns_add_v4("10.200.0.1") && unit_netns_add_v4("10.200.0.2"),
+		      "addresses on lo: %s", strerror(errno));
+	tcp_reads("10.200.0.1", "10.200.0.2", 3);
 }
 END_TEST
 
@@ -679,6 +702,9 @@ START_TEST(write_then_write_one_send)
 }
 END_TEST
 
+/* Whether read_tcp_remote_spliced can run here (unit_netns_possible). */
+static bool netns_ok;
+
 static Suite *suite(const char *backend)
 {
 	Suite *s = suite_create(backend);
@@ -687,6 +713,8 @@ static Suite *suite(const char *backend)
 	tcase_add_test(t, read_128k_spliced);
 	tcase_add_test(t, read_tcp_local_from_memory);
 	tcase_add_test(t, read_tcp_local_spliced_when_asked);
+	if (netns_ok)
+		tcase_add_test(t, read_tcp_remote_spliced);
 	tcase_add_test(t, write_128k_in_pieces_spliced);
 	tcase_add_test(t, write_128k_in_pieces_taken_out);
 	tcase_add_test(t, write_fills_its_pipe);
@@ -707,9 +735,16 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	setenv("NVMF_GATEWAY_SPLICE_WRITES", "all", 1);
 	unsetenv("NVMF_GATEWAY_NO_SPLICE");
+	unsetenv("NVMF_GATEWAY_SPLICE_READS");
+	netns_ok = unit_netns_possible();
+	if (!netns_ok)
+		printf("SKIP nbd_splice/read_tcp_remote_spliced: no network namespace of our own here "
+		       "(needs root or user namespaces)\n");
 	for (unsigned i = 0; i < 2; i++) {
 		setenv(REACTOR_BACKEND_ENV, backends[i], 1);
 		SRunner *sr = srunner_create(suite(backends[i]));
+		/* The cases set environment variables read once per process. */
+		srunner_set_fork_status(sr, CK_FORK);
 		srunner_run_all(sr, CK_NORMAL);
 		failed += srunner_ntests_failed(sr);
 		srunner_free(sr);
