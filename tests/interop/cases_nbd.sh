@@ -24,3 +24,6 @@ case_ nbd-resize-live nbd_case nbd_resize.sh
 # depend on the transport, the attach and reattach do.
 [[ " $transports " != *" rdma "* ]] || case_ nbd-resize-live-rdma nbd_case nbd_resize.sh rdma
 case_ nbd-ioctl nbd_case nbd_ioctl.sh $nqnnbd $nbd_size
+# The export over TCP on loopback to a real client (libnbd): read replies
+# from memory by default, out of pipes when asked, exact against nvmet.
+case_ nbd-tcp-local nbd_case nbd_tcp.sh $nqnnbd
