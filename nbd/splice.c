@@ -61,20 +61,37 @@ static void count_miss(unsigned *misses, unsigned *skip)
 	}
 }
 
+/* The overrides NVMF_GATEWAY_SPLICE_READS and _WRITES: "all", "none", or
+ * anything else for the default; read once per process into *cache
+ * (which starts at -1). */
+enum splice_mode { SPLICE_NONE, SPLICE_DEFAULT, SPLICE_ALL };
+
+static enum splice_mode splice_mode_env(const char *name, int *cache)
+{
+	int m = __atomic_load_n(cache, __ATOMIC_RELAXED);
+
+	if (m < 0) {
+		const char *e = getenv(name);
+
+		m = SPLICE_DEFAULT;
+		if (e && !strcmp(e, "all"))
+			m = SPLICE_ALL;
+		else if (e && !strcmp(e, "none"))
+			m = SPLICE_NONE;
+		__atomic_store_n(cache, m, __ATOMIC_RELAXED);
+	}
+	return (enum splice_mode)m;
+}
+
 /* Whether READ replies go out of pipes on a connection that can use them:
  * NVMF_GATEWAY_SPLICE_READS (see the top of this file). */
 static bool reads_through_pipes(struct nbd_conn *c)
 {
-	static int mode = -1; /* 0 none, 1 all but local TCP clients, 2 all */
-	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+	static int cache = -1;
+	enum splice_mode m = splice_mode_env("NVMF_GATEWAY_SPLICE_READS", &cache);
 
-	if (m < 0) {
-		const char *e = getenv("NVMF_GATEWAY_SPLICE_READS");
-		m = !e || !*e ? 1 : !strcmp(e, "all") ? 2 : !strcmp(e, "none") ? 0 : 1;
-		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
-	}
-	if (m != 1)
-		return m == 2;
+	if (m != SPLICE_DEFAULT)
+		return m == SPLICE_ALL;
 	if (!c->kernel && gw_peer_is_local(c->fd)) {
 		log_debug("nbd %s: a TCP client on this host: read replies from memory", c->peer);
 		return false;
@@ -200,15 +217,10 @@ void nbd_splice_prepare(struct nbd_conn *c, struct nbd_req *q)
  * NVMF_GATEWAY_SPLICE_WRITES=all or =none overrides. */
 static bool writes_through_pipes(const struct nbd_conn *c)
 {
-	static int mode = -1; /* 0 none, 1 kernel devices, 2 all */
+	static int cache = -1;
+	enum splice_mode m = splice_mode_env("NVMF_GATEWAY_SPLICE_WRITES", &cache);
 
-	if (__atomic_load_n(&mode, __ATOMIC_RELAXED) < 0) {
-		const char *e = getenv("NVMF_GATEWAY_SPLICE_WRITES");
-		int m = !e || !*e ? 1 : !strcmp(e, "all") ? 2 : !strcmp(e, "none") ? 0 : 1;
-		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
-	}
-	return __atomic_load_n(&mode, __ATOMIC_RELAXED) == 2 ||
-	       (__atomic_load_n(&mode, __ATOMIC_RELAXED) == 1 && c->kernel);
+	return m == SPLICE_ALL || (m == SPLICE_DEFAULT && c->kernel);
 }
 
 void nbd_splice_prepare_write(struct nbd_conn *c, struct nbd_req *q)

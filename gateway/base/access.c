@@ -117,40 +117,6 @@ static const char *check_cred(const struct gw_access *a, int fd, char *peer, siz
 	return "neither its uid nor its groups are in allow_users/allow_groups";
 }
 
-static const char *check_addr(const struct gw_access *a, int fd, char *peer, size_t len)
-{
-	struct sockaddr_storage ss;
-	socklen_t l = sizeof(ss);
-	char host[INET6_ADDRSTRLEN] = "?";
-	uint8_t addr[16];
-	unsigned port;
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &l) < 0) {
-		snprintf(peer, len, "a client");
-		return "its address cannot be read";
-	}
-	if (ss.ss_family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-		port = ntohs(s4->sin_port);
-		v4_mapped(&s4->sin_addr, addr);
-		snprintf(peer, len, "%s:%u", host, port);
-	} else if (ss.ss_family == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-		port = ntohs(s6->sin6_port);
-		memcpy(addr, &s6->sin6_addr, 16);
-		snprintf(peer, len, "[%s]:%u", host, port);
-	} else {
-		snprintf(peer, len, "a client of family %u", (unsigned)ss.ss_family);
-		return "not an IP peer";
-	}
-	for (unsigned i = 0; i < a->nr_cidrs; i++)
-		if (gw_cidr_match(&a->cidrs[i], addr))
-			return NULL;
-	return "its address is not in allow_from";
-}
-
 /* An IP socket address as 16 bytes (IPv4 mapped); false for other families. */
 static bool ip_bytes(const struct sockaddr_storage *ss, uint8_t out[16])
 {
@@ -163,19 +129,55 @@ static bool ip_bytes(const struct sockaddr_storage *ss, uint8_t out[16])
 	return true;
 }
 
+static const char *check_addr(const struct gw_access *a, int fd, char *peer, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t l = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+	uint8_t addr[16];
+	unsigned port;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &l) < 0) {
+		snprintf(peer, len, "a client");
+		return "its address cannot be read";
+	}
+	if (!ip_bytes(&ss, addr)) {
+		snprintf(peer, len, "a client of family %u", (unsigned)ss.ss_family);
+		return "not an IP peer";
+	}
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		port = ntohs(s4->sin_port);
+		snprintf(peer, len, "%s:%u", host, port);
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		port = ntohs(s6->sin6_port);
+		snprintf(peer, len, "[%s]:%u", host, port);
+	}
+	for (unsigned i = 0; i < a->nr_cidrs; i++)
+		if (gw_cidr_match(&a->cidrs[i], addr))
+			return NULL;
+	return "its address is not in allow_from";
+}
+
 bool gw_peer_is_local(int fd)
 {
-	static const uint8_t v6_loopback[16] = { [15] = 1 };
+	/* 127.0.0.0/8 (as every IPv4 address here, mapped) and ::1. */
+	static const struct gw_cidr loopback[] = {
+		{ .addr = { [10] = 0xff, [11] = 0xff, [12] = 127 }, .bits = 96 + 8 },
+		{ .addr = { [15] = 1 }, .bits = 128 },
+	};
 	struct sockaddr_storage peer, self;
 	socklen_t lp = sizeof(peer), ls = sizeof(self);
 	uint8_t p[16], s[16];
 
 	if (getpeername(fd, (struct sockaddr *)&peer, &lp) < 0 || !ip_bytes(&peer, p))
 		return false;
-	/* 127.0.0.0/8, plain or mapped, and ::1. */
-	if ((p[10] == 0xff && p[11] == 0xff && !memcmp(p, v6_loopback, 10) && p[12] == 127) ||
-	    !memcmp(p, v6_loopback, 16))
-		return true;
+	for (unsigned i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
+		if (gw_cidr_match(&loopback[i], p))
+			return true;
 	return getsockname(fd, (struct sockaddr *)&self, &ls) == 0 && ip_bytes(&self, s) &&
 	       !memcmp(p, s, 16);
 }
