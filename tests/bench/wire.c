@@ -43,27 +43,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#define TOOL_NAME "wire"
+#include "tool.h"
+
 #define CHUNK (1u << 20)
 #define MAX_STREAMS 16
 #define WARMUP_NS 500000000ull
 
 static atomic_bool stopping;
 static atomic_ullong received[MAX_STREAMS];
-
-static void die(const char *what)
-{
-	fprintf(stderr, "wire: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static uint64_t now_ns(clockid_t c)
-{
-	struct timespec ts;
-
-	if (clock_gettime(c, &ts))
-		die("clock_gettime");
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int listener(struct sockaddr_in *a)
 {
