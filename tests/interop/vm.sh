@@ -7,7 +7,8 @@
 # the checkout are there at the same paths; /tmp and /run are guest tmpfs.
 # Env: VM_CACHE (kernel cache, default /var/tmp/nvmf-gateway-vm),
 #   VM_BOOT_TIMEOUT (s, default 120), VM_EXEC_TIMEOUT (s, default 600),
-#   VM_MEM (guest RAM in MiB, default 2048),
+#   VM_MEM (guest RAM in MiB, default 2048), VM_CPU (qemu's -cpu, default
+#   max; tests/bench/engine.sh's ENGINE_CPU sets it),
 #   VM_STATE (set by vm_start; set it to drive a running guest from another
 #   shell).  STATE_DIR holds qemu.pid, console.log (serial console: kernel
 #   and init messages) and share/ (the agent's cmd/ and out/ folders: the
@@ -57,7 +58,7 @@ vm_start() {
 	# can hit a stale int3 on the other vCPU and panic the guest (a CI run
 	# lost its guest so: "Oops: int3" in sched_clock_cpu, nvmet_tcp_io_work).
 	qemu-system-x86_64 -name nvmf-gateway-test -nodefaults -no-user-config \
-		-accel tcg,thread=multi -cpu max -m "${VM_MEM:-2048}" -smp 2 \
+		-accel tcg,thread=multi -cpu "${VM_CPU:-max}" -m "${VM_MEM:-2048}" -smp 2 \
 		-display none -no-reboot -serial "file:$st/console.log" \
 		-kernel "$VM_CACHE/vmlinuz" -initrd "$VM_CACHE/initramfs.img" \
 		-append "console=ttyS0 panic=-1 tsc=reliable vmshare=$st/share vmagent=$VM_DIR/guest-agent.sh vmkeep=$keep" \
