@@ -9,15 +9,17 @@
  *                              process to another, the cheapest of the C
  *                              library's memcpy, a bare `rep movsb` (the
  *                              guest kernel's copy to and from user memory
- *                              on a CPU with ERMS) and `rep movsq` (close to
- *                              its own memcpy, which a zerocopy send looped
- *                              to a local socket is copied with): a written
- *                              or read payload is copied at least once in a
+ *                              on a CPU with ERMS) and `rep movsq` (cheaper
+ *                              under TCG than the kernel's own memcpy, 8-byte
+ *                              moves, which copies a zerocopy send looped to
+ *                              a local socket): in the ways considered (a
+ *                              copy, a zerocopy send), a written or read
+ *                              payload is copied at least once in a
  *                              user-space initiator whose target is on the
- *                              same machine (zerocopy sends are copied on
- *                              loopback; vmsplice tells no one when the
- *                              pages are free: README "Other benchmarks"),
- *                              whichever way it is copied
+ *                              same machine (vmsplice tells no one when the
+ *                              pages are free, README "Other benchmarks";
+ *                              TCP_ZEROCOPY_RECEIVE's page remapping is not
+ *                              measured)
  *   floor wait SECONDS         a thread that sleeps in one system call until
  *                              another thread wakes it, one round at a
  *                              time: the least a QD1 I/O of an initiator
@@ -59,10 +61,18 @@ static atomic_ullong ops, slept;
 static clockid_t measured_clock;
 static atomic_bool clock_set;
 
+/* The pthread calls return their error instead of setting errno. */
+static void check_pthread(int err, const char *what)
+{
+	if (err) {
+		errno = err;
+		die(what);
+	}
+}
+
 static void own_clock(void)
 {
-	if (pthread_getcpuclockid(pthread_self(), &measured_clock))
-		die("pthread_getcpuclockid");
+	check_pthread(pthread_getcpuclockid(pthread_self(), &measured_clock), "pthread_getcpuclockid");
 	atomic_store(&clock_set, true);
 }
 
@@ -211,13 +221,26 @@ static double measure(double secs, struct interval *d)
 static size_t size_arg(const char *s)
 {
 	char *end;
-	unsigned long long v = strtoull(s, &end, 0);
+	unsigned long long v;
 
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *s == '-' || v > MAX_COPY)
+		return 0;
 	if (*end == 'k' || *end == 'K')
 		v <<= 10, end++;
-	if (*s == '-' || *end || v == 0 || v > MAX_COPY)
+	if (*end || v == 0 || v > MAX_COPY)
 		return 0;
 	return (size_t)v;
+}
+
+/* Seconds, at most an hour (no overflow in the conversion to a timespec). */
+static double secs_arg(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	return *end || !(v > 0 && v <= 3600) ? 0 : v;
 }
 
 int main(int argc, char **argv)
@@ -226,9 +249,8 @@ int main(int argc, char **argv)
 	struct interval d;
 	double secs;
 
-	if (argc == 4 && !strcmp(argv[1], "copy") && (copy_len = size_arg(argv[2])) && (secs = atof(argv[3])) > 0) {
-		if (pthread_create(&th[0], NULL, copier, NULL))
-			die("pthread_create");
+	if (argc == 4 && !strcmp(argv[1], "copy") && (copy_len = size_arg(argv[2])) && (secs = secs_arg(argv[3])) > 0) {
+		check_pthread(pthread_create(&th[0], NULL, copier, NULL), "pthread_create");
 		while (!atomic_load(&clock_set))
 			sched_yield();
 		/* A third of the time each way, the same thread and buffers. */
@@ -247,9 +269,9 @@ int main(int argc, char **argv)
 		       low, us[0], us[1], us[2]);
 		return 0;
 	}
-	if (argc == 3 && !strcmp(argv[1], "wait") && (secs = atof(argv[2])) > 0) {
-		if (pthread_create(&th[1], NULL, waker, NULL) || pthread_create(&th[0], NULL, waiter, NULL))
-			die("pthread_create");
+	if (argc == 3 && !strcmp(argv[1], "wait") && (secs = secs_arg(argv[2])) > 0) {
+		check_pthread(pthread_create(&th[1], NULL, waker, NULL), "pthread_create");
+		check_pthread(pthread_create(&th[0], NULL, waiter, NULL), "pthread_create");
 		while (!atomic_load(&clock_set))
 			sched_yield();
 		double c = measure(secs, &d);
@@ -260,6 +282,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fprintf(stderr, "usage: floor copy BYTES SECONDS | floor wait SECONDS\n"
-			"       (BYTES: 1 to 16M, k suffix allowed)\n");
+			"       (BYTES: 1 to 16M, k suffix allowed; SECONDS: up to 3600)\n");
 	return 2;
 }
