@@ -53,9 +53,8 @@
 # for an initiator that cost no CPU, and for one that cost only the floor
 # of any user-space initiator, measured in the same guest before the runs
 # (tests/bench/floor.c: a copy of 128 KiB at the 128K points, a sleep
-# until woken at QD1).  The write
-# region is written once before the runs, so that no way pays tmpfs's
-# first allocation of it.
+# until woken at QD1).  The write region is written once before the runs,
+# so that no way pays tmpfs's first allocation of it.
 set -u
 build="${1:-build}"
 top="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -261,15 +260,25 @@ need = {n: res[n]["kernel"]["mean"] / 1.5 if "qd1" in n
         else res[n]["kernel"]["guest"] / res[n]["kernel"]["busy"] / 1.5 for n in names}
 print("\nwere bench's own CPU zero (the rest of the guest as in its run), against what 1.5x the"
       " kernel host needs:")
-for name in names:
+
+# One line of either bound: bench's CPU replaced by `floor` us (0: none),
+# with `why` naming the floor and the ratio it leaves.
+def bound(name, way, floor=0.0, why=None):
     qd1 = "qd1" in name
-    for way in ("bench", "benchpoll", "bench2q"):
-        if way not in res[name] or res[name][way]["gw"] is None:
-            continue
-        r = res[name][way]
-        left = r["mean"] - r["gw"] if qd1 else r["guest"] - r["gw"]
-        print(f"  {name:17} {way:9} {'latency' if qd1 else 'CPU per I/O'} {left:7.1f} us, needs"
-              f" <= {need[name]:7.1f}: {'out of reach' if left > need[name] else 'not excluded'}")
+    r = res[name][way]
+    left = (r["mean"] if qd1 else r["guest"]) - r["gw"] + floor
+    tail = ""
+    if why:
+        tail = f" (+{why}; " + (f"at most {1.5 * need[name] / left:4.2f}x" if left > 0 else "no limit") + ")"
+    print(f"  {name:17} {way:9} {'latency' if qd1 else 'CPU per I/O'} {left:7.1f} us, needs"
+          f" <= {need[name]:7.1f}: {'out of reach' if left > need[name] else 'not excluded'}{tail}")
+
+def bench_ways(name):
+    return [w for w in ("bench", "benchpoll", "bench2q") if w in res[name] and res[name][w]["gw"] is not None]
+
+for name in names:
+    for way in bench_ways(name):
+        bound(name, way)
 
 # The same bound with bench's CPU taken down to a floor instead of zero:
 # what any user-space initiator spends of its own per I/O at the least
@@ -298,17 +307,10 @@ print(f"\nthe same with bench's own CPU at the floor of any user-space initiator
 for name in names:
     if name not in floor_of:
         continue
-    qd1 = "qd1" in name
     fm, what = floor_of[name]
-    for way in ("bench", "benchpoll", "bench2q"):
-        if way not in res[name] or res[name][way]["gw"] is None or (qd1 and way == "benchpoll"):
-            continue
-        r = res[name][way]
-        left = (r["mean"] if qd1 else r["guest"]) - r["gw"] + fl[fm]
-        most = f"at most {1.5 * need[name] / left:4.2f}x" if left > 0 else "no limit"
-        print(f"  {name:17} {way:9} {'latency' if qd1 else 'CPU per I/O'} {left:7.1f} us, needs"
-              f" <= {need[name]:7.1f}: {'out of reach' if left > need[name] else 'not excluded'}"
-              f" (+{what}; {most})")
+    for way in bench_ways(name):
+        if not ("qd1" in name and way == "benchpoll"):
+            bound(name, way, fl[fm], what)
 
 # ENGINE_PROFILE: each part's share of the run's busy samples, times the
 # run's guest busy CPU per I/O (the profile covers the run's middle).
