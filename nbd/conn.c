@@ -143,6 +143,7 @@ static void conn_release(struct nbd_conn *c)
 			  (unsigned long long)c->nr_rx_calls,
 			  (unsigned long long)c->nr_tx_replies,
 			  (unsigned long long)c->nr_tx_calls);
+	nbd_stage_log(c);
 	budget_wait_end(c);
 	reactor_timer_cancel(&c->house_timer);
 	nbd_tls_conn_free(c);
@@ -516,6 +517,7 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 				break;
 			}
 			list_add_tail(&c->sending, &q->link);
+			nbd_stage_mark(q, NBD_STAGE_SEND);
 			c->nr_tx_replies++;
 			c->nr_tx_calls++; /* a batch of its own */
 			c->tx_splice = q;
@@ -533,6 +535,7 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 			c->txv[n].iov_base = q->buf;
 			c->txv[n++].iov_len = q->data_len;
 		}
+		nbd_stage_mark(q, NBD_STAGE_SEND);
 		list_add_tail(&c->sending, &q->link);
 	}
 	if (c->tls) {
@@ -575,11 +578,14 @@ void nbd_conn_tx_kick_later(struct nbd_conn *c)
 static void release_sending(struct nbd_conn *c, bool sent)
 {
 	struct list_node *ln;
+	uint64_t now = sent ? reactor_now_ns() : 0;
 
 	while ((ln = list_pop(&c->sending))) {
 		struct nbd_req *q = container_of(ln, struct nbd_req, link);
 		if (sent && q->loss_upto > c->loss_sent)
 			c->loss_sent = q->loss_upto;
+		if (sent && !q->err && (q->type == NBD_CMD_READ || q->type == NBD_CMD_WRITE))
+			nbd_stage_add(&c->stages[q->type == NBD_CMD_WRITE], q->t, now);
 		nbd_req_put(c, q);
 	}
 	c->hs_len = 0;

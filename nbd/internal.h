@@ -76,6 +76,25 @@ enum nbd_rx_want {
 
 struct nbd_conn;
 
+/* Where a request's time goes inside the gateway (issue 20: on a busy
+ * host the two legs in series lose more than either alone, and only the
+ * gateway's own clock can say between which steps).  A stage starts at
+ * its stamp and ends at the next one: */
+enum nbd_stage {
+	NBD_STAGE_RECEIVE, /* header parsed: a buffer, then a write's payload */
+	NBD_STAGE_VOLUME, /* handed to the volume (the NVMe-oF leg) */
+	NBD_STAGE_QUEUED, /* answered: waits behind the send in flight */
+	NBD_STAGE_SEND, /* in a send until the client has taken all of it */
+	NBD_STAGES,
+};
+
+/* Per connection, for reads and for writes: the stages' sums and worst
+ * cases over the requests answered whole.  Logged when it closes. */
+struct nbd_stage_sum {
+	uint64_t n;
+	uint64_t ns[NBD_STAGES], max_ns[NBD_STAGES];
+};
+
 struct nbd_req {
 	struct list_node link; /* free, replyq or sending */
 	struct nbd_conn *c;
@@ -99,6 +118,7 @@ struct nbd_req {
 	 * is there, not in buf, while sink->filled counts it). */
 	struct pipe_sink *sink;
 	bool spliced;
+	uint64_t t[NBD_STAGES]; /* when each stage began, 0 if it did not */
 };
 
 struct nbd_server;
@@ -179,6 +199,7 @@ struct nbd_conn {
 	 * per receive and replies per send batch (issue 20: a reactor that wakes
 	 * for every request sends every reply alone). */
 	uint64_t nr_rx_calls, nr_rx_reqs, nr_tx_calls, nr_tx_replies;
+	struct nbd_stage_sum stages[2]; /* reads, writes */
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;
@@ -216,6 +237,18 @@ static inline void nbd_rx_compact(struct nbd_conn *c)
 		c->rx_head = 0;
 	}
 }
+
+/* stages.c */
+static inline void nbd_stage_mark(struct nbd_req *q, enum nbd_stage s)
+{
+	q->t[s] = reactor_now_ns();
+}
+/* Adds one request that went out whole at `now`: a stage it skipped (a
+ * reply without the volume) takes no time.  Stamps out of order (a clock
+ * that went back) count as zero, never as a wrapped sum. */
+void nbd_stage_add(struct nbd_stage_sum *sum, const uint64_t t[NBD_STAGES], uint64_t now);
+/* The sums of a closing connection, one debug line per kind. */
+void nbd_stage_log(const struct nbd_conn *c);
 
 /* conn.c */
 struct nbd_conn *nbd_conn_alloc(int fd, const char *peer);

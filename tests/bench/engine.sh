@@ -40,7 +40,8 @@
 #   flock /tmp/nvmf-vm.lock tests/bench/engine.sh [BUILD]
 # Env: BENCH_TIME seconds per run (default 10); ENGINE_KEEP=DIR copies the
 # raw results (JSON, queue settings, gateway logs) there; ENGINE_GW_LOG=debug
-# puts the gateway's debug lines (pipes, splices, polls) in those logs;
+# puts the gateway's debug lines (pipes, splices, polls) in those logs, and
+# prints where the nbd way's requests spent their time in the gateway;
 # ENGINE_WAYS=REGEX runs only those ways (no table then); ENGINE_ONLY=REGEX
 # runs only the points whose name matches (e.g. 128k); ENGINE_BACKEND=epoll
 # (or io_uring) sets the gateway's reactor backend in the guest;
@@ -156,6 +157,15 @@ for p in "${points[@]}"; do
 done
 [ -z "${ENGINE_KEEP:-}" ] || { mkdir -p "$ENGINE_KEEP" && cp -r "$out/." "$ENGINE_KEEP/"; }
 [ $rc = 0 ] || { echo "engine.sh: a run failed" >&2; exit 1; }
+# With ENGINE_GW_LOG=debug, the nbd way's log has where its requests spent
+# their time inside the gateway, on its own clock (nbd/stages.c): what fio's
+# latency has beyond their sum was spent in the kernel's NBD client and
+# block layer, and in fio.  The few reads of the attach are left out.
+for f in "$out"/*.nbd.log; do
+	[ -e "$f" ] || continue
+	awk -v n="$(basename "$f" .nbd.log)" '/us per request in the gateway/ {
+		sub(/.*nbd [^:]*: /, ""); if ($1 + 0 >= 100) print "  " n ": " $0 }' "$f"
+done | { grep . && echo; } | sed '1i the gateway'"'"'s own split of /dev/nbdN requests (us per request, mean and worst; ENGINE_GW_LOG=debug):'
 if [ -n "${ENGINE_WAYS:-}" ]; then
 	for f in "$out"/*.json; do
 		python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split("/")[-1], "iops", round(j["iops"] if "iops" in j else max(j["jobs"][0]["read"]["iops"], j["jobs"][0]["write"]["iops"])))' "$f"

@@ -6,7 +6,8 @@
 #  - fio verify with 4K to 512K blocks (the target's MDTS is 128 KiB: a
 #    512K read is four commands, which fill the pipe one after the other),
 #    nbdcopy out and compare; the log counts the spliced replies and the
-#    bytes the TCP queues spliced;
+#    bytes the TCP queues spliced, and splits the reads' time in the
+#    gateway into its stages;
 #  - 512K reads alone on one connection: every reply spliced;
 #  - a client killed in the middle of large reads: the gateway carries on
 #    (SIGPIPE ignored, the pipe of the broken reply closed, not reused);
@@ -87,6 +88,20 @@ echo "batching, connection $cid: ${line##*: }"
 rq=${BASH_REMATCH[1]} rv=${BASH_REMATCH[2]} rp=${BASH_REMATCH[3]} sb=${BASH_REMATCH[4]}
 [ "$rq" -ge 32 ] && [ "$rp" = $((rq - 1)) ] && [ "$rv" -ge 1 ] && [ "$rv" -le "$rq" ] &&
 	[ "$sb" -ge 1 ] && [ "$sb" -le "$rp" ] || fail "batching counters do not add up: ${line##*: }"
+# Where its requests spent their time in the gateway (nbd/stages.c): one
+# line for its reads (at least the 32 of 512K, at most every reply), none
+# for writes; every mean within its worst case, and the volume (four
+# commands each, over the hop) took time.
+line=$(grep "$cid: [0-9]* reads, us per request" "$tmp/gw.log")
+echo "stages, connection $cid: ${line#*"$cid: "}"
+n=${line##*"$cid: "}
+n=${n%% *}
+[[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 32 ] && [ "$n" -le "$rp" ] || fail "stage line counts $n reads: $line"
+! grep -q "$cid: [0-9]* writes, us per request" "$tmp/gw.log" || fail "a writes stage line for a reader"
+awk '{ s = $0; sub(/.*gateway: /, "", s); k = split(s, f, /, /); ok = k == 4
+	for (i = 1; i <= k; i++) { split(f[i], w, /[ ()]+/); if (w[2] + 0 > w[4] + 0) ok = 0
+		if (w[1] == "volume" && w[2] + 0 <= 0) ok = 0 }
+	exit !ok }' <<< "$line" || fail "stage means do not fit their worst cases: $line"
 rm -f "$tmp/out512"
 # kill_clients RW SIZE: three fio clients killed 0.7 s into 128 KiB I/O at
 # QD32 (--thread: the job is this pid, not a child that would live on).
