@@ -81,10 +81,14 @@ struct nbd_conn;
  * gateway's own clock can say between which steps).  A stage starts at
  * its stamp and ends at the next one: */
 enum nbd_stage {
-	NBD_STAGE_RECEIVE, /* header parsed: a buffer, then a write's payload */
+	NBD_STAGE_RECEIVE, /* header parsed: the buffer budget, a pipe, a
+			    * write's payload (not the wait in the socket
+			    * before the header was read) */
 	NBD_STAGE_VOLUME, /* handed to the volume (the NVMe-oF leg) */
 	NBD_STAGE_QUEUED, /* answered: waits behind the send in flight */
-	NBD_STAGE_SEND, /* in a send until the client has taken all of it */
+	NBD_STAGE_SEND, /* in a send until the socket took all of it and the
+			 * reactor saw that (its completion, or a pipe's
+			 * deferred end) */
 	NBD_STAGES,
 };
 
@@ -200,6 +204,7 @@ struct nbd_conn {
 	 * for every request sends every reply alone). */
 	uint64_t nr_rx_calls, nr_rx_reqs, nr_tx_calls, nr_tx_replies;
 	struct nbd_stage_sum stages[2]; /* reads, writes */
+	bool stamps; /* debug logging was on at its start: stages are timed */
 
 	struct nbd_req *reqs;
 	struct list_node free, replyq;
@@ -239,9 +244,10 @@ static inline void nbd_rx_compact(struct nbd_conn *c)
 }
 
 /* stages.c */
-static inline void nbd_stage_mark(struct nbd_req *q, enum nbd_stage s)
+static inline void nbd_stage_mark(struct nbd_conn *c, struct nbd_req *q, enum nbd_stage s)
 {
-	q->t[s] = reactor_now_ns();
+	if (c->stamps)
+		q->t[s] = reactor_now_ns();
 }
 /* Adds one request that went out whole at `now`: a stage it skipped (a
  * reply without the volume) takes no time.  Stamps out of order (a clock

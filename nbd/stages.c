@@ -48,7 +48,8 @@ void nbd_stage_log(const struct nbd_conn *c)
 
 		if (!m->n)
 			continue;
-		for (unsigned s = 0; s < NBD_STAGES; s++)
+		/* Stops at the end of line: a cut line, never a write past it. */
+		for (unsigned s = 0; s < NBD_STAGES && (size_t)len < sizeof(line); s++)
 			len += snprintf(line + len, sizeof(line) - (size_t)len,
 					"%s%s %.1f (max %.1f)", s ? ", " : "", stage_name[s],
 					(double)m->ns[s] / (double)m->n / 1e3,

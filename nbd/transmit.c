@@ -130,7 +130,7 @@ static void reply(struct nbd_conn *c, struct nbd_req *q)
 	/* A spliced reply's header went into its pipe at submission. */
 	if (!q->spliced)
 		nbd_encode_reply(c, q);
-	nbd_stage_mark(q, NBD_STAGE_QUEUED);
+	nbd_stage_mark(c, q, NBD_STAGE_QUEUED);
 	INVARIANT(list_empty(&q->link), "reply of an NBD slot already on a list");
 	list_add_tail(&c->replyq, &q->link);
 	nbd_conn_tx_kick_later(c);
@@ -220,7 +220,7 @@ static void execute(struct nbd_conn *c, struct nbd_req *q)
 	io->cb = io_done;
 	io->ctx = q;
 	c->inflight++;
-	nbd_stage_mark(q, NBD_STAGE_VOLUME);
+	nbd_stage_mark(c, q, NBD_STAGE_VOLUME);
 	ret = vol_submit(v, c->r, io);
 	if (ret < 0) {
 		c->inflight--;
@@ -405,7 +405,7 @@ int nbd_tx_request(struct nbd_conn *c, const uint8_t *p)
 	q->err_at_offset = false;
 	q->loss_upto = 0;
 	memset(q->t, 0, sizeof(q->t));
-	nbd_stage_mark(q, NBD_STAGE_RECEIVE);
+	nbd_stage_mark(c, q, NBD_STAGE_RECEIVE);
 	if (q->type == NBD_CMD_DISC) {
 		nbd_req_put(c, q);
 		nbd_conn_drain(c, 0, "client sent NBD_CMD_DISC");

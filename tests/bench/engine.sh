@@ -163,8 +163,8 @@ done
 # block layer, and in fio.  The few reads of the attach are left out.
 for f in "$out"/*.nbd.log; do
 	[ -e "$f" ] || continue
-	awk -v n="$(basename "$f" .nbd.log)" '/us per request in the gateway/ {
-		sub(/.*nbd [^:]*: /, ""); if ($1 + 0 >= 100) print "  " n ": " $0 }' "$f"
+	awk -v n="$(basename "$f" .nbd.log)" 'match($0, /[0-9]+ (reads|writes), us per request in the gateway: .*/) {
+		s = substr($0, RSTART); if (s + 0 >= 100) print "  " n ": " s }' "$f"
 done | { grep . && echo; } | sed '1i the gateway'"'"'s own split of /dev/nbdN requests (us per request, mean and worst; ENGINE_GW_LOG=debug):'
 if [ -n "${ENGINE_WAYS:-}" ]; then
 	for f in "$out"/*.json; do

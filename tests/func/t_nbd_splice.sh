@@ -91,7 +91,7 @@ rq=${BASH_REMATCH[1]} rv=${BASH_REMATCH[2]} rp=${BASH_REMATCH[3]} sb=${BASH_REMA
 # Where its requests spent their time in the gateway (nbd/stages.c): one
 # line for its reads (at least the 32 of 512K, at most every reply), none
 # for writes; every mean within its worst case, and the volume (four
-# commands each, over the hop) took time.
+# commands each, over the hop) and the send (out of a pipe) took time.
 line=$(grep "$cid: [0-9]* reads, us per request" "$tmp/gw.log")
 echo "stages, connection $cid: ${line#*"$cid: "}"
 n=${line##*"$cid: "}
@@ -100,7 +100,7 @@ n=${n%% *}
 ! grep -q "$cid: [0-9]* writes, us per request" "$tmp/gw.log" || fail "a writes stage line for a reader"
 awk '{ s = $0; sub(/.*gateway: /, "", s); k = split(s, f, /, /); ok = k == 4
 	for (i = 1; i <= k; i++) { split(f[i], w, /[ ()]+/); if (w[2] + 0 > w[4] + 0) ok = 0
-		if (w[1] == "volume" && w[2] + 0 <= 0) ok = 0 }
+		if ((w[1] == "volume" || w[1] == "send") && w[2] + 0 <= 0) ok = 0 }
 	exit !ok }' <<< "$line" || fail "stage means do not fit their worst cases: $line"
 rm -f "$tmp/out512"
 # kill_clients RW SIZE: three fio clients killed 0.7 s into 128 KiB I/O at
