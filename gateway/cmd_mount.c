@@ -168,6 +168,7 @@ int cmd_mount(int argc, char **argv)
 		{ "daemon", no_argument, 0, 'd' },
 		{ "fuse-debug", no_argument, 0, 2005 },
 		{ "no-reclaim", no_argument, 0, 2006 },
+		{ "nice", required_argument, 0, 2007 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -197,7 +198,9 @@ int cmd_mount(int argc, char **argv)
 			       "      --uid N, --gid N       the file's owner (default ours)\n"
 			       "  -d, --daemon               detach once mounted; prints the pid\n"
 			       "      --fuse-debug           trace every FUSE request on stderr\n"
-			       "      --no-reclaim           no mlockall, PR_SET_IO_FLUSHER or oom_score_adj\n"
+			       "      --no-reclaim           no mlockall, PR_SET_IO_FLUSHER, oom_score_adj or nice\n"
+			       "      --nice N|off           the gateway's priority (default -20, as the\n"
+			       "                             kernel's own block I/O workers)\n"
 			       QOS_HELP SESSION_MEM_HELP SESSION_HELP);
 			return 0;
 		case 2000:
@@ -239,6 +242,12 @@ int cmd_mount(int argc, char **argv)
 			break;
 		case 2006:
 			m.reclaim = RECLAIM_OPTS_OFF;
+			break;
+		case 2007:
+			if (reclaim_parse_nice(optarg, &m.reclaim) < 0) {
+				fprintf(stderr, "nvmf-gateway mount: --nice '%s': -20..19 or off\n", optarg);
+				return 1;
+			}
 			break;
 		default:
 			rc = qos_parse_opt("mount", opt, optarg, &m.qos);

@@ -248,7 +248,9 @@ static void usage(void)
 	       "      --interface I            /dev/nbdN through auto (default), netlink or\n"
 	       "                               ioctl (kernels before 4.12: no reattach)\n"
 	       "      --no-reclaim             a kernel device without mlockall,\n"
-	       "                               PR_SET_IO_FLUSHER or oom_score_adj\n"
+	       "                               PR_SET_IO_FLUSHER, oom_score_adj or nice\n"
+	       "      --nice N|off             a kernel device's priority (default -20, as\n"
+	       "                               the kernel's own block I/O workers)\n"
 	       "      --nbd-tls on|require|off NBD_OPT_STARTTLS (sockets only; default off)\n"
 	       "      --nbd-tls-psk-file FILE  TLS 1.3 PSKs, psktool format (IDENTITY:HEXKEY)\n"
 	       "      --nbd-tls-certificates DIR  server-cert.pem, server-key.pem (ca-cert.pem)\n"
@@ -272,6 +274,7 @@ int cmd_nbd(int argc, char **argv)
 		{ "nbd-tls-certificates", required_argument, 0, 3008 },
 		{ "nbd-tls-verify-peer", no_argument, 0, 3009 },
 		{ "nbd-tls-max-handshakes", required_argument, 0, 3010 },
+		{ "nice", required_argument, 0, 3011 },
 		QOS_LONGOPTS,
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
@@ -297,6 +300,12 @@ int cmd_nbd(int argc, char **argv)
 			break;
 		case 3004:
 			n.reclaim = RECLAIM_OPTS_OFF;
+			break;
+		case 3011:
+			if (reclaim_parse_nice(optarg, &n.reclaim) < 0) {
+				fprintf(stderr, "nvmf-gateway nbd: --nice '%s': -20..19 or off\n", optarg);
+				return 1;
+			}
 			break;
 		case 3005: {
 			int i = 0;

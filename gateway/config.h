@@ -213,7 +213,7 @@ struct gw_config {
 	int max_connections;	/* per NBD listener, unless the export says */
 	int stall_timeout;	/* s; a client taking no replies is cut off
 				 * after this when others wait for buffers */
-	struct reclaim_opts reclaim;	/* gateway.mlock, io_flusher, oom_score_adj */
+	struct reclaim_opts reclaim;	/* gateway.mlock, io_flusher, oom_score_adj, nice */
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing

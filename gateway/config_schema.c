@@ -557,6 +557,7 @@ static const struct field gateway_fields[] = {
 	F_BOOL(C, "mlock", reclaim.mlock),
 	F_BOOL(C, "io_flusher", reclaim.io_flusher),
 	F_INT(C, "oom_score_adj", reclaim.oom_score_adj, -1000, 1000),
+	F_INT(C, "nice", reclaim.nice, -20, 19),
 	F_END,
 };
 

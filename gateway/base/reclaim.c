@@ -1,5 +1,6 @@
 #include "gateway/base/reclaim.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -87,6 +88,28 @@ static int oom_write(int v)
 	return ret;
 }
 
+/* nice is per thread on Linux: every thread there is now.  -errno of the
+ * first that refused (EPERM: no CAP_SYS_NICE and RLIMIT_NICE too low). */
+static int renice_all(int nice)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	int err = 0;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d))) {
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+		if (*end || tid <= 0)
+			continue;
+		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) < 0 && errno != ESRCH && !err)
+			err = -errno;
+	}
+	closedir(d);
+	return err;
+}
+
 static int do_mlock(void)
 {
 	struct rlimit rl;
@@ -110,7 +133,7 @@ static int do_mlock(void)
 void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 		    const struct reclaim_opts *o)
 {
-	char mbuf[40] = "off", fbuf[40] = "off", e1[24];
+	char mbuf[40] = "off", fbuf[40] = "off", nbuf[40] = "off", e1[24];
 	int ret;
 
 	if (done)
@@ -155,7 +178,42 @@ void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 	if (o->oom && (ret = oom_write(o->oom_score_adj)) < 0)
 		log_warn("reclaim: cannot set oom_score_adj %d: %s", o->oom_score_adj,
 			 strerror(-ret));
-	log_notice("reclaim: mlockall=%s io_flusher=%s oom_score_adj=%d", mbuf, fbuf, oom_read());
+	if (o->renice) {
+		ret = renice_all(o->nice);
+		if (ret < 0) {
+			snprintf(nbuf, sizeof(nbuf), "failed(%s)", err_name(-ret, e1, sizeof(e1)));
+			log_warn("reclaim: cannot set nice %d: %s (CAP_SYS_NICE or an RLIMIT_NICE of "
+				 "%d lifts it: Nice= or LimitNICE= in the unit); the kernel's own "
+				 "block I/O workers preempt the gateway and its clients share its CPU",
+				 o->nice, strerror(-ret), 20 - o->nice);
+		} else {
+			errno = 0;
+			int v = getpriority(PRIO_PROCESS, 0);
+			snprintf(nbuf, sizeof(nbuf), "%d", errno ? o->nice : v);
+		}
+	}
+	log_notice("reclaim: mlockall=%s io_flusher=%s oom_score_adj=%d nice=%s", mbuf, fbuf,
+		   oom_read(), nbuf);
 }
 
 bool reclaim_enabled(void) { return done; }
+
+int reclaim_parse_nice(const char *s, struct reclaim_opts *o)
+{
+	char *end;
+	long v;
+
+	if (!strcmp(s, "off")) {
+		o->renice = false;
+		return 0;
+	}
+	if (*s != '-' && (*s < '0' || *s > '9'))
+		return -EINVAL; /* strtol would skip spaces and take a '+' */
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < -20 || v > 19)
+		return -EINVAL;
+	o->renice = true;
+	o->nice = (int)v;
+	return 0;
+}

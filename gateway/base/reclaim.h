@@ -14,21 +14,32 @@ struct reclaim_opts {
 	bool io_flusher;	/* PR_SET_IO_FLUSHER on every reactor thread */
 	bool oom;		/* write oom_score_adj */
 	int oom_score_adj;	/* -1000..1000 */
+	/* setpriority on every thread of the process: the kernel's own block
+	 * I/O workers (nvme-tcp's, nbd's receive, nvmet's: WQ_HIGHPRI) run
+	 * at -20, and a gateway at 0 in their place is preempted by them
+	 * and shares its CPU with the very writers it serves (issue 20). */
+	bool renice;
+	int nice;		/* -20..19 */
 };
 
 #define RECLAIM_OPTS_DEFAULT                                              \
 	((struct reclaim_opts){ .mlock = true, .io_flusher = true, .oom = true, \
-				.oom_score_adj = -900 })
+				.oom_score_adj = -900, .renice = true, .nice = -20 })
 #define RECLAIM_OPTS_OFF ((struct reclaim_opts){ .oom_score_adj = 0 })
 
 /* Applies O once per process, from the thread of RS[SELF] (called on a
- * reactor): mlockall and oom_score_adj for the process, PR_SET_IO_FLUSHER
- * on this thread, on the other reactors by message and on reactor threads
- * started later.  Logs one line:
+ * reactor): mlockall, oom_score_adj and the nice value for the process
+ * (every thread it has; later ones take their creator's), and
+ * PR_SET_IO_FLUSHER on this thread, on the other reactors by message and on
+ * reactor threads started later.  Logs one line:
  *   reclaim: mlockall=ok|off|failed(ERR) io_flusher=ok|off|failed(ERR) oom_score_adj=N
+ *            nice=N|off|failed(ERR)
  * Failures are logged and the gateway goes on.  Later calls do nothing. */
 void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 		    const struct reclaim_opts *o);
 bool reclaim_enabled(void);
+/* --nice N|off: N in -20..19 sets O's nice, "off" leaves the priority
+ * alone; -EINVAL on anything else (O unchanged). */
+int reclaim_parse_nice(const char *s, struct reclaim_opts *o);
 
 #endif

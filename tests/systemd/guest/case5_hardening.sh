@@ -25,11 +25,19 @@ journal_since c5 -u "$U" | grep -q 'nbd0.*attached\|/dev/nbd0 attached' ||
 
 # Memory protections under the unit's own limits (issue 16): mlockall needs
 # LimitMEMLOCK=infinity (or CAP_IPC_LOCK), PR_SET_IO_FLUSHER needs
-# CAP_SYS_RESOURCE, and OOMScoreAdjust= sets the score before exec.
+# CAP_SYS_RESOURCE, and OOMScoreAdjust= sets the score before exec (as
+# Nice= the priority).
 rl=$(journalctl -q -u "$U" _PID="$pid" | grep -o 'reclaim: .*' | tail -n 1)
 echo "this process logged: $rl"
 grep -q 'reclaim: mlockall=ok io_flusher=ok' <<< "$rl" ||
 	fail "the memory protections did not all take effect under the unit: '$rl'"
+# Nice= sets -20 before exec, so the gateway's own setpriority of every
+# thread to gateway.nice (-20) needs no CAP_SYS_NICE (issue 20).
+grep -q ' nice=-20$' <<< "$rl" || fail "the priority did not take effect under the unit: '$rl'"
+for t in /proc/"$pid"/task/*; do
+	n=$(awk '{ sub(/.*\) /, ""); print $17 }' "$t/stat")
+	[ "$n" = -20 ] || fail "thread ${t##*/} at nice $n under the unit"
+done
 [ "$(cat "/proc/$pid/oom_score_adj")" = -900 ] || fail "oom_score_adj is $(cat "/proc/$pid/oom_score_adj"), not -900"
 lck=$(awk '$1 == "VmLck:" { print $2 }' "/proc/$pid/status")
 [ "${lck:-0}" -gt 0 ] || fail "no locked memory (VmLck ${lck:-none})"

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The gateway's priority while it serves the kernel of its own host (issue
+# 20): the kernel's own block I/O workers (nvme-tcp's io_work, nbd's
+# receive worker, nvmet's) run at nice -20, and a gateway at 0 in their
+# place lost a third of /dev/nbd0's 128K IOPS in the guest to preemption by
+# them.  `run` with a FUSE export (so the protections apply) against the
+# in-tree test target:
+#  - by default the log says nice=-20 and every thread of the process,
+#    reactors and the threads started after (FUSE, I/O), is at -20 after
+#    fio verify over FUSE;
+#  - gateway.nice = 5 puts every thread at 5;
+#  - without CAP_SYS_NICE (and RLIMIT_NICE 0) -20 is refused: the log says
+#    nice=failed(EACCES) with a warning naming the way out, and the gateway
+#    serves on;
+#  - gateway.nice = -21 is a config error naming file and line.
+set -u
+: "${GW:?run by tests/func/run.sh}" "${BUILD:?}" "${TOP:?}"
+. "$TOP/tests/lib/func.sh"
+T="$BUILD/nvmf-test-target"
+[ -x "$T" ] || fail "no $T"
+need_root "FUSE, and setting a negative nice"
+[ -c /dev/fuse ] || skip "no /dev/fuse (FUSE makes the gateway apply its protections)"
+need fusermount3 fio setpriv
+# CAP_SYS_NICE (bit 23) in this shell's effective set: the gateway started
+# from it may go below 0.
+cap=$(awk '$1 == "CapEff:" { print $2 }' /proc/self/status)
+(((16#$cap >> 23) & 1)) || skip "no CAP_SYS_NICE here"
+tmp=$(mktemp -d /tmp/reclaim-nice.XXXXXX)
+tpid='' gpid=''
+cleanup_fn rm -rf "$tmp"
+cleanup_fn stop_var tpid
+cleanup_fn unmount_lazy "$tmp/fuse"
+cleanup_fn stop_var gpid
+
+"$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:nice:64M --ready-file "$tmp/ready" \
+	> "$tmp/target.log" 2>&1 &
+tpid=$!
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
+port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
+[ -n "$port" ] || fail "the test target did not start"
+conf() { # NICE_LINE
+	cat > "$tmp/gw.conf" << EOF
+gateway = { reactors = 2; state_dir = "$tmp/state";
+$1
+};
+targets = (
+  { name = "t"; subnqn = "nqn.2014-08.org.nvmf-gateway:nice";
+    paths = ( { transport = "tcp"; traddr = "127.0.0.1"; trsvcid = "$port"; } ); } );
+exports = ( { name = "a"; target = "t"; nsid = 1; fuse = true; } );
+fuse = { mountpoint = "$tmp/fuse"; };
+EOF
+}
+# start [WRAPPER...]: the gateway on gw.conf, up with its reclaim line.
+start() {
+	: > "$tmp/gw.log"
+	"$@" "$GW" run -f -c "$tmp/gw.conf" > "$tmp/gw.log" 2>&1 &
+	gpid=$!
+	for _ in $(seq 300); do
+		[ -e "$tmp/fuse/a" ] && grep -q 'reclaim: mlockall=' "$tmp/gw.log" && break
+		kill -0 "$gpid" 2> /dev/null || { cat "$tmp/gw.log"; fail "the gateway exited"; }
+		sleep 0.1
+	done
+	[ -e "$tmp/fuse/a" ] || { cat "$tmp/gw.log"; fail "the gateway did not come up"; }
+	grep 'reclaim: mlockall=' "$tmp/gw.log"
+}
+verify() {
+	fio --name=f --filename="$tmp/fuse/a" --ioengine=io_uring --direct=1 --rw=randwrite \
+		--bssplit=4k/50:128k/50 --iodepth=8 --size=16M --verify=crc32c --verify_fatal=1 \
+		--verify_state_save=0 --output="$tmp/fio.out" > /dev/null 2>&1 ||
+		{ cat "$tmp/fio.out"; fail "fio verify over FUSE ($1)"; }
+}
+# threads_at N: every thread of the gateway has nice N (stat field 19).
+threads_at() {
+	local t n bad=0 cnt=0
+	for t in /proc/"$gpid"/task/*; do
+		n=$(awk '{ sub(/.*\) /, ""); print $17 }' "$t/stat") || continue
+		cnt=$((cnt + 1))
+		echo "  thread ${t##*/} ($(cat "$t/comm")): nice $n"
+		[ "$n" = "$1" ] || bad=1
+	done
+	[ "$cnt" -ge 2 ] && [ $bad = 0 ]
+}
+stop() { stop_var gpid; gpid=''; unmount_lazy "$tmp/fuse"; }
+
+conf ""
+start
+grep -q 'reclaim: .* nice=-20$' "$tmp/gw.log" || fail "no nice=-20 in the reclaim line"
+verify default
+threads_at -20 || fail "not every thread at -20"
+stop
+
+conf "nice = 5;"
+start
+grep -q 'reclaim: .* nice=5$' "$tmp/gw.log" || fail "no nice=5 in the reclaim line"
+verify "nice 5"
+threads_at 5 || fail "not every thread at 5"
+stop
+
+conf ""
+start setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice
+grep -E -q 'reclaim: .* nice=failed\(E(ACCES|PERM)\)$' "$tmp/gw.log" || fail "no nice=failed(EACCES) without CAP_SYS_NICE"
+grep -q 'cannot set nice -20: .*LimitNICE=' "$tmp/gw.log" || fail "no warning naming the way out"
+verify "no CAP_SYS_NICE"
+threads_at 0 || fail "threads moved without the right to"
+stop
+
+conf "nice = -21;"
+out=$("$GW" check -c "$tmp/gw.conf" 2>&1) && fail "nice = -21 accepted"
+echo "$out"
+grep -q "gw.conf:2: .*nice" <<< "$out" || fail "the error does not name the file, line and key"
+echo "PASS"
