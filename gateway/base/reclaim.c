@@ -88,8 +88,11 @@ static int oom_write(int v)
 	return ret;
 }
 
-/* nice is per thread on Linux: every thread there is now.  -errno of the
- * first that refused (EPERM: no CAP_SYS_NICE and RLIMIT_NICE too low). */
+/* nice is per thread on Linux: every thread there is now.  A thread
+ * already there is left alone, without a setpriority: the unit sets Nice=
+ * before the start and its seccomp filter refuses setpriority (EPERM) with
+ * the rest of @resources.  -errno of the first that refused (EACCES: no
+ * CAP_SYS_NICE and RLIMIT_NICE too low; EPERM: a seccomp filter). */
 static int renice_all(int nice)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -102,6 +105,10 @@ static int renice_all(int nice)
 		char *end;
 		long tid = strtol(de->d_name, &end, 10);
 		if (*end || tid <= 0)
+			continue;
+		errno = 0;
+		int cur = getpriority(PRIO_PROCESS, (id_t)tid);
+		if (!errno && cur == nice)
 			continue;
 		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) < 0 && errno != ESRCH && !err)
 			err = -errno;
@@ -183,8 +190,10 @@ void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 		if (ret < 0) {
 			snprintf(nbuf, sizeof(nbuf), "failed(%s)", err_name(-ret, e1, sizeof(e1)));
 			log_warn("reclaim: cannot set nice %d: %s (CAP_SYS_NICE or an RLIMIT_NICE of "
-				 "%d lifts it: Nice= or LimitNICE= in the unit); the kernel's own "
-				 "block I/O workers preempt the gateway and its clients share its CPU",
+				 "%d lifts it, LimitNICE= in a unit; the shipped unit's seccomp "
+				 "filter refuses setpriority: give its Nice= the same value); the "
+				 "kernel's own block I/O workers preempt the gateway and its clients "
+				 "share its CPU",
 				 o->nice, strerror(-ret), 20 - o->nice);
 		} else {
 			errno = 0;

@@ -12,6 +12,7 @@
 #  - without CAP_SYS_NICE (and RLIMIT_NICE 0) -20 is refused: the log says
 #    nice=failed(EACCES) with a warning naming the way out, and the gateway
 #    serves on;
+#  - started at -20 (the unit's Nice=) without CAP_SYS_NICE: no warning;
 #  - gateway.nice = -21 is a config error naming file and line.
 set -u
 : "${GW:?run by tests/func/run.sh}" "${BUILD:?}" "${TOP:?}"
@@ -102,6 +103,15 @@ grep -E -q 'reclaim: .* nice=failed\(E(ACCES|PERM)\)$' "$tmp/gw.log" || fail "no
 grep -q 'cannot set nice -20: .*LimitNICE=' "$tmp/gw.log" || fail "no warning naming the way out"
 verify "no CAP_SYS_NICE"
 threads_at 0 || fail "threads moved without the right to"
+stop
+
+# Started at -20 (the unit's Nice=), still without CAP_SYS_NICE: nothing
+# to change, so no warning (under the unit setpriority is refused by its
+# seccomp filter: tests/systemd/guest/case5_hardening.sh).
+start nice -n -20 setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice
+grep -q 'reclaim: .* nice=-20$' "$tmp/gw.log" || fail "no nice=-20 when started there"
+! grep -q 'cannot set nice' "$tmp/gw.log" || fail "a warning though every thread was at -20"
+threads_at -20 || fail "not every thread at -20 when started there"
 stop
 
 conf "nice = -21;"
