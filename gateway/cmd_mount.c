@@ -179,6 +179,7 @@ int cmd_mount(int argc, char **argv)
 	bool daemon = false;
 	char *abs_mp = NULL;
 	int opt, rc;
+	bool no_reclaim = false;
 	unsigned id;
 
 	session_defaults(&s, "4420");
@@ -241,7 +242,7 @@ int cmd_mount(int argc, char **argv)
 			m.debug = true;
 			break;
 		case 2006:
-			m.reclaim = RECLAIM_OPTS_OFF;
+			no_reclaim = true; /* after the loop: whatever --nice said */
 			break;
 		case 2007:
 			if (reclaim_parse_nice(optarg, &m.reclaim) < 0) {
@@ -264,6 +265,8 @@ int cmd_mount(int argc, char **argv)
 			}
 		}
 	}
+	if (no_reclaim)
+		m.reclaim = RECLAIM_OPTS_OFF;
 	if (optind != argc - 1) {
 		fprintf(stderr, "nvmf-gateway mount: one MOUNTPOINT is required (see --help)\n");
 		return 1;

@@ -283,6 +283,7 @@ int cmd_nbd(int argc, char **argv)
 	struct nbd_cli n = { .export = { .name = "" }, .nr_reactors = 1,
 			     .reclaim = RECLAIM_OPTS_DEFAULT };
 	int opt, rc;
+	bool no_reclaim = false;
 
 	session_defaults(&s, "4420");
 	while ((opt = getopt_long(argc, argv, SESSION_SHORTOPTS SESSION_PATH_SHORTOPTS "vh", longopts,
@@ -299,7 +300,7 @@ int cmd_nbd(int argc, char **argv)
 			n.export.name = optarg;
 			break;
 		case 3004:
-			n.reclaim = RECLAIM_OPTS_OFF;
+			no_reclaim = true; /* after the loop: whatever --nice said */
 			break;
 		case 3011:
 			if (reclaim_parse_nice(optarg, &n.reclaim) < 0) {
@@ -377,6 +378,8 @@ int cmd_nbd(int argc, char **argv)
 				return 1;
 		}
 	}
+	if (no_reclaim)
+		n.reclaim = RECLAIM_OPTS_OFF;
 	if (optind != argc - 1) {
 		fprintf(stderr, "nvmf-gateway nbd: one TARGET expected (unix:PATH, tcp:HOST:PORT, "
 				"/dev/nbdN or auto); see --help\n");

@@ -88,16 +88,13 @@ static int oom_write(int v)
 	return ret;
 }
 
-/* nice is per thread on Linux: every thread there is now.  A thread
- * already there is left alone, without a setpriority: the unit sets Nice=
- * before the start and its seccomp filter refuses setpriority (EPERM) with
- * the rest of @resources.  -errno of the first that refused (EACCES: no
- * CAP_SYS_NICE and RLIMIT_NICE too low; EPERM: a seccomp filter). */
-static int renice_all(int nice)
+/* One pass over every thread there is now: how many it changed, or
+ * -errno of the first that refused. */
+static int renice_pass(int nice)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *de;
-	int err = 0;
+	int err = 0, changed = 0;
 
 	if (!d)
 		return -errno;
@@ -110,11 +107,27 @@ static int renice_all(int nice)
 		int cur = getpriority(PRIO_PROCESS, (id_t)tid);
 		if (!errno && cur == nice)
 			continue;
-		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) < 0 && errno != ESRCH && !err)
+		if (setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0)
+			changed++;
+		else if (errno != ESRCH && !err)
 			err = -errno;
 	}
 	closedir(d);
-	return err;
+	return err ? err : changed;
+}
+
+int reclaim_renice(int nice)
+{
+	/* Again until a pass finds nothing to change: a thread cloned at
+	 * the old value during one (an io_uring worker of a busy reactor)
+	 * is in the next.  Bounded: a process that makes threads faster
+	 * than this walks is not the gateway. */
+	for (int i = 0; i < 8; i++) {
+		int ret = renice_pass(nice);
+		if (ret <= 0)
+			return ret;
+	}
+	return 0;
 }
 
 static int do_mlock(void)
@@ -186,7 +199,7 @@ void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 		log_warn("reclaim: cannot set oom_score_adj %d: %s", o->oom_score_adj,
 			 strerror(-ret));
 	if (o->renice) {
-		ret = renice_all(o->nice);
+		ret = reclaim_renice(o->nice);
 		if (ret < 0) {
 			snprintf(nbuf, sizeof(nbuf), "failed(%s)", err_name(-ret, e1, sizeof(e1)));
 			log_warn("reclaim: cannot set nice %d: %s (CAP_SYS_NICE or an RLIMIT_NICE of "

@@ -38,6 +38,13 @@ struct reclaim_opts {
 void reclaim_enable(struct reactor **rs, unsigned nr, unsigned self,
 		    const struct reclaim_opts *o);
 bool reclaim_enabled(void);
+/* Sets every thread of the process to nice (-20..19); threads started
+ * later take their creator's.  A thread already there is left alone,
+ * without a setpriority: the unit sets Nice= before the start and its
+ * seccomp filter refuses setpriority (EPERM) with the rest of @resources.
+ * 0, or -errno of the first thread that refused (EACCES: no CAP_SYS_NICE
+ * and RLIMIT_NICE too low; EPERM: a seccomp filter). */
+int reclaim_renice(int nice);
 /* --nice N|off: N in -20..19 sets O's nice, "off" leaves the priority
  * alone; -EINVAL on anything else (O unchanged). */
 int reclaim_parse_nice(const char *s, struct reclaim_opts *o);

@@ -1,8 +1,22 @@
 /* --nice N|off (gateway/base/reclaim.c): the range of setpriority, "off",
- * and nothing else; a refused value leaves the options as they were. */
+ * and nothing else; a refused value leaves the options as they were.
+ * reclaim_renice: every thread of the process moves (nice is per thread),
+ * and a thread already there is left alone without a setpriority, which
+ * the shipped unit's seccomp filter refuses (checked under such a filter,
+ * in a child). */
 #include <check.h>
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gateway/base/reclaim.h"
 
@@ -50,6 +64,80 @@ START_TEST(off_opts_leave_priority)
 }
 END_TEST
 
+static void *idle_thread(void *arg)
+{
+	int *tid = arg;
+
+	__atomic_store_n(tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	pause();
+	return NULL;
+}
+
+static int nice_of(int tid)
+{
+	errno = 0;
+	int v = getpriority(PRIO_PROCESS, (id_t)tid);
+	ck_assert_int_eq(errno, 0);
+	return v;
+}
+
+#if defined(__x86_64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* In a child (the filter and the new nice stay there): a second thread,
+ * both moved to 5 by one call; then setpriority refused as the unit's
+ * filter refuses it (EPERM), and 5 again still succeeds, 6 does not. */
+START_TEST(every_thread_and_seccomp)
+{
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		pthread_t th;
+		int tid = 0;
+		if (pthread_create(&th, NULL, idle_thread, &tid))
+			_exit(10);
+		while (!__atomic_load_n(&tid, __ATOMIC_ACQUIRE))
+			usleep(1000);
+		if (reclaim_renice(5) != 0)
+			_exit(11);
+		if (nice_of(0) != 5 || nice_of(tid) != 5)
+			_exit(12);
+#ifdef TEST_AUDIT_ARCH
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TEST_AUDIT_ARCH, 1, 0),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setpriority, 0, 1),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		};
+		struct sock_fprog prog = { .len = sizeof(f) / sizeof(f[0]), .filter = f };
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+			_exit(13);
+		if (setpriority(PRIO_PROCESS, 0, 5) == 0 || errno != EPERM)
+			_exit(14); /* the filter is not in place: the test proves nothing */
+		if (reclaim_renice(5) != 0)
+			_exit(15); /* every thread already at 5: no call, no failure */
+		if (reclaim_renice(6) != -EPERM)
+			_exit(16);
+		if (nice_of(0) != 5 || nice_of(tid) != 5)
+			_exit(17);
+#endif
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child failed at step %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("reclaim_nice");
@@ -60,6 +148,7 @@ int main(void)
 	tcase_add_test(tc, values);
 	tcase_add_test(tc, refused);
 	tcase_add_test(tc, off_opts_leave_priority);
+	tcase_add_test(tc, every_thread_and_seccomp);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
