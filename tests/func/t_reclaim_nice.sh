@@ -15,10 +15,7 @@
 #  - started at -20 (the unit's Nice=) without CAP_SYS_NICE: no warning;
 #  - gateway.nice = -21 is a config error naming file and line.
 set -u
-: "${GW:?run by tests/func/run.sh}" "${BUILD:?}" "${TOP:?}"
-. "$TOP/tests/lib/func.sh"
-T="$BUILD/nvmf-test-target"
-[ -x "$T" ] || fail "no $T"
+. "$TOP/tests/func/control/lib.sh"
 need_root "FUSE, and setting a negative nice"
 [ -c /dev/fuse ] || skip "no /dev/fuse (FUSE makes the gateway apply its protections)"
 need fusermount3 fio setpriv
@@ -26,19 +23,9 @@ need fusermount3 fio setpriv
 # from it may go below 0.
 cap=$(awk '$1 == "CapEff:" { print $2 }' /proc/self/status)
 (((16#$cap >> 23) & 1)) || skip "no CAP_SYS_NICE here"
-tmp=$(mktemp -d /tmp/reclaim-nice.XXXXXX)
-tpid='' gpid=''
-cleanup_fn rm -rf "$tmp"
-cleanup_fn stop_var tpid
-cleanup_fn unmount_lazy "$tmp/fuse"
+gpid=''
 cleanup_fn stop_var gpid
-
-"$T" -s 0 --subsys nqn.2014-08.org.nvmf-gateway:nice:64M --ready-file "$tmp/ready" \
-	> "$tmp/target.log" 2>&1 &
-tpid=$!
-for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.1; done
-port=$(grep -o '[0-9]*$' "$tmp/ready" | head -1)
-[ -n "$port" ] || fail "the test target did not start"
+target_start nqn.2014-08.org.nvmf-gateway:nice:64M
 conf() { # NICE_LINE
 	cat > "$tmp/gw.conf" << EOF
 gateway = { reactors = 2; state_dir = "$tmp/state";
