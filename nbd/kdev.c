@@ -375,6 +375,25 @@ uint64_t nbd_kdev_server_flags(uint16_t export_flags, unsigned *connections)
 	return f;
 }
 
+/* Read replies leave through the gateway's end: with the default 208 KiB
+ * (wmem_max) a 128 KiB reply and a half fit, and a spliced reply waits on
+ * the kernel's receive worker between its pieces.  With 4 MiB each way,
+ * 128K reads at QD8 on /dev/nbd0 in the TCG guest ran 861-945 IOPS
+ * against 802-848, at 0.81-0.93 of the gateway's CPU per read, alternated over
+ * three rounds; 128K writes were level (629-688 against 649-679).  The
+ * buffer holds only what the driver has in flight, its queue depth. */
+int nbd_kdev_socketpair(int sv[2])
+{
+	int sz = NBD_KDEV_SNDBUF;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	for (int i = 0; i < 2; i++)
+		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+			(void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	return 0;
+}
+
 /* ---- Netlink exchange (helper thread only) ----------------------------- */
 
 struct kdev_exch {
@@ -1073,9 +1092,8 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 		snprintf(d->backend, sizeof(d->backend), "nvmf-gateway:%s", e->name);
 	for (unsigned i = 0; i < n; i++) {
 		d->conns[i] = (struct kdev_conn){ .d = d, .i = i, .kfd = -1, .sfd = -1 };
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-			err = -errno;
-			log_err("nbd: socketpair: %s", strerror(errno));
+		if ((err = nbd_kdev_socketpair(sv)) < 0) {
+			log_err("nbd: socketpair: %s", strerror(-err));
 			for (unsigned j = 0; j < i; j++)
 				close(d->conns[j].sfd);
 			kdev_free(d);
