@@ -391,6 +391,16 @@ int nbd_kdev_socketpair(int sv[2])
 	for (int i = 0; i < 2; i++)
 		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
 			(void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	/* Under the shipped unit (no CAP_NET_ADMIN) wmem_max decides: say
+	 * so once, with the way to the larger buffer. */
+	static bool told;
+	int got = 0;
+	socklen_t len = sizeof(got);
+	if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED) &&
+	    getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &got, &len) == 0 && got < 2 * sz)
+		log_info("nbd: kernel device sockets get %d KiB send buffers, not %d: "
+			 "net.core.wmem_max >= %d (or CAP_NET_ADMIN) speeds up large reads",
+			 got / 2048, sz >> 10, sz);
 	return 0;
 }
 
