@@ -224,8 +224,13 @@ TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 	$(BUILD)/results/chaos.res $(BUILD)/results/interop.res \
 	$(BUILD)/results/systemd.res \
 	build-asan/results/unit.res build-fuzz/results/fuzz.res
+# Each step's make builds with a job per CPU (the suites' own recipes stay
+# one command each, so only compiling runs in parallel): the main, ASan and
+# fuzz builds ran one file at a time (all and unit-bins: 69 s, 38 s with
+# two jobs on this 2-CPU host).
 TEST_STEPS := $(BUILD)/test-steps
-test_step = echo "== make test: $(1)"; t0=$$(date +%s); $(MAKE) $(1); st=$$?; \
+TEST_JOBS ?= $(shell nproc)
+test_step = echo "== make test: $(1)"; t0=$$(date +%s); $(MAKE) -j$(TEST_JOBS) $(1); st=$$?; \
 	echo "$(1) $$st $$(($$(date +%s) - t0))" >> $(TEST_STEPS);
 test:
 	$(DEPS) deb
