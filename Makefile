@@ -230,7 +230,7 @@ TEST_RESULTS ?= $(BUILD)/results/unit.res $(BUILD)/results/func.res \
 # two jobs on this 2-CPU host).
 TEST_STEPS := $(BUILD)/test-steps
 TEST_JOBS ?= $(shell nproc)
-test_step = echo "== make test: $(1)"; t0=$$(date +%s); $(MAKE) -j$(TEST_JOBS) $(1); st=$$?; \
+test_step = echo "== make test: $(1)"; t0=$$(date +%s); $(MAKE) -j$(or $(TEST_JOBS),1) $(1); st=$$?; \
 	echo "$(1) $$st $$(($$(date +%s) - t0))" >> $(TEST_STEPS);
 test:
 	$(DEPS) deb

@@ -375,22 +375,23 @@ uint64_t nbd_kdev_server_flags(uint16_t export_flags, unsigned *connections)
 	return f;
 }
 
-/* Read replies leave through the gateway's end: with the default 208 KiB
- * (wmem_max) a 128 KiB reply and a half fit, and a spliced reply waits on
- * the kernel's receive worker between its pieces.  With 4 MiB each way,
- * 128K reads at QD8 on /dev/nbd0 in the TCG guest ran 861-945 IOPS
- * against 802-848, at 0.81-0.93 of the gateway's CPU per read, alternated over
- * three rounds; 128K writes were level (629-688 against 649-679).  The
- * buffer holds only what the driver has in flight, its queue depth. */
+/* Read replies leave through the gateway's end, sv[0]: with the default
+ * 208 KiB a 128 KiB reply and a half fit, and a spliced reply waits on the
+ * kernel's receive worker between its pieces.  With 4 MiB (each way, as
+ * measured), 128K reads at QD8 on /dev/nbd0 in the TCG guest ran 861-945
+ * IOPS against 802-848, at 0.81-0.93 of the gateway's CPU per read,
+ * alternated over three rounds; 128K writes were level (629-688 against
+ * 649-679).  The kernel's end keeps its default: the driver sends with
+ * __GFP_MEMALLOC, and what its send buffer holds may come from the
+ * emergency reserves just when the gateway is slow under pressure. */
 int nbd_kdev_socketpair(int sv[2])
 {
 	int sz = NBD_KDEV_SNDBUF;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
-	for (int i = 0; i < 2; i++)
-		if (setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-			(void)setsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 	/* Under the shipped unit (no CAP_NET_ADMIN) wmem_max decides: say
 	 * so once, with the way to the larger buffer. */
 	static bool told;
@@ -398,7 +399,7 @@ int nbd_kdev_socketpair(int sv[2])
 	socklen_t len = sizeof(got);
 	if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED) &&
 	    getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &got, &len) == 0 && got < 2 * sz)
-		log_info("nbd: kernel device sockets get %d KiB send buffers, not %d: "
+		log_info("nbd: kernel device sockets get a %d KiB send buffer, not %d KiB: "
 			 "net.core.wmem_max >= %d (or CAP_NET_ADMIN) speeds up large reads",
 			 got / 2048, sz >> 10, sz);
 	return 0;
@@ -1100,8 +1101,12 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 		snprintf(d->backend, sizeof(d->backend), "%s", o->backend_id);
 	else
 		snprintf(d->backend, sizeof(d->backend), "nvmf-gateway:%s", e->name);
-	for (unsigned i = 0; i < n; i++) {
+	/* All of them first: kdev_free closes every kfd that is not -1, and a
+	 * pair that fails part way (EMFILE) leaves the rest as calloc made
+	 * them, fd 0. */
+	for (unsigned i = 0; i < n; i++)
 		d->conns[i] = (struct kdev_conn){ .d = d, .i = i, .kfd = -1, .sfd = -1 };
+	for (unsigned i = 0; i < n; i++) {
 		if ((err = nbd_kdev_socketpair(sv)) < 0) {
 			log_err("nbd: socketpair: %s", strerror(-err));
 			for (unsigned j = 0; j < i; j++)

@@ -134,12 +134,13 @@ int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, uns
  * *connections drops to 1 when the flags do not allow several. */
 uint64_t nbd_kdev_server_flags(uint16_t export_flags, unsigned *connections);
 
-/* Each end's send buffer asked of a kernel device's socket pair. */
+/* The send buffer asked for the gateway's end of a kernel device's pair. */
 #define NBD_KDEV_SNDBUF (4 << 20)
 
 /* The socket pair of one connection to the kernel's driver: sv[1] is the
- * kernel's.  Both ends get NBD_KDEV_SNDBUF, past wmem_max where the
- * process has CAP_NET_ADMIN; -errno only if the pair was not made. */
+ * kernel's, left at its default; sv[0], the gateway's, gets
+ * NBD_KDEV_SNDBUF, past wmem_max where the process has CAP_NET_ADMIN.
+ * -errno only if the pair was not made. */
 int nbd_kdev_socketpair(int sv[2]);
 
 #endif

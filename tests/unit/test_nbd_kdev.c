@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -479,13 +480,15 @@ static int sndbuf_unprivileged(int bytes)
 	return 2 * (bytes < max ? bytes : max);
 }
 
-/* Both ends of the kernel's socket pair get NBD_KDEV_SNDBUF: with it, a
- * 1 MiB send is taken whole while nobody reads, where the default
- * (208 KiB) takes a part.  Without CAP_NET_ADMIN, what wmem_max allows. */
+/* The gateway's end of the kernel's socket pair gets NBD_KDEV_SNDBUF: with
+ * it, a 1 MiB send is taken whole while nobody reads, where the default
+ * (208 KiB) takes a part.  Without CAP_NET_ADMIN, what wmem_max allows.
+ * The kernel's end keeps the default (its driver sends with
+ * __GFP_MEMALLOC). */
 START_TEST(socketpair_send_buffers)
 {
 	static char buf[1 << 20];
-	int sv[2], probe, sz = NBD_KDEV_SNDBUF, got;
+	int sv[2], probe, sz = NBD_KDEV_SNDBUF, got, def;
 	socklen_t len = sizeof(got);
 	bool privileged;
 	ssize_t n;
@@ -493,15 +496,16 @@ START_TEST(socketpair_send_buffers)
 
 	probe = socket(AF_UNIX, SOCK_STREAM, 0);
 	ck_assert_int_ge(probe, 0);
+	ck_assert_int_eq(getsockopt(probe, SOL_SOCKET, SO_SNDBUF, &def, &len), 0);
 	privileged = setsockopt(probe, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) == 0;
 	close(probe);
 	ck_assert_int_eq(nbd_kdev_socketpair(sv), 0);
-	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(getsockopt(sv[i], SOL_SOCKET, SO_SNDBUF, &got, &len), 0);
-		ck_assert_int_eq(got, privileged ? 2 * NBD_KDEV_SNDBUF
-						 : sndbuf_unprivileged(NBD_KDEV_SNDBUF));
+	ck_assert_int_eq(getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &got, &len), 0);
+	ck_assert_int_eq(got, privileged ? 2 * NBD_KDEV_SNDBUF : sndbuf_unprivileged(NBD_KDEV_SNDBUF));
+	ck_assert_int_eq(getsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &got, &len), 0);
+	ck_assert_int_eq(got, def);
+	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(fcntl(sv[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-	}
 	if (privileged) {
 		memset(buf, 0x5a, sizeof(buf));
 		n = send(sv[0], buf, sizeof(buf), MSG_DONTWAIT);
@@ -517,6 +521,51 @@ START_TEST(socketpair_send_buffers)
 	}
 	close(sv[0]);
 	close(sv[1]);
+}
+END_TEST
+
+/* Out of descriptors part way through the pairs of a several-connection
+ * attach: the attach fails with EMFILE and closes only what it opened.
+ * It once closed fd 0 for every connection after the failing one (their
+ * kfd was still calloc's 0). */
+START_TEST(attach_out_of_fds_closes_only_its_own)
+{
+	struct nbd_kdev_opts o = { .index = -1, .connections = 8, .dead_conn_timeout_s = 5,
+				   .backend_id = "nvmf-gateway:unit",
+				   .genl_family = "nvmf-gw-unit-none", .iface = NBD_IFACE_NETLINK };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+	struct rlimit rl;
+	int zero, next;
+
+	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, &v), 0);
+	e.vol = v;
+	/* fd 0 open on something of our own, to see whether it is closed. */
+	zero = open("/dev/null", O_RDONLY);
+	ck_assert_int_ge(zero, 0);
+	ck_assert_int_eq(dup2(zero, 0), 0);
+	close(zero);
+	next = dup(0);
+	ck_assert_int_gt(next, 0);
+	close(next);
+	/* Room for two pairs and a half: the third pair fails. */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	rl.rlim_cur = (rlim_t)next + 5;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), -EMFILE);
+	ck_assert_int_ne(fcntl(0, F_GETFD), -1);
+	/* And every descriptor it opened is closed again. */
+	next = dup(0);
+	ck_assert_int_gt(next, 0);
+	ck_assert_int_le(next, (int)rl.rlim_cur - 5);
+	close(next);
+	reactor_poll(&r, NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 0);
+	vol_destroy(v);
+	reactor_fini(&r);
 }
 END_TEST
 
@@ -546,6 +595,7 @@ static Suite *suite(void)
 	tc = tcase_create("reactor");
 	tcase_add_test(tc, attach_fails_cleanly_without_the_family);
 	tcase_add_test(tc, attach_rejects_bad_options);
+	tcase_add_test(tc, attach_out_of_fds_closes_only_its_own);
 	suite_add_tcase(s, tc);
 	return s;
 }
