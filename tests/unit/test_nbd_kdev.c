@@ -416,19 +416,32 @@ static void on_attached(void *arg, struct nbd_kdev *d, int index_or_err)
 	res->err = index_or_err;
 }
 
+/* An attach that can never reach a kernel: its netlink family does not
+ * exist.  With a reactor and a 1 MiB RAM volume behind the export. */
+static struct nbd_kdev_opts no_family_opts(unsigned connections)
+{
+	return (struct nbd_kdev_opts){ .index = -1, .connections = connections,
+				       .dead_conn_timeout_s = 5, .backend_id = "nvmf-gateway:unit",
+				       .genl_family = "nvmf-gw-unit-none",
+				       .iface = NBD_IFACE_NETLINK };
+}
+
+static void attach_env_init(struct reactor *r, struct nbd_export *e, struct volume **v)
+{
+	ck_assert_int_eq(reactor_init(r, 0, 64), 0);
+	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, v), 0);
+	e->vol = *v;
+}
+
 START_TEST(attach_fails_cleanly_without_the_family)
 {
-	struct nbd_kdev_opts o = { .index = -1, .connections = 2, .dead_conn_timeout_s = 5,
-				   .backend_id = "nvmf-gateway:unit",
-				   .genl_family = "nvmf-gw-unit-none", .iface = NBD_IFACE_NETLINK };
+	struct nbd_kdev_opts o = no_family_opts(2);
 	struct nbd_export e = { .name = "unit" };
 	struct attach_result res = { 0 };
 	struct reactor r;
 	struct volume *v;
 
-	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
-	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, &v), 0);
-	e.vol = v;
+	attach_env_init(&r, &e, &v);
 	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), 0);
 	/* Bounded only so that a lost callback fails instead of hanging. */
 	for (int i = 0; i < 3000 && !res.calls; i++)
@@ -530,9 +543,7 @@ END_TEST
  * kfd was still calloc's 0). */
 START_TEST(attach_out_of_fds_closes_only_its_own)
 {
-	struct nbd_kdev_opts o = { .index = -1, .connections = 8, .dead_conn_timeout_s = 5,
-				   .backend_id = "nvmf-gateway:unit",
-				   .genl_family = "nvmf-gw-unit-none", .iface = NBD_IFACE_NETLINK };
+	struct nbd_kdev_opts o = no_family_opts(8);
 	struct nbd_export e = { .name = "unit" };
 	struct attach_result res = { 0 };
 	struct reactor r;
@@ -540,9 +551,7 @@ START_TEST(attach_out_of_fds_closes_only_its_own)
 	struct rlimit rl;
 	int zero, next;
 
-	ck_assert_int_eq(reactor_init(&r, 0, 64), 0);
-	ck_assert_int_eq(vol_mem_create("unit", 1 << 20, 512, VOL_CAP_FLUSH, 1, &v), 0);
-	e.vol = v;
+	attach_env_init(&r, &e, &v);
 	/* fd 0 open on something of our own, to see whether it is closed. */
 	zero = open("/dev/null", O_RDONLY);
 	ck_assert_int_ge(zero, 0);
