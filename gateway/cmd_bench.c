@@ -53,6 +53,9 @@ struct bench {
 	uint32_t *gens; /* per unit, 0 = never written */
 	uint8_t *busy; /* per unit: an I/O in flight */
 	uint64_t ios, bytes, errors, mismatches, checked;
+	/* The I/O queues' time with the target and commands completed, at
+	 * the run's start, then over the run (nvmf_queue.target_ns). */
+	uint64_t target_ns, cmds;
 	struct hist lat;
 	uint64_t elapsed_ns;
 	bool stop;
@@ -234,11 +237,34 @@ static void slot_start(struct slot *sl)
 		slot_done(&sl->io, ret);
 }
 
+/* Sums over the I/O queues: their time with the target, and commands. */
+static void queue_sums(const struct bench *b, uint64_t *target_ns, uint64_t *cmds)
+{
+	*target_ns = *cmds = 0;
+	for (unsigned i = 0; i < b->s->ctrl.nr_ioq; i++) {
+		*target_ns += b->s->ctrl.ioq[i].target_ns;
+		*cmds += b->s->ctrl.ioq[i].nr_completed;
+	}
+}
+
+/* Ends the run's sums (phase_start took their start). */
+static void run_sums_end(struct bench *b)
+{
+	uint64_t t, c;
+	queue_sums(b, &t, &c);
+	b->target_ns = t - b->target_ns;
+	b->cmds = c - b->cmds;
+}
+
 static void report(struct bench *b)
 {
 	double secs = (double)b->elapsed_ns / 1e9;
 	double iops = secs > 0 ? (double)b->ios / secs : 0;
 	double mibs = secs > 0 ? (double)b->bytes / secs / (1024.0 * 1024) : 0;
+	/* Per I/O: the time its commands were with the target (where the
+	 * transport measures it, else 0), and how many commands it took. */
+	double tgt_us = b->ios ? (double)b->target_ns / (double)b->ios / 1e3 : 0;
+	double cmds = b->ios ? (double)b->cmds / (double)b->ios : 0;
 	struct session *s = b->s;
 
 	if (s->json) {
@@ -247,6 +273,7 @@ static void report(struct bench *b)
 		       "\"qd\": %u, \"queues\": %u, \"seconds\": %.3f, \"ios\": %llu, "
 		       "\"iops\": %.1f, \"mibps\": %.2f, \"lat_us\": {\"mean\": %.1f, "
 		       "\"p50\": %.1f, \"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f}, "
+		       "\"target_us\": %.1f, \"cmds_per_io\": %.2f, "
 		       "\"errors\": %llu, \"verify\": %s, \"checked\": %llu, \"mismatches\": %llu}\n",
 		       nvmf_trtype_name(s->opts.path.trtype), s->opts.path.traddr,
 		       s->opts.path.trsvcid, s->opts.subnqn, s->nsid, wl_names[b->wl], b->bs, b->qd,
@@ -254,7 +281,7 @@ static void report(struct bench *b)
 		       hist_mean(&b->lat) / 1e3, (double)hist_percentile(&b->lat, 50) / 1e3,
 		       (double)hist_percentile(&b->lat, 99) / 1e3,
 		       (double)hist_percentile(&b->lat, 99.9) / 1e3,
-		       (double)hist_max(&b->lat) / 1e3, (unsigned long long)b->errors,
+		       (double)hist_max(&b->lat) / 1e3, tgt_us, cmds, (unsigned long long)b->errors,
 		       b->verify ? "true" : "false", (unsigned long long)b->checked,
 		       (unsigned long long)b->mismatches);
 		return;
@@ -266,6 +293,8 @@ static void report(struct bench *b)
 	       iops, mibs, hist_mean(&b->lat) / 1e3, (double)hist_percentile(&b->lat, 50) / 1e3,
 	       (double)hist_percentile(&b->lat, 99) / 1e3,
 	       (double)hist_percentile(&b->lat, 99.9) / 1e3, (double)hist_max(&b->lat) / 1e3);
+	if (b->target_ns)
+		printf("  with the target: %.1f us per I/O (%.2f commands each)\n", tgt_us, cmds);
 	if (b->verify)
 		printf("  verify: %llu blocks checked, %llu mismatches%s\n",
 		       (unsigned long long)b->checked, (unsigned long long)b->mismatches,
@@ -282,6 +311,7 @@ static void phase_start(struct bench *b, enum phase p)
 	if (p == PH_RUN) {
 		b->start_ns = reactor_now_ns();
 		b->phase_end_ns = b->start_ns + (uint64_t)b->seconds * NSEC_PER_SEC;
+		queue_sums(b, &b->target_ns, &b->cmds);
 	}
 	for (unsigned i = 0; i < b->qd * b->s->ctrl.nr_ioq; i++)
 		slot_start(&b->slots[i]);
@@ -290,8 +320,10 @@ static void phase_start(struct bench *b, enum phase p)
 static void phase_next(struct bench *b)
 {
 	if (b->errors) {
-		if (b->phase == PH_RUN)
+		if (b->phase == PH_RUN) {
 			b->elapsed_ns = reactor_now_ns() - b->start_ns;
+			run_sums_end(b);
+		}
 		report(b);
 		session_finish(b->s, 1);
 		return;
@@ -302,6 +334,7 @@ static void phase_next(struct bench *b)
 		return;
 	case PH_RUN:
 		b->elapsed_ns = reactor_now_ns() - b->start_ns;
+		run_sums_end(b);
 		if (b->verify) {
 			phase_start(b, PH_CHECK);
 			return;

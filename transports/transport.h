@@ -132,6 +132,12 @@ struct nvmf_queue {
 	nvmf_queue_cb down_cb; /* the queue left LIVE */
 	/* Statistics, updated on the owning reactor only. */
 	uint64_t nr_submitted, nr_completed, nr_errors;
+	/* The requests' time with the target, where the transport measures
+	 * it (TCP): from the reap of the send that put a request's last PDU
+	 * in the socket to the target's next PDU for it.  At a given depth no
+	 * initiator takes that off a request's latency, so it bounds what any
+	 * initiator could reach against this target (gateway bench). */
+	uint64_t target_ns;
 };
 
 struct nvmf_waiter {

@@ -184,7 +184,8 @@ def load(name, way):
     if way.startswith("bench"):
         assert j["errors"] == 0, f"{name}: bench errors"
         ios, r = j["ios"], dict(iops=j["iops"], mibs=j["mibps"], mean=j["lat_us"]["mean"],
-                                p99=j["lat_us"]["p99"], fio=None)
+                                p99=j["lat_us"]["p99"], fio=None, target=j.get("target_us"),
+                                cmds=j.get("cmds_per_io"), qd=j["qd"] * j["queues"])
     else:
         job = j["jobs"][0]
         assert job["error"] == 0, f"{name}: fio error {job['error']}"
@@ -321,6 +322,28 @@ for name in names:
     for way in bench_ways(name):
         if not ("qd1" in name and way == "benchpoll"):
             bound(name, way, fl[fm], what)
+
+# A third bound, from the target's own time per command as the engine
+# measures it (bench's target_us: from the reap of the send that put our
+# last PDU for a command in the socket to the target's next PDU for it, so
+# neither our sends nor our wake-ups are in it).  With qd I/Os of `cmds`
+# commands each in flight, at most that many commands are with the target
+# at once, and by Little's law IOPS x target_us <= qd x cmds: qd x cmds /
+# target_us is the most an initiator could reach at this depth were each
+# command as long with the target as in bench's run.  (An initiator quicker
+# than bench keeps more of its commands with the target at once, which
+# leaves each no less to wait for there; that is the bound's assumption.)
+print("\nwere bench's own time zero (each command's time with the target as in its run, measured by the"
+      " engine):")
+for name in names:
+    for way in bench_ways(name):
+        r = res[name][way]
+        if not r.get("target"):
+            continue
+        most = r["qd"] * r["cmds"] * 1e6 / r["target"]
+        k = res[name]["kernel"]["iops"]
+        print(f"  {name:17} {way:9} {r['target']:8.1f} us with the target at QD {r['qd']}: at most"
+              f" {most:7.0f} IOPS, {most / k:4.2f}x the kernel host: {'out of reach' if most < 1.5 * k else 'not excluded'}")
 
 # ENGINE_PROFILE: each part's share of the run's busy samples, times the
 # run's guest busy CPU per I/O (the profile covers the run's middle).

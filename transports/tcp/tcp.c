@@ -213,9 +213,21 @@ int tcp_queue_h2c(struct tcp_queue *tq, struct nvmf_req *req)
 		return -EIO;
 	/* If the last H2CData of the previous R2T is still being sent, the
 	 * batch completion picks this one up (see send_done). */
+	tcp_req_of(req)->heard = false;
 	item_queue(tq, &tcp_req_of(req)->h2c_item);
 	tcp_send_kick(tq);
 	return 0;
+}
+
+void tcp_req_heard(struct tcp_queue *tq, struct nvmf_req *req)
+{
+	struct tcp_req *tr = tcp_req_of(req);
+
+	tr->heard = true;
+	if (tr->turn_ns) {
+		tq->q->target_ns += reactor_now_ns() - tr->turn_ns;
+		tr->turn_ns = 0;
+	}
 }
 
 void tcp_tx_pipe_setup(struct tcp_queue *tq)
@@ -592,14 +604,23 @@ static void batch_sent(struct tcp_queue *tq)
 	 * loop walks its own copy of the requests. */
 	struct nvmf_req *done[TCP_SEND_IOV];
 	unsigned cnt = tq->batch_cnt;
+	uint64_t now = 0;
 	tq->batch_cnt = 0;
 	for (unsigned i = 0; i < cnt; i++) {
 		struct tcp_send_item *it = tq->batch[i];
 		struct tcp_req *tr = tcp_req_of(it->req);
 		it->in_batch = false;
 		done[i] = it->req;
-		if (it->kind == TCP_ITEM_H2C && tr->h2c_off < tr->r2t_end && !tr->resp_ready)
+		if (it->kind == TCP_ITEM_H2C && tr->h2c_off < tr->r2t_end && !tr->resp_ready) {
 			item_queue(tq, it);
+		} else if (!tr->heard && !tr->resp_ready) {
+			/* All we had for it is in the socket: the target's turn.
+			 * Stamped at the reap, not the submit, so that the
+			 * send's own time is never counted as the target's. */
+			if (!now)
+				now = reactor_now_ns();
+			tr->turn_ns = now;
+		}
 	}
 	for (unsigned i = 0; i < cnt; i++)
 		req_finish_if_ready(tq, done[i]);
@@ -623,6 +644,8 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	tr->h2c_item.kind = TCP_ITEM_H2C;
 	tr->h2c_off = tr->r2t_end = tr->c2h_off = 0;
 	tr->resp_ready = false;
+	tr->turn_ns = 0;
+	tr->heard = false;
 	/* Fabrics commands may always use the admin queue's 8 KiB capsule. */
 	uint32_t icmax = sqe->opcode == NVME_FABRICS_COMMAND ? NVME_TCP_ADMIN_CCSZ :
 							       q->in_capsule_max;
@@ -1042,6 +1065,10 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		  q->name, (unsigned long long)tq->nr_tx_pdus,
 		  (unsigned long long)tq->nr_tx_batches,
 		  (unsigned long long)tq->nr_tx_spliced_data);
+	if (q->nr_completed)
+		log_debug("%s: tcp: requests waited %.1f us each on the target (%llu completed)",
+			  q->name, (double)q->target_ns / (double)q->nr_completed / 1e3,
+			  (unsigned long long)q->nr_completed);
 	pipe_sink_close_counted(&tq->tx_pipe);
 	reactor_timer_cancel(&tq->connect_timer);
 	reactor_timer_cancel(&tq->term_timer);

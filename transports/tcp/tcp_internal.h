@@ -59,6 +59,12 @@ struct tcp_req {
 	 * request completes only when both have happened. */
 	bool resp_ready;
 	struct nvme_cqe resp;
+	/* The target's turn (q->target_ns): since when it has had all we
+	 * sent for this request (0: not its turn), and whether it has sent a
+	 * PDU for it since our last send was queued (then a later reap of
+	 * that send starts no turn). */
+	uint64_t turn_ns;
+	bool heard;
 };
 
 enum tcp_rx_state {
@@ -174,6 +180,9 @@ static inline struct tcp_req *tcp_req_of(struct nvmf_req *req)
  * count consumed (less than len only when the queue failed), or -errno
  * after the connection was failed with a logged reason. */
 int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len);
+/* The target sent a PDU for req (R2T, C2HData, CapsuleResp): its turn,
+ * if it had one, ends (nvmf_queue.target_ns). */
+void tcp_req_heard(struct tcp_queue *tq, struct nvmf_req *req);
 /* Arms the socket's receive, once the ICReq is sent (the unit tests' live
  * queue arms it itself). */
 void tcp_recv_arm(struct tcp_queue *tq);

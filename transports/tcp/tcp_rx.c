@@ -177,6 +177,7 @@ static int handle_rsp(struct tcp_queue *tq)
 		return tcp_protocol_error(tq, NVME_TCP_FES_PDU_SEQ_ERR, 20,
 					  "CID 0x%04x completed after %u of %u bytes were sent",
 					  r->cqe.cid, tr->h2c_off, req->data_len);
+	tcp_req_heard(tq, req);
 	tcp_req_respond(tq, req, &r->cqe);
 	return 0;
 }
@@ -210,6 +211,7 @@ static int handle_r2t(struct tcp_queue *tq)
 					  "R2T for CID 0x%04x asks [%u, +%u) of %u bytes, next %u",
 					  p->cccid, p->offset, p->length, req->data_len,
 					  tr->h2c_off);
+	tcp_req_heard(tq, req);
 	tr->ttag = p->ttag;
 	tr->r2t_end = p->offset + p->length;
 	return tcp_queue_h2c(tq, req);
@@ -259,6 +261,7 @@ static int start_c2h_data(struct tcp_queue *tq)
 	 * (or after one of them gave up the pipe) goes to the buffer. */
 	if (req->sink && req->sink->filled != req->sink_off + p->offset)
 		req->sink = NULL;
+	tcp_req_heard(tq, req);
 	tq->rx_req = req;
 	tq->rx_flags = h->flags;
 	tq->rx_pad_left = h->pdo - tq->rhdr_need;
