@@ -29,58 +29,13 @@ struct nbd_cli {
 	/* Reactors beyond the session's own, for connections only. */
 	unsigned nr_reactors;
 	struct reactor *reactors[NBD_CLI_MAX_REACTORS];
-	struct reactor extra[NBD_CLI_MAX_REACTORS - 1];
-	unsigned nr_started;
-	bool joined; /* the extra reactors have stopped and been joined */
+	struct session_extras extras;
 	struct vol_qos_limits qos;
 	struct reclaim_opts reclaim;
 	enum nbd_kdev_iface iface;
 	struct nbd_tls_opts tls_opts;
 	struct nbd_tls *tls;
 };
-
-struct stop_msg {
-	struct reactor_msg m;
-	struct reactor *r;
-};
-
-static void extra_stop(struct reactor_msg *m)
-{
-	reactor_stop(container_of(m, struct stop_msg, m)->r);
-}
-
-/* Stops and joins the extra reactors.  Only once the session's own
- * reactor has stopped: the target's queues and timers live on them until
- * it is shut down.  Their reactor_fini comes after the target is freed
- * (extras_fini), as in the daemon. */
-static void extras_join(struct nbd_cli *n)
-{
-	static struct stop_msg msgs[NBD_CLI_MAX_REACTORS];
-
-	if (n->joined)
-		return;
-	n->joined = true;
-	for (unsigned i = 0; i < n->nr_started; i++) {
-		/* Each reactor stops itself, on its own thread. */
-		msgs[i].r = &n->extra[i];
-		msgs[i].m.fn = extra_stop;
-		reactor_send_msg(&n->extra[i], &msgs[i].m);
-	}
-	for (unsigned i = 0; i < n->nr_started; i++)
-		reactor_join(&n->extra[i]);
-}
-
-static void extras_fini(struct nbd_cli *n)
-{
-	for (unsigned i = 0; i < n->nr_started; i++)
-		reactor_fini(&n->extra[i]);
-	n->nr_started = 0;
-}
-
-static void session_stopped(struct session *s)
-{
-	extras_join(s->priv);
-}
 
 static void server_stopped(void *arg)
 {
@@ -434,28 +389,14 @@ int cmd_nbd(int argc, char **argv)
 	/* The connection reactors run before the target connects, so that
 	 * it has a queue on each of them: a connection's I/O stays on its
 	 * own reactor (the kernel device uses reactor 0 only). */
-	if (!n.kernel) {
-		for (unsigned i = 1; i < n.nr_reactors; i++) {
-			struct reactor *r = &n.extra[i - 1];
-			if (reactor_init(r, i, 256) < 0 || reactor_start_thread(r) < 0) {
-				fprintf(stderr, "nvmf-gateway nbd: cannot start reactor %u\n", i);
-				extras_join(&n);
-				extras_fini(&n);
-				return 1;
-			}
-			n.nr_started = i;
-			n.reactors[i] = r;
-		}
-		s.extra = &n.reactors[1];
-		s.nr_extra = n.nr_started;
-		s.on_stopped = session_stopped;
+	if (!n.kernel && n.nr_reactors > 1) {
+		if (session_extras_start(&s, &n.extras, n.nr_reactors - 1, "nbd") < 0)
+			return 1;
+		for (unsigned i = 1; i < n.nr_reactors; i++)
+			n.reactors[i] = n.extras.ptr[i - 1];
 	}
 	rc = session_run(&s, nbd_job);
-	/* Not every way out of session_run calls on_stopped (a RAM volume,
-	 * an option error before the reactor runs): join here too, before
-	 * reactor_fini, never a reactor still running on its thread. */
-	extras_join(&n);
-	extras_fini(&n);
+	session_extras_free(&n.extras);
 	gw_listen_free(&n.listen);
 	nbd_tls_free(n.tls);
 	return rc;

@@ -420,6 +420,8 @@ static int session_run_mem(struct session *s, session_job_fn job)
 	return s->rc;
 }
 
+static void extras_join(struct session_extras *x);
+
 int session_run(struct session *s, session_job_fn job)
 {
 	int ret;
@@ -477,22 +479,91 @@ int session_run(struct session *s, session_job_fn job)
 		if (ret == 0)
 			mp_target_connect(s->mp, mp_ready, s);
 	} else {
-		ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, NULL, ready);
+		ret = 0;
+		if (s->nr_extra) {
+			/* Kept by the controller, reconnects included. */
+			s->io_reactors = calloc(s->opts.nr_io_queues, sizeof(*s->io_reactors));
+			if (!s->io_reactors)
+				ret = -ENOMEM;
+			for (unsigned i = 0; s->io_reactors && i < s->opts.nr_io_queues; i++) {
+				unsigned k = i % (1 + s->nr_extra);
+				s->io_reactors[i] = k ? s->extra[k - 1] : &s->r;
+			}
+		}
+		if (ret == 0)
+			ret = nvmf_ctrl_connect(&s->ctrl, &s->opts, &s->r, s->io_reactors, ready);
 	}
 	if (ret < 0) {
 		s->rc = 1;
 	} else {
 		reactor_run(&s->r);
 	}
-	if (s->on_stopped)
-		s->on_stopped(s);
+	if (s->extras)
+		extras_join(s->extras);
 	vol_destroy(s->vol);
 	s->vol = NULL;
 	if (s->mp)
 		mp_target_free(s->mp);
 	else
 		nvmf_ctrl_free(&s->ctrl);
+	free(s->io_reactors);
+	s->io_reactors = NULL;
 	signals_close(s);
 	reactor_fini(&s->r);
 	return s->rc;
+}
+
+static void extra_stop(struct reactor_msg *m)
+{
+	reactor_stop(container_of(m, struct session_stop_msg, m)->r);
+}
+
+static void extras_join(struct session_extras *x)
+{
+	if (x->joined)
+		return;
+	x->joined = true;
+	for (unsigned i = 0; i < x->nr_started; i++) {
+		/* Each reactor stops itself, on its own thread. */
+		x->stop[i].r = &x->r[i];
+		x->stop[i].m.fn = extra_stop;
+		reactor_send_msg(&x->r[i], &x->stop[i].m);
+	}
+	for (unsigned i = 0; i < x->nr_started; i++)
+		reactor_join(&x->r[i]);
+}
+
+int session_extras_start(struct session *s, struct session_extras *x, unsigned n,
+			 const char *who)
+{
+	x->nr_started = 0;
+	x->joined = false;
+	if (n > SESSION_MAX_EXTRA)
+		n = SESSION_MAX_EXTRA;
+	for (unsigned i = 0; i < n; i++) {
+		struct reactor *r = &x->r[i];
+		int ret = reactor_init(r, i + 1, 256);
+		if (ret == 0 && (ret = reactor_start_thread(r)) < 0)
+			reactor_fini(r);
+		if (ret < 0) {
+			fprintf(stderr, "nvmf-gateway %s: cannot start reactor %u: %s\n", who, i + 1,
+				strerror(-ret));
+			session_extras_free(x);
+			return ret;
+		}
+		x->ptr[i] = r;
+		x->nr_started = i + 1;
+	}
+	s->extra = x->ptr;
+	s->nr_extra = x->nr_started;
+	s->extras = x;
+	return 0;
+}
+
+void session_extras_free(struct session_extras *x)
+{
+	extras_join(x);
+	for (unsigned i = 0; i < x->nr_started; i++)
+		reactor_fini(&x->r[i]);
+	x->nr_started = 0;
 }

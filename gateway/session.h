@@ -18,6 +18,21 @@ typedef void (*session_job_fn)(struct session *s);
 /* At most this many extra reactors (see extra below). */
 #define SESSION_MAX_EXTRA 63
 
+/* Reactors on threads of their own for a tool's I/O (nbd's connections,
+ * bench's queues), ids 1..nr_started: started before session_run, which
+ * stops and joins them once its own reactor has stopped (the target's
+ * queues and timers live on them until then), and freed after it. */
+struct session_extras {
+	struct reactor r[SESSION_MAX_EXTRA];
+	struct reactor *ptr[SESSION_MAX_EXTRA];
+	struct session_stop_msg {
+		struct reactor_msg m;
+		struct reactor *r;
+	} stop[SESSION_MAX_EXTRA];
+	unsigned nr_started;
+	bool joined;
+};
+
 struct session {
 	struct reactor r;
 	struct nvmf_ctrl ctrl;
@@ -51,9 +66,9 @@ struct session {
 	 * their I/O never hops to reactor 0 and back. */
 	struct reactor **extra;
 	unsigned nr_extra;
-	/* Called once the session's reactor has stopped, before the target
-	 * is freed: where the owner of extra stops and joins them. */
-	void (*on_stopped)(struct session *s);
+	struct session_extras *extras; /* theirs, from session_extras_start */
+	/* Without a volume: I/O queue i runs on reactor i % (1 + nr_extra). */
+	struct reactor **io_reactors;
 };
 
 /* The connection options shared by every tool; see session_parse_opt.
@@ -151,6 +166,14 @@ int session_parse_mem(struct session *s, const char *arg);
 void session_defaults(struct session *s, const char *default_port);
 /* 1 if the option was one of the session's, 0 if not, -1 on a bad value. */
 int session_parse_opt(struct session *s, int opt, const char *arg);
+/* Starts n extra reactors (at most SESSION_MAX_EXTRA) for s; on failure
+ * stops those it started and says which one failed.  -errno. */
+int session_extras_start(struct session *s, struct session_extras *x, unsigned n,
+			 const char *who);
+/* Stops and joins them (once), then frees them: after session_run, on
+ * every way out of it. */
+void session_extras_free(struct session_extras *x);
+
 /* Connects, runs job on the reactor once live, returns the exit code. */
 int session_run(struct session *s, session_job_fn job);
 /* From the job: shut down with exit code rc and leave session_run. */

@@ -147,7 +147,7 @@ run() {
 rc=0
 for p in "${points[@]}"; do
 	ways="bench benchpoll nbd kernel knbd backend"
-	[[ $p == *qd1\ * ]] || ways+=" bench2q"
+	[[ $p == *qd1\ * ]] || ways+=" bench2q bench2r kernel2j"
 	[[ $p == 128k* ]] && ways+=" nbdmem qnbd"
 	for way in $ways; do
 		[[ $way =~ ${ENGINE_WAYS:-.} ]] || continue
@@ -211,8 +211,8 @@ print(f"{'point':17} {'way':9} {'IOPS':>8} {'MiB/s':>8} {'mean us':>8} {'p99 us'
       f"{'guest':>7} {'busy':>5} {'gw':>7} {'fio':>7} {'other':>5}  ratio to kernel")
 res = {}
 for name in names:
-    rows = {w: load(name, w) for w in ("bench", "benchpoll", "bench2q", "nbd", "kernel", "knbd", "backend",
-                                "nbdmem", "qnbd")
+    rows = {w: load(name, w) for w in ("bench", "benchpoll", "bench2q", "bench2r", "nbd", "kernel", "kernel2j",
+                                "knbd", "backend", "nbdmem", "qnbd")
             if os.path.exists(f"{out}/{name}.{w}.cpu")}
     res[name] = rows
     k = rows["kernel"]["iops"]
@@ -250,13 +250,21 @@ if bk:
     low = min(bk, key=bk.get)
     print(f"    nvmet's backing device alone vs kernel, lowest   {bk[low]:5.2f}  ({low}: the storage's"
           " ceiling; below it, the network path limits)")
-for way in ("bench", "benchpoll", "bench2q"):
+for way in ("bench", "benchpoll", "bench2q", "bench2r"):
     b = {n: res[n][way]["iops"] / res[n]["kernel"]["iops"] for n in names if way in res[n]}
     if not b:
         continue
     low = min(b, key=b.get)
+    # The two-queue ways do not run at QD1, where one I/O has nothing to spread.
     print(f"  {way} vs kernel >= 1.5 at every point {'':{9 - len(way)}}  {b[low]:5.2f}  "
-          f"{'met' if b[low] >= 1.5 else 'not met'} (lowest: {low})")
+          f"{'met' if b[low] >= 1.5 else 'not met'} (lowest: {low}"
+          f"{'' if len(b) == len(names) else '; ' + str(len(b)) + ' of ' + str(len(names)) + ' points'})")
+# Two threads against two: bench2r's reactors against the kernel host from
+# two fio jobs (the kernel's own initiator spreads the same way).
+for name in names:
+    if "bench2r" in res[name] and "kernel2j" in res[name]:
+        r = res[name]["bench2r"]["iops"] / res[name]["kernel2j"]["iops"]
+        print(f"    bench2r vs kernel2j ({name:15})  {r:5.2f}  (both on two threads)")
 
 # Could any initiator reach 1.5x here?  Take bench's own CPU away entirely
 # (the gw column: all its user and kernel time, system calls and copies
@@ -285,7 +293,7 @@ def bound(name, way, floor=0.0, why=None):
           f" <= {need[name]:7.1f}: {'out of reach' if left > need[name] else 'not excluded'}{tail}")
 
 def bench_ways(name):
-    return [w for w in ("bench", "benchpoll", "bench2q") if w in res[name] and res[name][w]["gw"] is not None]
+    return [w for w in ("bench", "benchpoll", "bench2q", "bench2r") if w in res[name] and res[name][w]["gw"] is not None]
 
 for name in names:
     for way in bench_ways(name):

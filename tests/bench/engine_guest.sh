@@ -13,6 +13,9 @@
 #   eg_bench ...    the gateway's `bench` (its CPU from getrusage, /usr/bin/time)
 #   eg_benchpoll .. the same with `--poll-us 50`
 #   eg_bench2q ...  the same with 2 I/O queues, half the depth each
+#   eg_bench2r ...  the same with 2 reactors, a queue each: two threads
+#   eg_kernel2j ..  eg_kernel with 2 fio jobs, half the depth each: two
+#                   threads, to set bench2r against
 #   eg_nbd ...      fio on /dev/nbdN of `$GW nbd ... auto` (nbd_lib.sh's
 #                   nbd_start; stopped with SIGTERM, exit code 0 checked);
 #                   the gateway's CPU from /proc/PID/stat around fio
@@ -94,9 +97,10 @@ eg_prof_stop() {
 	rm -f /tmp/eg.perf.data
 }
 
-eg_fio() { # DEV NAME RW BS QD [SIZE]
+eg_fio() { # DEV NAME RW BS QD [SIZE]; EG_FIO_JOBS jobs (default 1), reported as one
 	fio --name="$2" --filename="$1" --ioengine=io_uring --direct=1 --rw="$3" --bs="$4" \
 		--iodepth="$5" --runtime="$EG_T" --time_based --lat_percentiles=1 \
+		--numjobs="${EG_FIO_JOBS:-1}" --group_reporting \
 		${6:+--size="$6"} --output-format=json
 }
 
@@ -147,6 +151,14 @@ eg_nbd() { # NAME RW BS QD [SIZE]
 	eg_cpu "$o.cpu" "$s0" "$s1" $((g1 - g0))
 }
 
+# Two reactors, each with its own queue at half the depth: the engine's
+# work on two threads.  Over loopback nvmet receives a connection's data on
+# the CPU that sent it, so one sending thread shares its vCPU with the
+# target's work for it, and two spread both.
+eg_bench2r() {
+	EG_BENCH_WAY=bench2r EG_BENCH_ARGS="--reactors 2" eg_bench "$1" "$2" "$3" $(($4 / 2)) ${5:+"$5"}
+}
+
 # eg_kconnect: connects the kernel's own host to EG_NQN and prints its
 # /dev/nvmeXn1; eg_kdisconnect undoes it.
 eg_kconnect() {
@@ -155,8 +167,8 @@ eg_kconnect() {
 }
 eg_kdisconnect() { nvme disconnect -n "$EG_NQN" > /dev/null; }
 
-eg_kernel() { # NAME RW BS QD [SIZE]
-	local o=$EG_OUT/$1.kernel s0 s1 dev r
+eg_kernel() { # NAME RW BS QD [SIZE]; EG_KERNEL_WAY, EG_FIO_JOBS: see eg_kernel2j
+	local o=$EG_OUT/$1.${EG_KERNEL_WAY:-kernel} s0 s1 dev r
 	dev=$(eg_kconnect) || return 1
 	eg_queue "$dev" > "$o.queue"
 	s0=$(eg_stat)
@@ -168,6 +180,13 @@ eg_kernel() { # NAME RW BS QD [SIZE]
 	eg_kdisconnect
 	[ $r = 0 ] || { echo "engine: fio on $dev ($1) failed"; return 1; }
 	eg_cpu "$o.cpu" "$s0" "$s1" null
+}
+
+# The kernel host from two fio jobs at half the depth each (group
+# reporting: one result): two submitting threads, as bench2r has two
+# reactors (nvme-cli makes a queue per vCPU, and a job uses its CPU's).
+eg_kernel2j() {
+	EG_KERNEL_WAY=kernel2j EG_FIO_JOBS=2 eg_kernel "$1" "$2" "$3" $(($4 / 2)) ${5:+"$5"}
 }
 
 # fio on nvmet's own backing device (the loop device over tmpfs), no
