@@ -50,6 +50,10 @@ struct worker {
 	uint64_t phase_end_ns;
 	uint64_t start_ns, elapsed_ns;
 	bool stop;
+	/* phase_start is starting the slots: a completion inside it (a
+	 * submit that failed at once) leaves the phase's end to it. */
+	bool starting;
+	bool finished; /* its done message is sent: once */
 	uint64_t ios, bytes, errors, mismatches, checked;
 	/* Its queues' time with the target and commands completed, at the
 	 * run's start, then over the run (nvmf_queue.target_ns). */
@@ -186,13 +190,15 @@ static void slot_done(struct nvmf_io *io, int err)
 	}
 	if (w->phase == PH_RUN && now >= w->phase_end_ns)
 		w->stop = true;
-	if (__atomic_load_n(&b->interrupted, __ATOMIC_RELAXED))
+	/* An interrupt ends the fill and the run; the check still reads
+	 * back everything written. */
+	if (w->phase != PH_CHECK && __atomic_load_n(&b->interrupted, __ATOMIC_RELAXED))
 		w->stop = true;
 	if (!w->stop && (w->phase == PH_RUN || w->seq_next < w->u0 + w->units)) {
 		slot_start(sl);
 		return;
 	}
-	if (w->active == 0)
+	if (w->active == 0 && !w->starting)
 		phase_next(w);
 }
 
@@ -232,8 +238,8 @@ static void slot_start(struct slot *sl)
 	struct bench *b = w->b;
 	bool is_read;
 
-	if (!pick(w, sl, &is_read)) {
-		if (w->active == 0)
+	if (w->stop || !pick(w, sl, &is_read)) {
+		if (w->active == 0 && !w->starting)
 			phase_next(w);
 		return;
 	}
@@ -359,8 +365,13 @@ static void phase_start(struct worker *w, enum phase p)
 		w->phase_end_ns = w->start_ns + (uint64_t)w->b->seconds * NSEC_PER_SEC;
 		queue_sums(w, &w->target_ns, &w->cmds);
 	}
-	for (unsigned i = 0; i < w->nslots; i++)
+	w->starting = true;
+	for (unsigned i = 0; i < w->nslots && !w->stop; i++)
 		slot_start(&w->slots[i]);
+	w->starting = false;
+	/* Every submit failed at once, or there was nothing to do. */
+	if (w->active == 0)
+		phase_next(w);
 }
 
 /* On the session's reactor: one more worker is through; the last one
@@ -381,6 +392,9 @@ static void worker_done(struct reactor_msg *m)
 
 static void worker_finish(struct worker *w)
 {
+	if (w->finished)
+		return;
+	w->finished = true;
 	w->done_msg.fn = worker_done;
 	if (w->r == &w->b->s->r)
 		reactor_defer(w->r, &w->done_msg);
@@ -408,11 +422,13 @@ static void phase_next(struct worker *w)
 	}
 	switch (w->phase) {
 	case PH_FILL:
+		if (__atomic_load_n(&w->b->interrupted, __ATOMIC_RELAXED))
+			break;
 		phase_start(w, PH_RUN);
 		return;
 	case PH_RUN:
 		run_end(w);
-		if (w->b->verify && !__atomic_load_n(&w->b->interrupted, __ATOMIC_RELAXED)) {
+		if (w->b->verify) {
 			phase_start(w, PH_CHECK);
 			return;
 		}
@@ -465,6 +481,11 @@ static void bench_job(struct session *s)
 	 * (session.c puts them there): with fewer queues granted than
 	 * reactors, the reactors without one sit out. */
 	b->nr_workers = b->nr_reactors < c->nr_ioq ? b->nr_reactors : c->nr_ioq;
+	if (!b->nr_workers) {
+		log_err("no I/O queue");
+		session_finish(s, 1);
+		return;
+	}
 	if (b->units < b->nr_workers) {
 		log_err("region smaller than one block of %u bytes per reactor", b->bs);
 		session_finish(s, 1);
@@ -632,6 +653,7 @@ int cmd_bench(int argc, char **argv)
 		default:
 			if (session_parse_opt(&s, opt, optarg) <= 0)
 				return 1;
+			queues_set |= opt == 'i';
 		}
 	}
 	/* Every slot needs a request, and a split I/O more than one. */

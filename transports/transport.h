@@ -134,9 +134,10 @@ struct nvmf_queue {
 	uint64_t nr_submitted, nr_completed, nr_errors;
 	/* The requests' time with the target, where the transport measures
 	 * it (TCP): from the reap of the send that put a request's last PDU
-	 * in the socket to the target's next PDU for it.  At a given depth no
-	 * initiator takes that off a request's latency, so it bounds what any
-	 * initiator could reach against this target (gateway bench). */
+	 * in the socket to the read that brought the target's next PDU for
+	 * it.  It tells the target's share of a latency from ours (gateway
+	 * bench), overstating the target's by our wake-up and by what was
+	 * queued ahead of that PDU in the socket. */
 	uint64_t target_ns;
 };
 

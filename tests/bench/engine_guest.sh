@@ -98,10 +98,16 @@ eg_prof_stop() {
 }
 
 eg_fio() { # DEV NAME RW BS QD [SIZE]; EG_FIO_JOBS jobs (default 1), reported as one
+	local jobs=${EG_FIO_JOBS:-1} split=() bytes
+	if [ "$jobs" -gt 1 ]; then
+		# Each job its own slice of the region, as bench's reactors.
+		bytes=$(numfmt --from=iec "${6:-$(blockdev --getsize64 "$1")}") || return 1
+		split=(--size=$((bytes / jobs)) --offset_increment=$((bytes / jobs)))
+	fi
 	fio --name="$2" --filename="$1" --ioengine=io_uring --direct=1 --rw="$3" --bs="$4" \
 		--iodepth="$5" --runtime="$EG_T" --time_based --lat_percentiles=1 \
-		--numjobs="${EG_FIO_JOBS:-1}" --group_reporting \
-		${6:+--size="$6"} --output-format=json
+		--numjobs="$jobs" --group_reporting \
+		${6:+--size="$6"} "${split[@]}" --output-format=json
 }
 
 eg_bench() { # NAME RW BS QD [SIZE]; EG_BENCH_WAY, EG_BENCH_ARGS: see eg_benchpoll

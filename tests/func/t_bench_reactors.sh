@@ -39,6 +39,20 @@ gw_bench "$A" -o json -T 1 --reactors 2 -j 3 -w write -b 128k -d 4 --verify --si
 check "2 reactors, 3 queues" 'd["reactors"] == 2 and d["queues"] == 3 and all(n > 0 for n in d["reactor_ios"])
     and d["mismatches"] == 0'
 
+# nvme-cli's -i still sets the queues (one reactor drives both).
+gw_bench "$A" -o json -T 1 -i 2 -w randread -b 4k -d 4
+[ "$BENCH_RC" = 0 ] || fail "-i 2: exit $BENCH_RC"
+check "-i 2" 'd["queues"] == 2 and d["reactors"] == 1'
+
+# Dropped while both reactors fill the region: errors, exit 1, one report.
+ctl drop-after 60 > /dev/null
+gw_bench "$A" -o json -T 5 --reactors 2 -w randrw -b 4k -d 8 --verify --size 8M --io-timeout 5000
+ctl clear > /dev/null
+[ "$BENCH_RC" = 1 ] || fail "dropped in the fill: exit $BENCH_RC, want 1"
+n=$(grep -c '^{' "$TGT_DIR/bench.out")
+[ "$n" = 1 ] || fail "dropped in the fill: $n reports, want 1"
+check "dropped in the fill" 'd["errors"] > 0'
+
 gw_bench "$A" -T 1 --reactors 3 -j 2
 [ "$BENCH_RC" = 1 ] || fail "3 reactors on 2 queues: exit $BENCH_RC, want 1"
 grep -q "3 reactors need 3 queues" "$TGT_DIR/bench.out" || fail "3 reactors on 2 queues: no message"

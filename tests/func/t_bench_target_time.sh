@@ -3,8 +3,7 @@
 # TCP transport from the reap of our last send for a command to the
 # target's next PDU for it): never more than an I/O's own latency, at
 # least what the target held each command (a delay fault), and right
-# when a write's data goes in several R2Ts.  engine.sh builds a bound on
-# it, so a figure too large would claim a limit that is not there.
+# when a write's data goes in several R2Ts.
 set -u
 . "$TOP/tests/target/helpers.sh"
 

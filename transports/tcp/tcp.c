@@ -225,7 +225,8 @@ void tcp_req_heard(struct tcp_queue *tq, struct nvmf_req *req)
 
 	tr->heard = true;
 	if (tr->turn_ns) {
-		tq->q->target_ns += reactor_now_ns() - tr->turn_ns;
+		if (tq->rx_now_ns > tr->turn_ns)
+			tq->q->target_ns += tq->rx_now_ns - tr->turn_ns;
 		tr->turn_ns = 0;
 	}
 }
@@ -613,10 +614,13 @@ static void batch_sent(struct tcp_queue *tq)
 		done[i] = it->req;
 		if (it->kind == TCP_ITEM_H2C && tr->h2c_off < tr->r2t_end && !tr->resp_ready) {
 			item_queue(tq, it);
-		} else if (!tr->heard && !tr->resp_ready) {
+		} else if (!tr->heard && !tr->resp_ready && !tr->h2c_item.queued &&
+			   !tr->h2c_item.in_batch) {
 			/* All we had for it is in the socket: the target's turn.
 			 * Stamped at the reap, not the submit, so that the
-			 * send's own time is never counted as the target's. */
+			 * send's own time is never counted as the target's; and
+			 * not while its data waits to go out (an R2T handled
+			 * before this reap), which is our time. */
 			if (!now)
 				now = reactor_now_ns();
 			tr->turn_ns = now;
