@@ -232,6 +232,8 @@ for dg in "${digests[@]}"; do
 	case_ "bench-4k-4k-qd16$tag" t_bench $nqn4k 4k 16 randrw $dg
 	case_ "bench-4k-1m-qd2$tag" t_bench $nqn4k 1m 2 read $dg
 done
+# Two reactors, a queue each, each on its own slice of the region.
+case_ "bench-reactors2$sfx" t_bench $nqn512 64k 8 randrw --reactors 2
 if [ $tr = tcp ]; then
 	case_ bench-split-64k t_bench $nqn512 256k 4 randrw --max-xfer 64k
 else
