@@ -54,6 +54,7 @@ struct worker {
 	 * submit that failed at once) leaves the phase's end to it. */
 	bool starting;
 	bool finished; /* its done message is sent: once */
+	unsigned signals_seen; /* b->signals when the phase began */
 	uint64_t ios, bytes, errors, mismatches, checked;
 	/* Its queues' time with the target and commands completed, at the
 	 * run's start, then over the run (nvmf_queue.target_ns). */
@@ -81,9 +82,10 @@ struct bench {
 	struct worker *workers;
 	unsigned nr_workers; /* with a queue each at least */
 	unsigned nr_done; /* on the session's reactor */
-	/* Set by a signal or a worker's error on any thread: every worker
-	 * stops at its next completion. */
-	bool interrupted;
+	/* Signals so far (atomic: read on every reactor): a worker stops
+	 * the phase it runs at its next completion once one came after the
+	 * phase began (signals_seen); a worker's error counts as one. */
+	unsigned signals;
 };
 
 static uint64_t rng_next(uint64_t *x)
@@ -176,7 +178,7 @@ static void slot_done(struct nvmf_io *io, int err)
 				io->op == NVMF_IO_READ ? "read" : "write",
 				(unsigned long long)io->offset, strerror(-err));
 		w->stop = true;
-		__atomic_store_n(&b->interrupted, true, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&b->signals, 1, __ATOMIC_RELAXED);
 	} else if (io->op == NVMF_IO_WRITE) {
 		if (b->gens)
 			b->gens[sl->unit] = sl->gen;
@@ -190,9 +192,10 @@ static void slot_done(struct nvmf_io *io, int err)
 	}
 	if (w->phase == PH_RUN && now >= w->phase_end_ns)
 		w->stop = true;
-	/* An interrupt ends the fill and the run; the check still reads
-	 * back everything written. */
-	if (w->phase != PH_CHECK && __atomic_load_n(&b->interrupted, __ATOMIC_RELAXED))
+	/* A signal ends the phase under way, as with one reactor: an
+	 * interrupted run still has everything written read back, which a
+	 * second signal ends too. */
+	if (__atomic_load_n(&b->signals, __ATOMIC_RELAXED) != w->signals_seen)
 		w->stop = true;
 	if (!w->stop && (w->phase == PH_RUN || w->seq_next < w->u0 + w->units)) {
 		slot_start(sl);
@@ -360,6 +363,7 @@ static void phase_start(struct worker *w, enum phase p)
 	w->phase = p;
 	w->seq_next = w->u0;
 	w->stop = false;
+	w->signals_seen = __atomic_load_n(&w->b->signals, __ATOMIC_RELAXED);
 	if (p == PH_RUN) {
 		w->start_ns = reactor_now_ns();
 		w->phase_end_ns = w->start_ns + (uint64_t)w->b->seconds * NSEC_PER_SEC;
@@ -422,7 +426,8 @@ static void phase_next(struct worker *w)
 	}
 	switch (w->phase) {
 	case PH_FILL:
-		if (__atomic_load_n(&w->b->interrupted, __ATOMIC_RELAXED))
+		/* A fill cut short leaves nothing to measure. */
+		if (__atomic_load_n(&w->b->signals, __ATOMIC_RELAXED) != w->signals_seen)
 			break;
 		phase_start(w, PH_RUN);
 		return;
@@ -452,7 +457,7 @@ static void bench_signal(struct session *s)
 {
 	struct bench *b = s->priv;
 
-	__atomic_store_n(&b->interrupted, true, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&b->signals, 1, __ATOMIC_RELAXED);
 }
 
 static void bench_job(struct session *s)

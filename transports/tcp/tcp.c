@@ -803,6 +803,10 @@ static void recv_done(struct reactor_op *op, int res, uint32_t flags)
 		recv_failed(tq, res);
 		return;
 	}
+	/* Every PDU of this read arrived by now: neither the completions
+	 * run for the first ones nor TLS's record-by-record decryption may
+	 * lengthen the target's turn of the later ones (tcp_req_heard). */
+	tq->rx_now_ns = reactor_now_ns();
 	if (tq->tls) {
 		ret = tcp_tls_received(tq, (uint32_t)res);
 	} else if (tq->conn == TCP_CONN_ICREQ && tq->rlen + (uint32_t)res >= 2 &&

@@ -140,7 +140,7 @@ struct tcp_queue {
 	uint8_t rx_ddgst[NVME_TCP_DIGEST_LEN];
 	uint32_t rx_crc;
 	struct nvmf_req *rx_req;
-	uint64_t rx_now_ns; /* when the bytes being consumed were read */
+	uint64_t rx_now_ns; /* when the socket read being consumed completed */
 	uint8_t rx_flags;
 	bool rx_direct; /* the recv in flight targets rx_req's buffer */
 	bool rx_poll; /* the op in flight waits for bytes to splice (rx_req->sink) */

@@ -369,10 +369,6 @@ int tcp_rx_consume(struct tcp_queue *tq, const uint8_t *buf, uint32_t len)
 	uint32_t off = 0;
 	int ret;
 
-	/* Every PDU of these bytes arrived by now: the completions that run
-	 * for the first ones must not lengthen the target's turn of the
-	 * later ones (tcp_req_heard). */
-	tq->rx_now_ns = reactor_now_ns();
 
 	while (off < len) {
 		uint32_t avail = len - off, n;
