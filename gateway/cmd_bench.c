@@ -33,13 +33,12 @@ struct slot {
 	bool busy;
 };
 
-/* What one reactor drives: its own queues (i % nr_workers == idx), its
+/* What one reactor drives: its own queues (i % nr_workers == its index), its
  * own slice of the region and its own counters, so that reactors share
  * nothing while they run; the session's reactor sums them at the end. */
 struct worker {
 	struct bench *b;
 	struct reactor *r;
-	unsigned idx;
 	struct slot *slots; /* slot j on queue j % nq */
 	unsigned nslots, nq;
 	unsigned active;
@@ -400,10 +399,9 @@ static void worker_finish(struct worker *w)
 		return;
 	w->finished = true;
 	w->done_msg.fn = worker_done;
-	if (w->r == &w->b->s->r)
-		reactor_defer(w->r, &w->done_msg);
-	else
-		reactor_send_msg(&w->b->s->r, &w->done_msg);
+	/* The mailbox takes a message from the session's own reactor too:
+	 * never run inline, so a worker never ends inside its own phase. */
+	reactor_send_msg(&w->b->s->r, &w->done_msg);
 }
 
 static void run_end(struct worker *w)
@@ -522,7 +520,6 @@ static void bench_job(struct session *s)
 		struct worker *w = &b->workers[k];
 		unsigned nq = (c->nr_ioq - k + b->nr_workers - 1) / b->nr_workers;
 		w->b = b;
-		w->idx = k;
 		w->r = c->ioq[k].r;
 		w->slots = &b->slots[used];
 		w->nq = nq;
@@ -540,10 +537,7 @@ static void bench_job(struct session *s)
 	for (unsigned k = 0; k < b->nr_workers; k++) {
 		struct worker *w = &b->workers[k];
 		w->start_msg.fn = worker_begin;
-		if (w->r == &s->r)
-			reactor_defer(w->r, &w->start_msg);
-		else
-			reactor_send_msg(w->r, &w->start_msg);
+		reactor_send_msg(w->r, &w->start_msg);
 	}
 }
 
