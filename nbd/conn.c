@@ -131,6 +131,8 @@ static void buf_drop(struct nbd_conn *c, struct nbd_req *q)
 {
 	if (!q->buf)
 		return;
+	INVARIANT(!(c->rx_busy && c->rx_direct && c->cur == q),
+		  "NBD buffer freed under the receive that fills it");
 	free(q->buf);
 	q->buf = NULL;
 	membudget_give(membudget_global(), q->cap);
@@ -266,6 +268,12 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 	c->rx_busy = false;
 	c->rx_poll = false;
 	if (c->state >= NBD_CONN_DRAINING) {
+		/* The payload that drop_unstarted left to this receive. */
+		if (c->cur) {
+			c->rx_direct = false;
+			nbd_req_put(c, c->cur);
+			c->cur = NULL;
+		}
 		nbd_conn_maybe_finish(c);
 		return;
 	}
@@ -866,7 +874,9 @@ static void drop_unstarted(struct nbd_conn *c)
 		nbd_req_put(c, c->pending);
 		c->pending = NULL;
 	}
-	if (c->cur) {
+	/* A receive still in flight lands in cur's own buffer: cur goes
+	 * back when that receive ends (rx_done), not freed under it. */
+	if (c->cur && !(c->rx_busy && c->rx_direct)) {
 		nbd_req_put(c, c->cur);
 		c->cur = NULL;
 	}
