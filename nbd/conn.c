@@ -265,6 +265,8 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 
 	bool was_poll = c->rx_poll;
 
+	if (res > 0 && !c->kernel)
+		c->rx_progress_ns = reactor_now_ns();
 	c->rx_busy = false;
 	c->rx_poll = false;
 	if (c->state >= NBD_CONN_DRAINING) {
@@ -785,6 +787,19 @@ static void housekeep(struct reactor_timer *t)
 			      "(holds %zu KiB of the %llu KiB budget)",
 			      (unsigned long long)(b->stall_ns / NSEC_PER_SEC), c->buf_bytes >> 10,
 			      (unsigned long long)(b->limit >> 10));
+		return;
+	}
+	/* The same for a write whose payload stopped coming: its whole
+	 * buffer was taken at its header (buf_used_ns). */
+	uint64_t rx_last = c->rx_progress_ns > c->buf_used_ns ? c->rx_progress_ns : c->buf_used_ns;
+	if (!c->kernel && c->cur && c->want == RX_WRITE_DATA &&
+	    membudget_waiters(b) > (c->budget_wait ? 1u : 0u) &&
+	    reactor_now_ns() - rx_last >= b->stall_ns) {
+		nbd_conn_fail(c, -ETIMEDOUT,
+			      "client sent no bytes of a %llu-byte write's payload for %llu s while "
+			      "others wait for buffers (holds %zu KiB of the %llu KiB budget)",
+			      (unsigned long long)c->cur->length, (unsigned long long)(b->stall_ns / NSEC_PER_SEC),
+			      c->buf_bytes >> 10, (unsigned long long)(b->limit >> 10));
 		return;
 	}
 	/* Quiet for a whole period, not for an instant (a client drains its

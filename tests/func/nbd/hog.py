@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Hostile NBD clients for t_harden_budget: N connections to a Unix
-socket, each sends COUNT reads of LEN bytes and never reads a reply byte.
-Prints "READY" once every request is sent, then holds the connections
-until it is killed."""
+socket, each sends COUNT reads of LEN bytes and never reads a reply byte
+(or, with a sixth argument "write", COUNT writes of LEN bytes each with
+only 100 bytes of its payload: the rest never comes).  Prints "READY"
+once every request is sent, then holds the connections until it is
+killed."""
 import socket
 import struct
 import sys
@@ -21,7 +23,7 @@ def recvn(s, n):
     return b
 
 
-def hog(path, export, count, length):
+def hog(path, export, count, length, write):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # As little kernel buffering as allowed: the server's replies pile up
     # on its side, not in this socket.
@@ -34,13 +36,16 @@ def hog(path, export, count, length):
     s.sendall(b"IHAVEOPT" + struct.pack(">II", NBD_OPT_EXPORT_NAME, len(name)) + name)
     recvn(s, 10)  # size, transmission flags
     for i in range(count):
-        s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, i + 1, i * length, length))
+        s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 1 if write else 0, i + 1, i * length, length))
+        if write:
+            s.sendall(b"\0" * 100)
     return s
 
 
 def main():
     path, export, n, count, length = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
-    conns = [hog(path, export, count, length) for _ in range(n)]
+    write = sys.argv[6:7] == ["write"]
+    conns = [hog(path, export, count, length, write) for _ in range(n)]
     print("READY", len(conns), flush=True)
     while True:
         time.sleep(1)
