@@ -601,7 +601,15 @@ static void release_sending(struct nbd_conn *c, bool sent)
 			nbd_stage_add(&c->stages[q->type == NBD_CMD_WRITE], q->t, now);
 		nbd_req_put(c, q);
 	}
-	c->hs_len = 0;
+	/* Only what this send carried: under TLS a send of TLS's own words
+	 * (a key update's answer) carries none of hs, and a reply put
+	 * meanwhile is still to go. */
+	if (!sent || c->hs_in_tx >= c->hs_len) {
+		c->hs_len = 0;
+	} else if (c->hs_in_tx) {
+		memmove(c->hs, c->hs + c->hs_in_tx, c->hs_len - c->hs_in_tx);
+		c->hs_len -= c->hs_in_tx;
+	}
 	c->hs_in_tx = 0;
 }
 
