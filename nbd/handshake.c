@@ -139,6 +139,18 @@ static int enter_transmission(struct nbd_conn *c, struct nbd_export *e)
 	return 0;
 }
 
+void nbd_printable(char *dst, size_t len, const void *src, size_t n)
+{
+	const unsigned char *s = src;
+	size_t i;
+
+	if (n > len - 1)
+		n = len - 1;
+	for (i = 0; i < n; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
+	dst[i] = 0;
+}
+
 static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 {
 	static const uint8_t zeroes[124];
@@ -146,9 +158,11 @@ static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 	struct nbd_export_name_reply r;
 
 	if (!e) {
+		char name[65];
+
 		/* No way to answer an error here: the protocol says close. */
-		nbd_conn_fail(c, -ENOENT, "NBD_OPT_EXPORT_NAME: no export '%.*s'",
-			      (int)(c->opt_len > 64 ? 64 : c->opt_len), (const char *)p);
+		nbd_printable(name, sizeof(name), p, c->opt_len);
+		nbd_conn_fail(c, -ENOENT, "NBD_OPT_EXPORT_NAME: no export '%s'", name);
 		return -1;
 	}
 	if (c->extended) {

@@ -191,18 +191,6 @@ static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errl
 	return ret;
 }
 
-/* A client-chosen name, made safe for one log line. */
-static void printable(char *dst, size_t len, const unsigned char *s, size_t n)
-{
-	size_t i;
-
-	if (n > len - 1)
-		n = len - 1;
-	for (i = 0; i < n; i++)
-		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
-	dst[i] = 0;
-}
-
 static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len,
 		    SSL_SESSION **sess)
 {
@@ -230,7 +218,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 	}
 	/* Not found: the handshake goes on without a PSK, and fails. */
 	char id[65];
-	printable(id, sizeof(id), identity, identity_len);
+	nbd_printable(id, sizeof(id), identity, identity_len);
 	snprintf(c->tls->why, sizeof(c->tls->why), "unknown PSK identity '%s'", id);
 	return 1;
 }

@@ -650,11 +650,31 @@ START_TEST(export_name_paths)
 	ck_assert_uint_eq(do_req(&cl, 0, NBD_CMD_READ, 0, 512, NULL, r), 0);
 	cl_end(&cl);
 
-	/* An unknown name cannot be answered: closed. */
+	/* An unknown name cannot be answered: closed, with one log line in
+	 * which the client's bytes cannot start a line of their own (they
+	 * once went to the log raw: a forged line). */
+	static const char forged[] = "x\nnvmf-gateway: notice: forged";
+	char logged[512] = "";
+	FILE *lf = tmpfile();
+	int saved = dup(2);
+	ck_assert_ptr_nonnull(lf);
+	log_set_level(LOG_LVL_WARN);
+	fflush(stderr);
+	dup2(fileno(lf), 2);
 	cl_start(&cl, false, NULL);
 	cl_greeting(&cl, NBD_FLAG_C_FIXED_NEWSTYLE);
-	opt_send(&cl, NBD_OPT_EXPORT_NAME, "nope", 4);
+	opt_send(&cl, NBD_OPT_EXPORT_NAME, forged, sizeof(forged) - 1);
 	cl_expect_closed(&cl, -ENOENT);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	log_set_level(LOG_LVL_ERR);
+	rewind(lf);
+	size_t got = fread(logged, 1, sizeof(logged) - 1, lf);
+	logged[got] = 0;
+	fclose(lf);
+	ck_assert_msg(strstr(logged, "no export 'x?nvmf-gateway: notice: forged'"), "logged: %s", logged);
+	ck_assert_msg(!strstr(logged, "\nnvmf-gateway: notice: forged"), "a forged line: %s", logged);
 
 	/* Extended headers forbid EXPORT_NAME. */
 	cl_start(&cl, false, NULL);
