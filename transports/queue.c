@@ -202,11 +202,15 @@ static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 	q->nr_free--;
 	req = container_of(n, struct nvmf_req, link);
 	INVARIANT(!req->in_flight, "a free request is not in flight");
-	/* A fresh generation in the CID's top bits: a late or forged response
-	 * for a previous use of this slot does not match. */
+	/* The slot's next generation in the CID's top bits: a late or forged
+	 * response, or an Abort still on its way, for one of the slot's last
+	 * 15 uses does not match this one.  Counted per slot, as Linux counts
+	 * per tag: with one count per queue the next use of a slot had its
+	 * last use's CID whenever a multiple of 16 takes came between. */
 	unsigned idx = req->cid & NVMF_CID_IDX_MASK;
-	q->gen = (uint16_t)((q->gen + 1) & ((1u << (16 - NVMF_CID_IDX_BITS)) - 1));
-	req->cid = (uint16_t)(idx | ((unsigned)q->gen << NVMF_CID_IDX_BITS));
+	unsigned gen = ((unsigned)req->cid >> NVMF_CID_IDX_BITS) + 1u;
+	gen &= (1u << (16 - NVMF_CID_IDX_BITS)) - 1u;
+	req->cid = (uint16_t)(idx | (gen << NVMF_CID_IDX_BITS));
 	memset(&req->sqe, 0, sizeof(req->sqe));
 	memset(&req->cqe, 0, sizeof(req->cqe));
 	req->data_len = 0;
@@ -253,7 +257,14 @@ void nvmf_req_put(struct nvmf_req *req)
 	 * free list) and not in flight. */
 	INVARIANT(!req->in_flight, "put of a request in flight");
 	INVARIANT(list_empty(&req->link), "put of a request already on a list (double put)");
-	list_add_head(&q->free_reqs, &req->link);
+	/* LIFO keeps the slots in use few and warm; but a slot whose command
+	 * had an Abort sent goes last, so that the Abort, which may still be
+	 * on its way to the controller, finds its CID idle for as long as
+	 * the pool allows. */
+	if (req->abort_sent)
+		list_add_tail(&q->free_reqs, &req->link);
+	else
+		list_add_head(&q->free_reqs, &req->link);
 	q->nr_free++;
 	if (!list_empty(&q->waiters) && !q->wake_pending) {
 		q->wake_pending = true;

@@ -120,7 +120,6 @@ struct nvmf_queue {
 	unsigned reserved;
 	struct list_node in_flight;
 	unsigned nr_in_flight;
-	uint16_t gen;
 	/* Callers waiting for a free request (struct nvmf_waiter). */
 	struct list_node waiters;
 	struct reactor_msg wake_msg;

@@ -99,6 +99,49 @@ START_TEST(pool_put_in_flight_aborts)
 }
 END_TEST
 
+/* A slot's CID is never its previous use's, however many takes of other
+ * slots came between (with one generation count per queue, 15 other takes
+ * between two uses gave the slot the same CID again: a late response or
+ * an Abort meant for the first use hit the second); and a slot whose
+ * command had an Abort sent is reused last. */
+START_TEST(pool_cid_per_slot)
+{
+	enum { N = 4 };
+	struct nvmf_req *rs = calloc(N, sizeof(*rs));
+	ck_assert_ptr_nonnull(rs);
+	memset(&q, 0, sizeof(q));
+	list_init(&q.free_reqs);
+	list_init(&q.in_flight);
+	list_init(&q.waiters);
+	for (unsigned i = 0; i < N; i++) {
+		rs[i].q = &q;
+		rs[i].cid = (uint16_t)i;
+		list_init(&rs[i].link);
+		list_add_tail(&q.free_reqs, &rs[i].link);
+	}
+	q.nr_free = N;
+	struct nvmf_req *a = nvmf_req_get(&q);
+	uint16_t first = a->cid;
+	for (unsigned k = 0; k < 64; k++) {
+		/* 15 takes of another slot, then a's next use. */
+		for (unsigned j = 0; j < 15; j++)
+			nvmf_req_put(nvmf_req_get(&q));
+		nvmf_req_put(a);
+		a = nvmf_req_get(&q);
+		ck_assert_ptr_eq(a, &rs[0]); /* LIFO */
+		ck_assert_uint_eq(a->cid & NVMF_CID_IDX_MASK, 0);
+		ck_assert_msg(a->cid != first, "use %u of slot 0 has CID 0x%04x again", k + 1, a->cid);
+		first = a->cid;
+	}
+	a->abort_sent = true;
+	nvmf_req_put(a);
+	for (unsigned i = 0; i < N - 1; i++)
+		ck_assert_ptr_ne(nvmf_req_get(&q), &rs[0]);
+	ck_assert_ptr_eq(nvmf_req_get(&q), &rs[0]);
+	free(rs);
+}
+END_TEST
+
 static int vol_calls;
 static void vol_cb(struct vol_io *io, int err)
 {
@@ -153,6 +196,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, pool_legal);
+	tcase_add_test(tc, pool_cid_per_slot);
 	tcase_add_test(tc, vol_once);
 #if NVMF_INVARIANTS
 	tcase_add_test_raise_signal(tc, pool_double_put_aborts, SIGABRT);
