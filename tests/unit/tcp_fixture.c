@@ -14,7 +14,7 @@
 
 unsigned tcpfx_slot(const struct nvmf_req *req) { return req->cid & NVMF_CID_IDX_MASK; }
 
-static void fx_done(struct nvmf_req *req, int err)
+void tcpfx_done(struct nvmf_req *req, int err)
 {
 	struct tcp_fixture *f = req->ctx;
 	unsigned s = tcpfx_slot(req);
@@ -142,7 +142,7 @@ struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *bu
 	nvmf_req_set_data(req, &iov, len ? 1 : 0, len, write);
 	req->sink = write ? f->wsink : f->sink;
 	req->sink_off = write || !f->sink ? 0 : f->sink_off;
-	req->done = fx_done;
+	req->done = tcpfx_done;
 	req->ctx = f;
 	nvmf_req_submit(req);
 	return req;

@@ -50,6 +50,8 @@ void tcpfx_fini(struct tcp_fixture *f);
 struct nvmf_req *tcpfx_submit(struct tcp_fixture *f, bool write, void *buf, uint32_t len);
 /* The same, but the command's send is left in flight, not reaped: what
  * the target sees before the host's reactor runs again. */
+/* The completion the fixture's requests get: counts it per slot. */
+void tcpfx_done(struct nvmf_req *req, int err);
 struct nvmf_req *tcpfx_submit_nowait(struct tcp_fixture *f, bool write, void *buf,
 				     uint32_t len);
 /* Runs the reactor until nothing of the queue's is pending: sends reaped,

@@ -51,6 +51,11 @@ static void setup_plain(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false,
 static void setup_digest(void) { ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, true, true), 0); }
 static void teardown(void) { tcpfx_fini(&fx); }
 
+/* expect_failure's TermReq echoes these bytes of the offending header
+ * when set (echo_len), else anything. */
+static const void *echo_want;
+static size_t echo_len;
+
 /* Feeds the stream built so far, expecting the connection to fail. */
 static void expect_failure(int want_err, const char *reason, int want_fes)
 {
@@ -86,7 +91,12 @@ static void expect_failure(int want_err, const char *reason, int want_fes)
 		ck_assert_ptr_nonnull(term);
 		ck_assert_uint_eq(term->fes, (unsigned)want_fes);
 		ck_assert_uint_ge(term->hdr.plen, sizeof(*term));
+		if (echo_len) {
+			ck_assert_uint_eq(term->hdr.plen, sizeof(*term) + echo_len);
+			ck_assert(!memcmp(term + 1, echo_want, echo_len));
+		}
 	}
+	echo_len = 0;
 	ck_assert(tcpfx_settle(&fx));
 	ck_assert_int_eq(fx.q.state, NVMF_Q_DEAD);
 }
@@ -941,6 +951,67 @@ START_TEST(icresp_when_live)
 }
 END_TEST
 
+/* An ICResp refused (each field the host checks): the TermReq says which
+ * field and carries the ICResp, as the FEI points into it.  It went out
+ * with no header once (the receive state was reset before the check). */
+START_TEST(icresp_refused_echoed)
+{
+	static const struct {
+		uint8_t pfv, cpda, digest;
+		uint32_t maxdata;
+		unsigned fes, fei;
+		const char *why;
+	} c[] = {
+		{ 1, 0, 0, 8192, NVME_TCP_FES_UNSUPPORTED_PARAM, 8, "PDU format version 1" },
+		{ 0, 32, 0, 8192, NVME_TCP_FES_INVALID_PDU_HDR, 10, "CPDA 32" },
+		{ 0, 0, 1, 8192, NVME_TCP_FES_UNSUPPORTED_PARAM, 11, "answered digests 0x1" },
+		{ 0, 0, 0, 1024, NVME_TCP_FES_INVALID_PDU_HDR, 12, "MAXH2CDATA 1024" },
+	};
+	for (unsigned i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		if (i)
+			ck_assert_int_eq(tcpfx_init(&fx, NULL, 8, false, false), 0);
+		struct nvme_tcp_icresp ic = { .hdr = { .type = NVME_TCP_ICRESP, .hlen = 128,
+						       .plen = 128 },
+					      .pfv = c[i].pfv, .cpda = c[i].cpda,
+					      .digest = c[i].digest, .maxdata = c[i].maxdata };
+		fx.tq->conn = TCP_CONN_ICREQ; /* the ICReq went out */
+		memcpy(stream, &ic, sizeof(ic));
+		slen = sizeof(ic);
+		echo_want = &ic;
+		echo_len = sizeof(ic);
+		expect_failure(-EPROTO, c[i].why, (int)c[i].fes);
+		if (i + 1 < sizeof(c) / sizeof(c[0]))
+			tcpfx_fini(&fx);
+	}
+}
+END_TEST
+
+/* An in-capsule write whose iovecs hold less than its length (a caller's
+ * bug, not the target's doing) is refused at submit, without a digest as
+ * with one; it once went out as a capsule whose PDU length counted data
+ * that was not there, and the target read the next PDUs as that data. */
+START_TEST(in_capsule_short_iov_refused)
+{
+	static uint8_t buf[512];
+	struct nvmf_req *req = nvmf_req_get(&fx.q);
+	struct iovec iov = { buf, 100 };
+	unsigned h2c;
+
+	ck_assert_ptr_nonnull(req);
+	fx.q.in_capsule_max = 4096;
+	req->sqe.opcode = NVME_CMD_WRITE;
+	req->sqe.nsid = 1;
+	nvmf_req_set_data(req, &iov, 1, sizeof(buf), true);
+	req->done = tcpfx_done;
+	req->ctx = &fx;
+	nvmf_req_submit(req);
+	ck_assert(tcpfx_settle(&fx));
+	ck_assert_uint_eq(fx.done_count[tcpfx_slot(req)], 1);
+	ck_assert_int_eq(fx.done_err[tcpfx_slot(req)], -EINVAL);
+	ck_assert_int_eq(wire_scan(&h2c), -1); /* every PDU on the wire whole */
+}
+END_TEST
+
 START_TEST(term_from_controller)
 {
 	static uint8_t buf[4096];
@@ -1033,6 +1104,8 @@ static Suite *tcp_rx_suite(void)
 	tcase_add_test(plain, r2t_while_active);
 	tcase_add_test(plain, unknown_pdu_type);
 	tcase_add_test(plain, icresp_when_live);
+	tcase_add_test(plain, icresp_refused_echoed);
+	tcase_add_test(plain, in_capsule_short_iov_refused);
 	tcase_add_test(plain, term_from_controller);
 	tcase_add_test(plain, term_plen_too_long);
 	tcase_add_test(plain, violation_after_valid_pdus);

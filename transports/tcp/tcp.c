@@ -335,6 +335,7 @@ static bool build_item(struct tcp_queue *tq, struct tcp_send_item *it)
 		if (tr->in_capsule)
 			cnt = iov_slice(req->iov, req->iovcnt, 0, req->data_len, sl,
 					NVMF_REQ_MAX_IOV);
+		INVARIANT(cnt >= 0, "an in-capsule payload longer than its iovecs (tcp_submit checks)");
 		if (start + 3u + (unsigned)cnt > TCP_SEND_IOV)
 			return false;
 		add_iov(tq, &tr->cmd, tr->cmd_hdr_len);
@@ -690,12 +691,15 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 		tr->cmd.hdgst = crc32c(p, sizeof(*p));
 	tr->cmd_hdr_len = hlen;
 	tr->cmd_pad = dlen ? pdo - hlen : 0;
-	if (dlen && tq->ddgst) {
+	if (dlen) {
+		/* Checked here, digest or not: build_item cannot refuse it
+		 * later (plen above already counts the data). */
 		struct iovec sl[NVMF_REQ_MAX_IOV];
 		int cnt = iov_slice(req->iov, req->iovcnt, 0, dlen, sl, NVMF_REQ_MAX_IOV);
 		if (cnt < 0)
 			return -EINVAL;
-		tr->cmd_ddgst = data_crc(sl, cnt);
+		if (tq->ddgst)
+			tr->cmd_ddgst = data_crc(sl, cnt);
 	}
 	item_queue(tq, &tr->cmd_item);
 	tcp_send_kick(tq);

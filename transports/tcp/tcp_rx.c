@@ -295,9 +295,11 @@ static int handle_header(struct tcp_queue *tq)
 	tq->nr_pdus_rx++;
 	switch (h->type) {
 	case NVME_TCP_ICRESP: {
-		const struct nvme_tcp_icresp *ic = (const void *)tq->rhdr;
+		/* Checked while the header is still ours: a refusal's TermReq
+		 * echoes it (its FEI points into it). */
+		int ret = tcp_ic_done(tq, (const void *)tq->rhdr);
 		tcp_rx_reset(tq);
-		return tcp_ic_done(tq, ic);
+		return ret;
 	}
 	case NVME_TCP_C2H_TERM:
 		return handle_term(tq);
