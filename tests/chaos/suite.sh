@@ -31,6 +31,14 @@ st=$(BUILD="$build" "$here/tests/chaos/run" --check 2>&1) || {
 	report SKIP chaos "$st"
 	exit 0
 }
+# The model's own rules first (no target: a fraction of a second).
+if out=$(/usr/bin/python3 "$here/tests/chaos/chaos.py" --self-test 2>&1); then
+	report PASS model-self-test
+else
+	echo "$out"
+	report FAIL model-self-test "tests/chaos/chaos.py --self-test"
+	rc=1
+fi
 for s in $(sed 's/#.*//' "$here/tests/chaos/seeds.fixed"); do one "$s" fixed; done
 # New seeds alternate between the epoll backend and auto (io_uring here),
 # so both reactors meet random schedules without a longer step.
