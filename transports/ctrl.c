@@ -151,7 +151,8 @@ static void kato_tick(struct reactor_timer *t)
 	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, kato_timer);
 	struct nvmf_req *req;
 
-	if (c->state != NVMF_CTRL_LIVE || c->adminq.state != NVMF_Q_LIVE)
+	bool bringing_up = c->state == NVMF_CTRL_CONNECTING && c->step >= INIT_IO_QUEUES;
+	if ((c->state != NVMF_CTRL_LIVE && !bringing_up) || c->adminq.state != NVMF_Q_LIVE)
 		return;
 	/* Sent every KATO/2: one still unanswered after that long means the
 	 * target will soon (or did) consider us gone. */
@@ -281,6 +282,13 @@ void ctrl_ioq_connect_all(struct nvmf_ctrl *c)
 		}
 		q->in_capsule_max = c->in_capsule_max;
 	}
+	/* Keep-alive from here on, as Linux does since it authenticates I/O
+	 * queues: their connects (each a DH-HMAC-CHAP exchange, seconds in a
+	 * slow guest, or a slow target's answer) can together outlast KATO,
+	 * and the target then ends the controller under them. */
+	if (c->opts.kato_ms)
+		reactor_timer_arm(c->r, &c->kato_timer,
+				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
 	for (unsigned i = 0; i < c->nr_ioq; i++) {
 		struct ioq_msg *m = malloc(sizeof(*m));
 		if (!m)
