@@ -265,7 +265,8 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 
 	bool was_poll = c->rx_poll;
 
-	if (res > 0 && !c->kernel)
+	/* Only a payload's progress is timed (housekeep's stall rule). */
+	if (res > 0 && !c->kernel && c->want == RX_WRITE_DATA)
 		c->rx_progress_ns = reactor_now_ns();
 	c->rx_busy = false;
 	c->rx_poll = false;

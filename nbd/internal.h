@@ -215,7 +215,7 @@ struct nbd_conn {
 	uint64_t buf_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct reactor_timer poll_timer, house_timer;
 	uint64_t tx_progress_ns; /* last time the client took reply bytes */
-	uint64_t rx_progress_ns; /* last time a socket client's bytes came */
+	uint64_t rx_progress_ns; /* last time a socket client's payload bytes came */
 
 	struct reactor_timer timer;
 	uint64_t drain_ns; /* the drain's bound, armed on timer */

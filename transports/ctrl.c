@@ -146,6 +146,12 @@ static void kato_done(struct nvmf_req *req, int err)
 			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 }
 
+/* The next keep-alive tick, KATO/2 from now. */
+static void kato_arm(struct nvmf_ctrl *c)
+{
+	reactor_timer_arm(c->r, &c->kato_timer, (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+}
+
 static void kato_tick(struct reactor_timer *t)
 {
 	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, kato_timer);
@@ -163,8 +169,7 @@ static void kato_tick(struct reactor_timer *t)
 						   "keep-alive not answered in %u ms", c->opts.kato_ms);
 			return;
 		}
-		reactor_timer_arm(c->r, &c->kato_timer,
-				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+		kato_arm(c);
 		return;
 	}
 	req = nvmf_admin_req(c);
@@ -174,7 +179,7 @@ static void kato_tick(struct reactor_timer *t)
 		c->kato_outstanding = true;
 		nvmf_req_submit(req);
 	}
-	reactor_timer_arm(c->r, &c->kato_timer, (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+	kato_arm(c);
 }
 
 /* ---- I/O queues, possibly on other reactors ---- */
@@ -287,8 +292,7 @@ void ctrl_ioq_connect_all(struct nvmf_ctrl *c)
 	 * slow guest, or a slow target's answer) can together outlast KATO,
 	 * and the target then ends the controller under them. */
 	if (c->opts.kato_ms)
-		reactor_timer_arm(c->r, &c->kato_timer,
-				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+		kato_arm(c);
 	for (unsigned i = 0; i < c->nr_ioq; i++) {
 		struct ioq_msg *m = malloc(sizeof(*m));
 		if (!m)
@@ -308,8 +312,7 @@ void ctrl_init_live(struct nvmf_ctrl *c)
 		return;
 	c->reconnecting = false;
 	if (c->opts.kato_ms)
-		reactor_timer_arm(c->r, &c->kato_timer,
-				  (uint64_t)c->opts.kato_ms / 2 * NSEC_PER_MSEC);
+		kato_arm(c);
 	if (ctrl_aen_config(c))
 		ctrl_aer_submit(c);
 	nvmf_ctrl_cb cb = c->ready_cb;

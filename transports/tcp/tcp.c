@@ -691,15 +691,16 @@ static int tcp_submit(struct nvmf_queue *q, struct nvmf_req *req)
 		tr->cmd.hdgst = crc32c(p, sizeof(*p));
 	tr->cmd_hdr_len = hlen;
 	tr->cmd_pad = dlen ? pdo - hlen : 0;
-	if (dlen) {
-		/* Checked here, digest or not: build_item cannot refuse it
-		 * later (plen above already counts the data). */
+	if (dlen && tq->ddgst) {
 		struct iovec sl[NVMF_REQ_MAX_IOV];
 		int cnt = iov_slice(req->iov, req->iovcnt, 0, dlen, sl, NVMF_REQ_MAX_IOV);
 		if (cnt < 0)
 			return -EINVAL;
-		if (tq->ddgst)
-			tr->cmd_ddgst = data_crc(sl, cnt);
+		tr->cmd_ddgst = data_crc(sl, cnt);
+	} else if (dlen && iov_length(req->iov, req->iovcnt) < dlen) {
+		/* Checked here, digest or not: build_item cannot refuse it
+		 * later (plen above already counts the data). */
+		return -EINVAL;
 	}
 	item_queue(tq, &tr->cmd_item);
 	tcp_send_kick(tq);
