@@ -9,9 +9,9 @@
 #     daemon's NBD export of a tls = true target (nbdinfo, nbdsh), and data
 #     written through its FUSE file reads back through FUSE and NBD;
 #   - ext4 on /dev/nbd0 attached over TLS (nbd_fs.sh);
-#   - the cost of TLS: bench (with TLS_RECORD=1 the kernel's host's fio too)
+#   - with TLS_RECORD=1, the cost of TLS: bench and the kernel's host's fio
 #     over TLS and over a plaintext port to the same namespace, as a table
-#     (not asserted);
+#     (not asserted: a benchmark, left out of the suite's runs for time);
 #   - a wrong key and a plaintext connect: one clear error line each;
 #   - a SHA-384 key (NVMeTLSkey-1:02:): TLS_AES_256_GCM_SHA384 if tlshd's
 #     GnuTLS can check its binder, else that exact refusal (TLS.md).
@@ -137,7 +137,9 @@ tls_gateway_steps() {
 	dmesg_new
 
 	tls_ext4
-	tls_cost
+	# About 20 s of bench in the TCG guest that asserts only that I/O was
+	# done, which bench --verify above already proves: for the record only.
+	if [ "${TLS_RECORD:-}" = 1 ]; then tls_cost; fi
 
 	step "gateway: a wrong key is refused"
 	in_root nvme gen-tls-key --hmac=1 --subsysnqn="$subnqn" --hostnqn="$hostnqn" 2> /dev/null |
@@ -223,11 +225,7 @@ tls_cost() {
 			rows+=("gateway $w $b qd$d $side $a")
 		done
 	done
-	# The kernel's host at the same points costs about 40 s of the case:
-	# TLS_RECORD=1 only (TLS.md has its figures).
-	if [ "${TLS_RECORD:-}" != 1 ]; then
-		echo "(the kernel host's figures: TLS_RECORD=1)"
-	elif fio=$(command -v fio); then
+	if fio=$(command -v fio); then
 		for side in tls plain; do
 			if [ $side = tls ]; then
 				out=$(T=120 in_root nvme connect -t tcp -a 127.0.0.1 -s "$port" -n "$subnqn" \
