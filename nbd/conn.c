@@ -258,6 +258,16 @@ static void rx_payload_whole(struct nbd_conn *c)
 	nbd_tx_payload_done(c, q);
 }
 
+/* The stall rule's clock moves only with NBD_STALL_MIN_BYTES of progress. */
+static void progress(uint64_t *stamp, uint64_t *window, size_t bytes)
+{
+	*window += bytes;
+	if (*window >= NBD_STALL_MIN_BYTES) {
+		*stamp = reactor_now_ns();
+		*window = 0;
+	}
+}
+
 static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct nbd_conn *c = container_of(op, struct nbd_conn, rx_op);
@@ -267,7 +277,7 @@ static void rx_done(struct reactor_op *op, int res, uint32_t flags)
 
 	/* Only a payload's progress is timed (housekeep's stall rule). */
 	if (res > 0 && !c->kernel && c->want == RX_WRITE_DATA)
-		c->rx_progress_ns = reactor_now_ns();
+		progress(&c->rx_progress_ns, &c->rx_window, (size_t)res);
 	c->rx_busy = false;
 	c->rx_poll = false;
 	if (c->state >= NBD_CONN_DRAINING) {
@@ -502,8 +512,10 @@ static void tx_submit(struct nbd_conn *c)
 	c->msg.msg_iovlen = c->txv_cnt - c->txv_first;
 	reactor_sendmsg(c->r, &c->tx_op, c->fd, &c->msg, MSG_NOSIGNAL);
 	c->tx_busy = true;
-	if (!c->tx_progress_ns)
+	if (!c->tx_progress_ns) {
 		c->tx_progress_ns = reactor_now_ns();
+		c->tx_window = 0;
+	}
 }
 
 void nbd_conn_tx_kick(struct nbd_conn *c)
@@ -536,8 +548,10 @@ void nbd_conn_tx_kick(struct nbd_conn *c)
 			c->nr_tx_calls++; /* a batch of its own */
 			c->tx_splice = q;
 			c->splice_left = (size_t)q->sink->prefix_len + q->sink->filled;
-			if (!c->tx_progress_ns)
+			if (!c->tx_progress_ns) {
 				c->tx_progress_ns = reactor_now_ns();
+				c->tx_window = 0;
+			}
 			tx_splice_step(c);
 			return;
 		}
@@ -653,7 +667,7 @@ static void tx_splice_step(struct nbd_conn *c)
 			return;
 		}
 		c->splice_left -= (size_t)r;
-		c->tx_progress_ns = reactor_now_ns();
+		progress(&c->tx_progress_ns, &c->tx_window, (size_t)r);
 	}
 	/* Out whole.  Finished from the reactor's deferred queue, not from
 	 * here: a run of spliced replies that the socket takes at once is
@@ -712,7 +726,7 @@ static void tx_done(struct reactor_op *op, int res, uint32_t flags)
 			      res ? strerror(-res) : "connection closed");
 		return;
 	}
-	c->tx_progress_ns = reactor_now_ns();
+	progress(&c->tx_progress_ns, &c->tx_window, (size_t)res);
 	c->txv_first += iov_advance(c->txv + c->txv_first, c->txv_cnt - c->txv_first,
 				    (size_t)res);
 	if (c->txv_first < c->txv_cnt) {
@@ -777,9 +791,9 @@ static void budget_poll(struct reactor_timer *t)
 
 /* While the connection holds buffers: an idle one gives its cached
  * buffers back (they count in the budget), and one whose client has taken
- * no reply bytes for the stall time is cut off when others wait for
- * buffers: a client that never reads must not keep the budget from the
- * polite ones for longer than that. */
+ * less than NBD_STALL_MIN_BYTES of its replies in the stall time is cut
+ * off when others wait for buffers: a client that does not read must not
+ * keep the budget from the polite ones for longer than that. */
 static void housekeep(struct reactor_timer *t)
 {
 	struct nbd_conn *c = container_of(t, struct nbd_conn, house_timer);
@@ -792,22 +806,24 @@ static void housekeep(struct reactor_timer *t)
 	    membudget_waiters(b) > (c->budget_wait ? 1u : 0u) &&
 	    reactor_now_ns() - c->tx_progress_ns >= b->stall_ns) {
 		nbd_conn_fail(c, -ETIMEDOUT,
-			      "client took no reply bytes for %llu s while others wait for buffers "
-			      "(holds %zu KiB of the %llu KiB budget)",
-			      (unsigned long long)(b->stall_ns / NSEC_PER_SEC), c->buf_bytes >> 10,
-			      (unsigned long long)(b->limit >> 10));
+			      "client took %llu reply bytes in %llu s (the least is %u KiB) while others "
+			      "wait for buffers (holds %zu KiB of the %llu KiB budget)",
+			      (unsigned long long)c->tx_window,
+			      (unsigned long long)(b->stall_ns / NSEC_PER_SEC), NBD_STALL_MIN_BYTES >> 10,
+			      c->buf_bytes >> 10, (unsigned long long)(b->limit >> 10));
 		return;
 	}
-	/* The same for a write whose payload stopped coming: its whole
+	/* The same for a write whose payload stopped or trickles: its whole
 	 * buffer was taken at its header (buf_used_ns). */
 	uint64_t rx_last = c->rx_progress_ns > c->buf_used_ns ? c->rx_progress_ns : c->buf_used_ns;
 	if (!c->kernel && c->cur && c->want == RX_WRITE_DATA &&
 	    membudget_waiters(b) > (c->budget_wait ? 1u : 0u) &&
 	    reactor_now_ns() - rx_last >= b->stall_ns) {
 		nbd_conn_fail(c, -ETIMEDOUT,
-			      "client sent no bytes of a %llu-byte write's payload for %llu s while "
-			      "others wait for buffers (holds %zu KiB of the %llu KiB budget)",
-			      (unsigned long long)c->cur->length, (unsigned long long)(b->stall_ns / NSEC_PER_SEC),
+			      "client sent %llu bytes of a %llu-byte write's payload in %llu s (the least "
+			      "is %u KiB) while others wait for buffers (holds %zu KiB of the %llu KiB budget)",
+			      (unsigned long long)c->rx_window, (unsigned long long)c->cur->length,
+			      (unsigned long long)(b->stall_ns / NSEC_PER_SEC), NBD_STALL_MIN_BYTES >> 10,
 			      c->buf_bytes >> 10, (unsigned long long)(b->limit >> 10));
 		return;
 	}

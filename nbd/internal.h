@@ -34,6 +34,11 @@
 /* Held buffers are looked at this often: an idle connection gives its
  * cached buffers back, a stalled one may be cut off. */
 #define NBD_HOUSEKEEP_NS (500 * NSEC_PER_MSEC)
+/* Progress, for the stall rule, is this many bytes of a reply batch or of
+ * a write's payload (or the end of it): a client that takes one byte
+ * every stall_timeout - 1 s is as stalled as one that takes none, and
+ * held its 32 MiB for days.  1 MiB in the default 30 s is 35 KB/s. */
+#define NBD_STALL_MIN_BYTES (1u << 20)
 /* An oversized write payload up to this is read and dropped (EINVAL
  * reply); a longer one closes the connection. */
 #define NBD_MAX_SKIP (64ull << 20)
@@ -214,8 +219,11 @@ struct nbd_conn {
 	bool budget_wait; /* counted in the budget's waiters */
 	uint64_t buf_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct reactor_timer poll_timer, house_timer;
-	uint64_t tx_progress_ns; /* last time the client took reply bytes */
-	uint64_t rx_progress_ns; /* last time a socket client's payload bytes came */
+	/* Last time the client took NBD_STALL_MIN_BYTES of reply bytes (or a
+	 * batch started), and what it took since. */
+	uint64_t tx_progress_ns, tx_window;
+	/* The same for a socket client's write payload (or its header). */
+	uint64_t rx_progress_ns, rx_window;
 
 	struct reactor_timer timer;
 	uint64_t drain_ns; /* the drain's bound, armed on timer */

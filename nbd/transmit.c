@@ -339,6 +339,7 @@ static void start(struct nbd_conn *c, struct nbd_req *q)
 		if (write) {
 			c->cur = q;
 			c->cur_got = 0;
+			c->rx_window = 0; /* the stall clock starts at the header */
 			c->want = RX_WRITE_DATA;
 			nbd_splice_prepare_write(c, q);
 			return;

@@ -22,7 +22,7 @@ struct membudget {
 	_Atomic uint64_t peak;
 	_Atomic unsigned waiters; /* callers that could not take and wait */
 	_Atomic uint64_t waits; /* times someone had to wait, ever */
-	/* A client that takes no reply bytes for this long while someone
+	/* A client that takes less than NBD_STALL_MIN_BYTES for this long while someone
 	 * waits for buffers is cut off (it holds buffers others need). */
 	uint64_t stall_ns;
 };

@@ -11,10 +11,11 @@ T="$BUILD/nvmf-test-target"
 export PATH="/usr/bin:$PATH"
 /usr/bin/python3 -c 'import nbd' 2> /dev/null || skip "python3-libnbd is not installed"
 tmp=$(mktemp -d /tmp/gw-budget.XXXXXX)
-tpid='' hpid=''
+tpid='' hpid='' hpid2=''
 cleanup_fn rm -rf "$tmp"
 cleanup_fn stop_var tpid
 cleanup_fn stop_var hpid
+cleanup_fn stop_var hpid2
 BUDGET_MB=128
 SLACK_MB=64	# the process without data buffers: code, rings, queues, pools
 t0=$(date +%s)
@@ -81,7 +82,7 @@ hwm=$(kb VmHWM)
 echo "VmHWM: $hwm kB; bound $(((BUDGET_MB + SLACK_MB) * 1024)) kB"
 [ "$hwm" -le $(((BUDGET_MB + SLACK_MB) * 1024)) ] || fail "RSS peak $hwm kB over the budget + ${SLACK_MB} MiB"
 kill -0 "$GW_PID" || fail "the gateway died"
-grep -q "client took no reply bytes for 2 s while others wait for buffers" "$tmp/gw.log" ||
+grep -q "client took 0 reply bytes in 2 s (the least is 1024 KiB) while others wait for buffers" "$tmp/gw.log" ||
 	fail "no hog was cut off with a reason"
 kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=''
 # A read of the largest size still works once they are gone.
@@ -111,11 +112,44 @@ h.shutdown(); print("OK polite writer")' "$tmp/a.sock" > "$tmp/pw.out" 2>&1
 st=$?
 cat "$tmp/pw.out"
 [ $st = 0 ] && grep -q "OK polite writer" "$tmp/pw.out" || fail "a polite writer not served beside the write hogs (exit $st)"
-grep -q "client sent no bytes of a 33554432-byte write's payload for 2 s while others wait" "$tmp/gw.log" ||
+grep -q "client sent 0 bytes of a 33554432-byte write's payload in 2 s (the least is 1024 KiB)" "$tmp/gw.log" ||
 	fail "no write hog was cut off with a reason"
 kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=''
+
+# Clients that trickle: 8 take 96 KiB of their 32 MiB replies and 4 send
+# 16 KiB of their 32 MiB payloads every quarter second, so none is still
+# for the 2 s stall time (a Unix socket wakes its sender once 3/4 of its
+# buffer is taken: every second or so here).  Before the rule asked for
+# 1 MiB per stall time they held the budget for minutes a request.
+cut0=$(grep -cE "client (took [0-9]+ reply|sent [0-9]+) bytes" "$tmp/gw.log")
+/usr/bin/python3 "$TOP/tests/func/nbd/hog.py" "$tmp/a.sock" a 8 4 33554432 trickle-read > "$tmp/trhog.out" 2>&1 &
+hpid=$!
+/usr/bin/python3 "$TOP/tests/func/nbd/hog.py" "$tmp/a.sock" a 4 1 33554432 trickle-write > "$tmp/twhog.out" 2>&1 &
+hpid2=$!
+for _ in $(seq 300); do grep -q READY "$tmp/trhog.out" && grep -q READY "$tmp/twhog.out" && break; sleep 0.1; done
+grep -q READY "$tmp/trhog.out" && grep -q READY "$tmp/twhog.out" ||
+	{ cat "$tmp/trhog.out" "$tmp/twhog.out"; fail "the trickling hogs did not connect"; }
+sleep 1
+timeout 90 /usr/bin/python3 -c '
+import nbd, os, sys
+h = nbd.NBD(); h.set_export_name("a"); h.connect_unix(sys.argv[1])
+for i in range(4):
+    d = os.urandom(8 << 20)
+    h.pwrite(d, (96 + 8 * i) << 20)
+    assert h.pread(len(d), (96 + 8 * i) << 20) == d
+h.shutdown(); print("OK polite beside tricklers")' "$tmp/a.sock" > "$tmp/pt.out" 2>&1
+st=$?
+cat "$tmp/pt.out"
+[ $st = 0 ] && grep -q "OK polite beside tricklers" "$tmp/pt.out" ||
+	fail "a polite client not served beside trickling hogs (exit $st)"
+# How much each took or sent is the clock's business: a loaded host may
+# stall python for seconds.  The lines must be there.
+grep -E "client took [0-9]+ reply bytes in 2 s \(the least is 1024 KiB\)" "$tmp/gw.log" | tail -n 2
+grep -E "client sent [0-9]+ bytes of a 33554432-byte write's payload in 2 s" "$tmp/gw.log" | tail -n 2
+[ "$(grep -cE "client (took [0-9]+ reply|sent [0-9]+) bytes" "$tmp/gw.log")" -gt "$cut0" ] || fail "no trickling hog was cut off with a reason"
+kill "$hpid" "$hpid2"; wait "$hpid" "$hpid2" 2> /dev/null; hpid='' hpid2=''
 kill -0 "$GW_PID" || fail "the gateway died"
 gw_stop
-echo "hogs cut off: $(grep -c "closing: client took no reply bytes" "$tmp/gw.log"), write hogs: $(grep -c "closing: client sent no bytes of a" "$tmp/gw.log")"
+echo "readers cut off: $(grep -c "closing: client took [0-9]* reply bytes" "$tmp/gw.log"), writers: $(grep -c "closing: client sent [0-9]* bytes of a" "$tmp/gw.log")"
 echo "took $(($(date +%s) - t0)) s"
 echo PASS
