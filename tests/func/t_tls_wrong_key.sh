@@ -87,4 +87,42 @@ echo "$out"
 printf '%s\n' "$out" | grep -q "answered the ICReq with a TLS alert: the port requires TLS" ||
 	fail "the alert was not recognised"
 stop_pid "$apid"
+
+# An impostor at the target's address: a TLS 1.3 server with a certificate
+# and no PSK, which ignores the key the gateway offers and answers with a
+# certificate handshake.  The gateway must refuse it; it did not (OpenSSL's
+# client verifies nothing by default), and sent its ICReq to the impostor.
+if command -v openssl > /dev/null; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+		-subj /CN=impostor -keyout "$tmp/imp.key" -out "$tmp/imp.crt" 2> "$tmp/openssl.err" ||
+		{ cat "$tmp/openssl.err"; fail "openssl req"; }
+	ip=$(free_port)
+	python3 -c 'import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+try:
+    t = ctx.wrap_socket(c, server_side=True)
+    print("IMPOSTOR GOT", len(t.recv(128)), "bytes", flush=True)
+except (ssl.SSLError, OSError) as e:
+    print("handshake refused:", e, flush=True)' "$ip" "$tmp/imp.crt" "$tmp/imp.key" > "$tmp/imp.out" 2>&1 &
+	ipid=$!
+	cleanup_fn stop_pid "$ipid"
+	for _ in $(seq 1 100); do grep -q ready "$tmp/imp.out" && break; sleep 0.05; done
+	out=$(timeout 60 "$GW" bench -t tcp -a 127.0.0.1 -s "$ip" -n "$N1" -q "$H" --tls \
+		--tls-key-file "$tmp/right.key" -w randread -b 4k -T 1 2>&1); st=$?
+	echo "$out"
+	wait "$ipid"
+	cat "$tmp/imp.out"
+	[ "$st" = 1 ] || fail "bench against a certificate-only impostor: exit $st, want 1"
+	printf '%s\n' "$out" | grep -q "sent a certificate instead of using the PSK" ||
+		fail "the impostor's certificate handshake was not named"
+	! grep -q "IMPOSTOR GOT" "$tmp/imp.out" || fail "the impostor got the ICReq"
+else
+	echo "no openssl: the impostor step is left out (the unit test handshake_impostor_certificate covers it)"
+fi
 echo pass

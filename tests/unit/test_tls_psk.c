@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #define H "nqn.2014-08.org.nvmf-gateway:host-tls"
 #define S "nqn.2014-08.org.nvmf-gateway:interop-tls"
@@ -361,8 +363,9 @@ START_TEST(handshake_same_key)
 	ck_assert_int_eq(SSL_write(pr.s, "icresp", 6), 6);
 	ck_assert_int_eq(SSL_read(pr.c, buf, sizeof(buf)), 6);
 	ck_assert_mem_eq(buf, "icresp", 6);
-	/* No certificate was involved. */
+	/* No certificate was involved: the PSK authenticated the server. */
 	ck_assert_ptr_null(SSL_get0_peer_certificate(pr.c));
+	ck_assert(nvmf_tls_ssl_psk_used(pr.c));
 	pair_free(&pr);
 }
 END_TEST
@@ -406,6 +409,79 @@ START_TEST(handshake_wrong_identity)
 }
 END_TEST
 
+/* A self-signed certificate and its key, for a server without the PSK. */
+static void impostor_cert(SSL_CTX *ctx)
+{
+	EVP_PKEY *k = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+
+	ck_assert_ptr_nonnull(k);
+	ck_assert_ptr_nonnull(x);
+	ck_assert_int_eq(X509_set_version(x, 2), 1);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), 0);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	ck_assert_int_eq(X509_set_pubkey(x, k), 1);
+	X509_NAME *n = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, (const unsigned char *)"impostor", -1, -1, 0);
+	ck_assert_int_eq(X509_set_issuer_name(x, n), 1);
+	ck_assert_int_gt(X509_sign(x, k, EVP_sha256()), 0);
+	ck_assert_int_eq(SSL_CTX_use_certificate(ctx, x), 1);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, k), 1);
+	X509_free(x);
+	EVP_PKEY_free(k);
+}
+
+/* A server without the key that ignores the client's PSK and answers
+ * with a certificate handshake: the client must refuse it.  It did not:
+ * OpenSSL's client verifies nothing by default, and the handshake
+ * completed with the impostor (reused 0, its certificate as the peer's). */
+START_TEST(handshake_impostor_certificate)
+{
+	struct nvmf_tls_psk cp;
+	struct pair pr;
+	BIO *cb = NULL, *sb = NULL;
+	char why[256];
+
+	derive(key_256, 0, &cp);
+	ck_assert_ptr_nonnull(pr.cctx = SSL_CTX_new(TLS_client_method()));
+	ck_assert_ptr_nonnull(pr.sctx = SSL_CTX_new(TLS_server_method()));
+	impostor_cert(pr.sctx);
+	ck_assert_ptr_nonnull(pr.c = SSL_new(pr.cctx));
+	ck_assert_ptr_nonnull(pr.s = SSL_new(pr.sctx));
+	ck_assert_int_eq(nvmf_tls_ssl_setup(pr.c, &cp), 0);
+	SSL_set_min_proto_version(pr.s, TLS1_3_VERSION);
+	ck_assert_int_eq(BIO_new_bio_pair(&cb, 0, &sb, 0), 1);
+	SSL_set_bio(pr.c, cb, cb);
+	SSL_set_bio(pr.s, sb, sb);
+	SSL_set_connect_state(pr.c);
+	SSL_set_accept_state(pr.s);
+	ERR_clear_error();
+	ck_assert_int_eq(pair_handshake(&pr), 0);
+	nvmf_tls_ssl_why(why, sizeof(why));
+	ck_assert_msg(strstr(why, "certificate instead of using the PSK"), "why: %s", why);
+	pair_free(&pr);
+
+	/* The second line: were verification ever off, the finished
+	 * handshake is still not the PSK's. */
+	ck_assert_ptr_nonnull(pr.cctx = SSL_CTX_new(TLS_client_method()));
+	ck_assert_ptr_nonnull(pr.sctx = SSL_CTX_new(TLS_server_method()));
+	impostor_cert(pr.sctx);
+	ck_assert_ptr_nonnull(pr.c = SSL_new(pr.cctx));
+	ck_assert_ptr_nonnull(pr.s = SSL_new(pr.sctx));
+	ck_assert_int_eq(nvmf_tls_ssl_setup(pr.c, &cp), 0);
+	SSL_set_verify(pr.c, SSL_VERIFY_NONE, NULL);
+	ck_assert_int_eq(BIO_new_bio_pair(&cb, 0, &sb, 0), 1);
+	SSL_set_bio(pr.c, cb, cb);
+	SSL_set_bio(pr.s, sb, sb);
+	SSL_set_connect_state(pr.c);
+	SSL_set_accept_state(pr.s);
+	ck_assert_int_eq(pair_handshake(&pr), 1);
+	ck_assert(!nvmf_tls_ssl_psk_used(pr.c));
+	pair_free(&pr);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("tls_psk");
@@ -421,6 +497,7 @@ int main(void)
 	tcase_add_loop_test(tc, handshake_same_key, 0, 2);
 	tcase_add_test(tc, handshake_wrong_key);
 	tcase_add_test(tc, handshake_wrong_identity);
+	tcase_add_test(tc, handshake_impostor_certificate);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -9,6 +9,7 @@
 #ifndef TRANSPORTS_TLS_PSK_H
 #define TRANSPORTS_TLS_PSK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -97,6 +98,12 @@ struct ssl_st;
  * fails.  p must stay put until SSL_free.  0, or -EIO (OpenSSL's error
  * queue says why). */
 int nvmf_tls_ssl_setup(struct ssl_st *ssl, const struct nvmf_tls_psk *p);
+
+/* Whether a finished handshake was authenticated by the PSK, as NVMe/TCP
+ * asks: resumed from it, with no certificate.  Checked once the handshake
+ * is done, in case a server's certificate ever got past the client's
+ * verification (nvmf_tls_ssl_setup refuses every chain). */
+bool nvmf_tls_ssl_psk_used(const struct ssl_st *ssl);
 
 /* One line for a failed handshake: OpenSSL's reason, with a hint when it
  * is the one a different key gives (the peer's binder or Finished did not

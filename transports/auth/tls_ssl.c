@@ -93,8 +93,19 @@ int nvmf_tls_ssl_setup(SSL *ssl, const struct nvmf_tls_psk *p)
 		SSL_set_psk_find_session_callback(ssl, find_psk);
 	} else {
 		SSL_set_psk_use_session_callback(ssl, use_psk);
+		/* Offering a PSK does not oblige the server to take it: one that
+		 * answers with a certificate handshake instead (an impostor
+		 * without the key) would be accepted under OpenSSL's default,
+		 * SSL_VERIFY_NONE.  With verification on and no trust store
+		 * every chain fails, so only the PSK can authenticate it. */
+		SSL_set_verify(ssl, SSL_VERIFY_PEER, NULL);
 	}
 	return 0;
+}
+
+bool nvmf_tls_ssl_psk_used(const SSL *ssl)
+{
+	return SSL_session_reused(ssl) == 1 && !SSL_get0_peer_certificate(ssl);
 }
 
 const char *nvmf_tls_ssl_why(char *buf, size_t len)
@@ -122,6 +133,10 @@ const char *nvmf_tls_ssl_why(char *buf, size_t len)
 		break;
 	case SSL_R_SSLV3_ALERT_ILLEGAL_PARAMETER:
 		snprintf(buf, len, "%s: does the peer hold a different TLS key?", reason ? reason : "?");
+		break;
+	case SSL_R_CERTIFICATE_VERIFY_FAILED:
+		snprintf(buf, len, "%s: the peer sent a certificate instead of using the PSK "
+			 "(it does not hold the key, or is not the target)", reason ? reason : "?");
 		break;
 	case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
 	case SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM:

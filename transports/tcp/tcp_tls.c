@@ -211,6 +211,12 @@ static void hs_step(struct tcp_queue *tq)
 		tcp_tls_recv_arm(tq);
 		return;
 	}
+	if (!nvmf_tls_ssl_psk_used(t->ssl)) {
+		nvmf_queue_transport_error(tq->q, -EACCES,
+					   "TLS handshake with %s:%s was not authenticated by the PSK",
+					   tq->opts.traddr, tq->opts.trsvcid);
+		return;
+	}
 	log_info("%s: TLS up with %s:%s (%s, %s, identity '%s')", tq->q->name, tq->opts.traddr,
 		 tq->opts.trsvcid, SSL_get_version(t->ssl), SSL_get_cipher_name(t->ssl),
 		 t->psk.identity);
