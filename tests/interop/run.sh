@@ -238,7 +238,23 @@ if [ $tr = tcp ]; then
 	case_ bench-split-64k t_bench $nqn512 256k 4 randrw --max-xfer 64k
 else
 	case_ bench-512-4k-qd128$sfx t_bench $nqn512 4k 128 randrw
+	case_ rdma-inline-1000 t_rdma_inline_odd
 fi
+
+# An RDMA port whose in-capsule size is not a multiple of 64 (nvmet's
+# param_inline_data_size 1000: IOCCSZ 66, 992 bytes of data): the I/O
+# queue Connect's 1024 bytes and the 4 KiB writes go keyed, the 512-byte
+# ones in the capsule.  The gateway once took the 64-byte-rounded buffer
+# for the limit (1024) and every I/O queue connect failed on the target's
+# short receive buffer.
+t_rdma_inline_odd() {
+	g ". tests/interop/nvmet.sh
+	   nvmet_port 9 rdma 10.0.2.15 4429 1000 && nvmet_link $nqn512 9 || exit 1
+	   trap 'nvmet_unlink $nqn512 9; rmdir \$NVMET/ports/9' EXIT
+	   cat \$NVMET/ports/9/param_inline_data_size
+	   $GW bench -t rdma -a 10.0.2.15 -s 4429 -n $nqn512 -w randwrite -b 512 -d 8 -T 2 --verify --size 2M --io-timeout 120000 &&
+	   $GW bench -t rdma -a 10.0.2.15 -s 4429 -n $nqn512 -w randrw -b 4k -d 8 -T 2 --verify --size 2M --io-timeout 120000"
+}
 
 # (4) a 512-byte I/O on a 4 KiB-block namespace is refused up front.
 t_bs_mismatch() {

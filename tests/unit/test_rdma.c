@@ -249,6 +249,30 @@ START_TEST(sendq_wraps)
 	}
 	ck_assert_uint_lt(sq.head, 100);
 	rdma_sendq_free(&sq);
+
+	/* Outstanding across the wrap, none completed yet: buffer seq % 6
+	 * gave send 2^32 - 1 and send 5 the same buffer (2^32 % 6 = 4), and
+	 * the in-order completions were refused as -EPROTO (a queue reset
+	 * every 2^32 sends, and a capsule rewritten under the HCA). */
+	uint32_t seqs[6];
+	bool sigs[6], used[6] = { 0 };
+	ck_assert_int_eq(rdma_sendq_init(&sq, 6, 3), 0);
+	sq.head = sq.tail = UINT32_MAX - 2;
+	for (int i = 0; i < 6; i++) {
+		ck_assert_int_eq(rdma_sendq_post(&sq, &seqs[i], &sigs[i]), 0);
+		uint32_t slot = rdma_sendq_slot(&sq, seqs[i]);
+		ck_assert_uint_lt(slot, 6);
+		ck_assert_msg(!used[slot], "send %u shares buffer %u", seqs[i], slot);
+		used[slot] = true;
+	}
+	last = UINT32_MAX - 3;
+	for (int i = 0; i < 6; i++)
+		if (sigs[i]) {
+			ck_assert_int_eq(rdma_sendq_complete(&sq, seqs[i]), (int)(seqs[i] - last));
+			last = seqs[i];
+		}
+	ck_assert_uint_eq(rdma_sendq_used(&sq), 0);
+	rdma_sendq_free(&sq);
 }
 END_TEST
 
@@ -270,6 +294,8 @@ START_TEST(sendq_model)
 	unsigned rnd = 12345;
 
 	ck_assert_int_eq(rdma_sendq_init(&sq, depth, rdma_sendq_interval(NREQ)), 0);
+	/* Across the 2^32 wrap (depth 24 does not divide it). */
+	sq.head = sq.tail = UINT32_MAX - ROUNDS / 4;
 	for (unsigned i = 0; i < 64; i++)
 		buf_owner[i] = -1;
 	for (int round = 0; round < ROUNDS; round++) {
@@ -285,8 +311,9 @@ START_TEST(sendq_model)
 			bool sig;
 			if (rdma_sendq_post(&sq, &seq, &sig) == -EAGAIN)
 				break;
-			ck_assert_int_eq(buf_owner[seq % depth], -1);
-			buf_owner[seq % depth] = (int)seq;
+			uint32_t slot = rdma_sendq_slot(&sq, seq);
+			ck_assert_int_eq(buf_owner[slot], -1);
+			buf_owner[slot] = (int)seq;
 			hca[hca_n] = seq;
 			hca_sig[hca_n++] = sig;
 			waiting--;
@@ -298,11 +325,17 @@ START_TEST(sendq_model)
 		}
 		if (r % 7 == 2 && hca_n) { /* the HCA finishes its oldest send */
 			if (hca_sig[0]) {
+				/* The buffers of the sends it proves done, before
+				 * the tail moves. */
+				uint32_t slots[64], k = 0;
+				for (uint32_t s = sq.tail; s != hca[0] + 1; s++)
+					slots[k++] = rdma_sendq_slot(&sq, s);
 				int n = rdma_sendq_complete(&sq, hca[0]);
-				ck_assert_int_gt(n, 0);
-				for (uint32_t s = hca[0] - (uint32_t)n + 1; s != hca[0] + 1; s++) {
-					ck_assert_int_eq(buf_owner[s % depth], (int)s);
-					buf_owner[s % depth] = -1;
+				ck_assert_int_eq(n, (int)k);
+				k = 0;
+				for (uint32_t s = hca[0] - (uint32_t)n + 1; s != hca[0] + 1; s++, k++) {
+					ck_assert_int_eq(buf_owner[slots[k]], (int)s);
+					buf_owner[slots[k]] = -1;
 				}
 			}
 			memmove(hca, hca + 1, --hca_n * sizeof(hca[0]));
@@ -320,6 +353,28 @@ START_TEST(sendq_model)
 	ck_assert_uint_eq(done + (uint64_t)inflight + (uint64_t)waiting, submitted);
 	ck_assert_uint_lt(sq.nr_signalled, submitted); /* moderation did something */
 	rdma_sendq_free(&sq);
+}
+END_TEST
+
+/* nvmet with inline_data_size 1000 advertises IOCCSZ 66 (1056 bytes of
+ * capsule, 992 of data): the rounded 1088-byte buffer let 1024 bytes go
+ * in-capsule (the I/O queue Connect's data), which the target's 1056-byte
+ * receive buffer cannot take, and every I/O queue connect failed. */
+START_TEST(capsule_size_not_rounded)
+{
+	static const uint32_t in[] = { 0, 992, 496, 1008, 1024, 8192, 65536 };
+	uint32_t icmax, cap;
+
+	for (unsigned i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		rdma_capsule_size(in[i], 32768, &icmax, &cap);
+		ck_assert_uint_eq(icmax, in[i] < 32768 ? in[i] : 32768);
+		ck_assert_uint_ge(cap, 64 + icmax);
+		ck_assert_uint_eq(cap % 64, 0);
+		ck_assert_uint_lt(cap, 64 + icmax + 64);
+	}
+	rdma_capsule_size(992, 32768, &icmax, &cap);
+	ck_assert_uint_eq(cap, 1088);
+	ck_assert(1024 > icmax); /* the Connect's 1024 bytes go keyed */
 }
 END_TEST
 
@@ -515,6 +570,7 @@ int main(void)
 	tcase_add_test(tc, sendq_completion_errors);
 	tcase_add_test(tc, sendq_wraps);
 	tcase_add_test(tc, sendq_model);
+	tcase_add_test(tc, capsule_size_not_rounded);
 	tcase_add_test(tc, recv_check_invalidation);
 	tcase_add_test(tc, wr_ids);
 	tcase_add_test(tc, ops_registered);

@@ -248,6 +248,7 @@ struct rdma_queue {
 	uint8_t *cap_buf; /* sq.depth capsules of cap_size, in posting order */
 	struct nvme_cqe *rsp_buf; /* nr_recv response capsules */
 	uint32_t slot_size, cap_size;
+	uint32_t icmax; /* in-capsule data up to this (cap_size is rounded up) */
 	unsigned nr_reqs, nr_recv;
 	struct rdma_sendq sq;
 	struct list_node backlog; /* requests waiting for a free send WR */
@@ -518,7 +519,7 @@ static int post_send(struct rdma_queue *rq, struct nvmf_req *req)
 
 	if (ret < 0)
 		return ret;
-	uint8_t *cap = rq->cap_buf + (size_t)(seq % rq->sq.depth) * rq->cap_size;
+	uint8_t *cap = rq->cap_buf + (size_t)rdma_sendq_slot(&rq->sq, seq) * rq->cap_size;
 	memcpy(cap, &req->sqe, sizeof(req->sqe));
 	if (len)
 		iov_copy_from(req->iov, req->iovcnt, 0, cap + sizeof(struct nvme_sqe), len);
@@ -572,14 +573,14 @@ static int rdma_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	struct rdma_req *rr = rdma_req_of(req);
 	unsigned idx = req->cid & NVMF_CID_IDX_MASK;
 	uint8_t *data = rq->data_buf + (size_t)idx * rq->slot_size;
-	uint32_t len = req->data_len, icmax = rq->cap_size - sizeof(struct nvme_sqe);
+	uint32_t len = req->data_len;
 
 	if (rq->conn != RDMA_CONN_LIVE)
 		return -ENOTCONN;
 	if (idx >= rq->nr_reqs)
 		return -EINVAL;
 	rr->posted = false;
-	rr->in_capsule = req->host_to_ctrl && len && len <= icmax;
+	rr->in_capsule = req->host_to_ctrl && len && len <= rq->icmax;
 	if (!len) {
 		rdma_sgl_null(&req->sqe);
 	} else if (rr->in_capsule) {
@@ -647,12 +648,7 @@ static int setup_verbs(struct rdma_queue *rq)
 		return ret;
 	list_init(&rq->backlog);
 	rq->slot_size = slot_size_for(rq);
-	/* The admin queue takes no in-capsule data from Linux's target;
-	 * I/O queues up to what IOCCSZ allows. */
-	uint32_t icmax = q->qid ? q->in_capsule_max : 0;
-	if (icmax > rq->slot_size)
-		icmax = rq->slot_size;
-	rq->cap_size = (uint32_t)((sizeof(struct nvme_sqe) + icmax + 63) & ~63u);
+	rdma_capsule_size(q->qid ? q->in_capsule_max : 0, rq->slot_size, &rq->icmax, &rq->cap_size);
 
 	rq->pd = ibv_alloc_pd(verbs);
 	rq->cc = ibv_create_comp_channel(verbs);
@@ -685,6 +681,10 @@ static int setup_verbs(struct rdma_queue *rq)
 	if (!rq->data_buf || !rq->cap_buf || !rq->rsp_buf)
 		return -ENOMEM;
 	memset(rq->cap_buf, 0, csz);
+	/* The target may RDMA-read any byte of this region with a key we
+	 * gave it: what the allocator left here (other exports' data, other
+	 * controllers' secrets) must not be there to read. */
+	memset(rq->data_buf, 0, dsz);
 	rq->data_mr = ibv_reg_mr(rq->pd, rq->data_buf, dsz, access);
 	rq->cap_mr = ibv_reg_mr(rq->pd, rq->cap_buf, csz, IBV_ACCESS_LOCAL_WRITE);
 	rq->rsp_mr = ibv_reg_mr(rq->pd, rq->rsp_buf, rsz, IBV_ACCESS_LOCAL_WRITE);

@@ -61,16 +61,24 @@ void rdma_req_start(struct rdma_req *rr);
 int rdma_req_resp(struct rdma_req *rr, const struct nvme_cqe *cqe);
 
 /* The send queue of one QP (rdma_sendq.c): capsule buffers are a ring of
- * depth entries in posting order, buffer seq % depth for send seq.  At
+ * depth entries in posting order, buffer rdma_sendq_slot for send seq.  At
  * most interval sends follow each other unsignalled. */
 struct rdma_sendq {
 	uint32_t depth, interval;
 	uint32_t head; /* sequence number of the next send */
 	uint32_t tail; /* oldest send not yet proven complete */
+	uint32_t tail_slot; /* tail's buffer: not tail % depth, which jumps
+			     * at 2^32 unless depth divides it */
 	uint32_t unsignalled; /* sends since the last signalled one */
 	uint8_t *signalled; /* per buffer: its send was posted signalled */
 	uint64_t nr_signalled;
 };
+
+/* A queue's capsule: in-capsule data up to *icmax (the target's
+ * in_capsule_max, 0 for none, within a data slot) in a send buffer of
+ * *cap_size bytes. */
+void rdma_capsule_size(uint32_t in_capsule_max, uint32_t slot_size, uint32_t *icmax,
+		       uint32_t *cap_size);
 
 /* The signalling interval for a queue of nr_reqs requests. */
 uint32_t rdma_sendq_interval(uint32_t nr_reqs);
@@ -86,6 +94,12 @@ int rdma_sendq_complete(struct rdma_sendq *sq, uint32_t seq);
 static inline uint32_t rdma_sendq_used(const struct rdma_sendq *sq)
 {
 	return sq->head - sq->tail;
+}
+/* The buffer (and signalled flag) of an outstanding send seq, or of the
+ * next one (head). */
+static inline uint32_t rdma_sendq_slot(const struct rdma_sendq *sq, uint32_t seq)
+{
+	return (uint32_t)(((uint64_t)sq->tail_slot + (seq - sq->tail)) % sq->depth);
 }
 
 /* Checks a receive completion before its response capsule is used:

@@ -45,7 +45,7 @@ int rdma_sendq_post(struct rdma_sendq *sq, uint32_t *seq, bool *signal)
 	/* Every interval-th send, and the one that takes the last free WR:
 	 * a full queue then always has a completion coming that frees it. */
 	bool sig = sq->unsignalled + 1 >= sq->interval || used + 1 == sq->depth;
-	sq->signalled[sq->head % sq->depth] = sig;
+	sq->signalled[rdma_sendq_slot(sq, sq->head)] = sig;
 	sq->unsignalled = sig ? 0 : sq->unsignalled + 1;
 	sq->nr_signalled += sig;
 	*signal = sig;
@@ -59,12 +59,25 @@ int rdma_sendq_complete(struct rdma_sendq *sq, uint32_t seq)
 
 	/* seq must be outstanding, signalled, and the oldest signalled send:
 	 * anything else is a completion seen twice or one that went missing. */
-	if (!sq->depth || !n || n > sq->head - sq->tail || !sq->signalled[seq % sq->depth])
+	if (!sq->depth || !n || n > sq->head - sq->tail || !sq->signalled[rdma_sendq_slot(sq, seq)])
 		return -EPROTO;
 	for (uint32_t s = sq->tail; s != seq; s++)
-		if (sq->signalled[s % sq->depth])
+		if (sq->signalled[rdma_sendq_slot(sq, s)])
 			return -EPROTO;
-	sq->signalled[seq % sq->depth] = 0;
+	sq->signalled[rdma_sendq_slot(sq, seq)] = 0;
 	sq->tail = seq + 1;
+	sq->tail_slot = (uint32_t)(((uint64_t)sq->tail_slot + n) % sq->depth);
 	return (int)n;
+}
+
+void rdma_capsule_size(uint32_t in_capsule_max, uint32_t slot_size, uint32_t *icmax,
+		       uint32_t *cap_size)
+{
+	uint32_t m = in_capsule_max < slot_size ? in_capsule_max : slot_size;
+
+	/* The buffer is rounded up to 64 bytes; the data limit is not: a
+	 * target's receive buffer holds IOCCSZ * 16 bytes exactly, and a
+	 * longer send is a local length error that drops the QP. */
+	*icmax = m;
+	*cap_size = (uint32_t)((sizeof(struct nvme_sqe) + m + 63) & ~63u);
 }
