@@ -40,6 +40,7 @@ struct req {
 	bool flush_after; /* O_DSYNC on a volume without FUA */
 	uint64_t *loss_seen; /* the open file's (struct fhandle) */
 	enum vol_op zero_op; /* RQ_ZERO: for the whole blocks */
+	unsigned zero_flags; /* and its flags (VOL_IO_NO_HOLE for a zero range) */
 	struct rmw_plan plan;
 	struct range_lock lk;
 	bool locked;
@@ -334,7 +335,7 @@ static void zero_merge(struct req *q)
 	if (q->plan.tail_partial)
 		add_seg(q, VOL_WRITE, 0, q->plan.end - bs, bs, q->edge + bs);
 	if (q->plan.inner_end > q->plan.inner_start)
-		add_seg(q, q->zero_op, 0, q->plan.inner_start,
+		add_seg(q, q->zero_op, q->zero_flags, q->plan.inner_start,
 			q->plan.inner_end - q->plan.inner_start, NULL);
 	run_phase(q, reply_ok);
 }
@@ -527,18 +528,16 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, 0);
 		return;
 	}
-	/* A hole must read back as zeroes: deallocate only where the volume
-	 * says deallocated blocks read as zeroes, else write zeroes (which
-	 * the target may still implement by deallocating). */
-	if ((mode & FALLOC_FL_PUNCH_HOLE) && (v->caps & VOL_CAP_TRIM) &&
-	    (v->caps & VOL_CAP_FAST_ZERO))
-		zop = VOL_TRIM;
-	else if (v->caps & VOL_CAP_WRITE_ZEROES)
-		zop = VOL_WRITE_ZEROES;
-	else {
+	/* A hole must read back as zeroes, and a Dataset Management
+	 * deallocate is only advice (the target may deallocate nothing, or
+	 * skip ranges below its granularity): Write Zeroes, which lets the
+	 * target deallocate, as Linux punches a block device.  A zero range
+	 * keeps its blocks allocated (fallocate(2)): NO_HOLE, no DEAC. */
+	if (!(v->caps & VOL_CAP_WRITE_ZEROES)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
+	zop = VOL_WRITE_ZEROES;
 	struct rmw_plan p;
 	rmw_plan(start, end - start, v->block_size, &p);
 	q = req_get(fs, req, n, 0);
@@ -551,6 +550,7 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	q->len = end - start;
 	q->plan = p;
 	q->zero_op = zop;
+	q->zero_flags = (mode & FALLOC_FL_PUNCH_HOLE) ? 0 : VOL_IO_NO_HOLE;
 	q->locked = true;
 	if (range_lock(&n->locks, &q->lk, p.start, p.end, zero_granted))
 		zero_locked(q);

@@ -135,8 +135,9 @@ int rmw_errno(int vol_err)
 	case EDQUOT:
 		return -vol_err;
 	case EPERM: /* the volume's "read-only" */
-	case EACCES:
 		return EROFS;
+	case EACCES: /* the target's Access Denied: reads too, not EROFS */
+		return EACCES;
 	case EOPNOTSUPP:
 		return EOPNOTSUPP;
 	default: /* timeouts, resets, protocol and media errors, bugs */

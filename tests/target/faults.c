@@ -290,6 +290,10 @@ int faults_command(char *line, char *reply, size_t len)
 	}
 	if (!strncmp(w[0], "ns-", 3))
 		return ns_change_command(w, nw, reply, len);
+	if (!strcmp(w[0], "dsm-noop") && nw == 2 && (!strcmp(w[1], "on") || !strcmp(w[1], "off"))) {
+		T.f.dsm_noop = !strcmp(w[1], "on");
+		return 0;
+	}
 	if (!strcmp(w[0], "lose-cache") && nw == 1) {
 		nvme_lose_cache();
 		T.f.nr_injected++;
@@ -304,16 +308,19 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.status_nsid = 0;
 		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
 		T.f.malformed = BAD_NONE;
+		T.f.dsm_noop = false;
 		return 0;
 	}
 	if (!strcmp(w[0], "stats") && nw == 1) {
 		unsigned conns = (unsigned)list_len(&T.conns), ctrls = (unsigned)list_len(&T.ctrls);
 		size_t o = (size_t)snprintf(reply, len,
 					    "ok conns=%u ctrls=%u connections=%llu commands=%llu "
-					    "injected=%llu",
+					    "injected=%llu wz_deac=%llu wz_nodeac=%llu",
 					    conns, ctrls, (unsigned long long)T.nr_conns_total,
 					    (unsigned long long)T.nr_cmds_total,
-					    (unsigned long long)T.f.nr_injected);
+					    (unsigned long long)T.f.nr_injected,
+					    (unsigned long long)T.f.nr_wz_deac,
+					    (unsigned long long)T.f.nr_wz_nodeac);
 		/* Per port: which path carried the I/O. */
 		for (unsigned i = 0; i < T.nr_ports && o < len; i++)
 			o += (size_t)snprintf(reply + o, len - o, " port%u_io=%llu", i + 1,

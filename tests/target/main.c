@@ -416,6 +416,8 @@ static void usage(FILE *out)
 		"  status SCT SC [dnr] [FRACTION], status off, corrupt hdgst|ddgst [io],\n"
 		"  malformed type|hlen|cid|plen, ana NQN NSID STATE [PORT] [noaen],\n"
 		"  ana-group NQN NSID GRP [noaen], lose-cache, clear, stats,\n"
+		"  dsm-noop on|off (Dataset Management deallocates nothing; stats counts\n"
+		"  Write Zeroes with and without DEAC),\n"
 		"  disc-hide|disc-show NQN (left out of / back in the discovery log, with\n"
 		"  the change event), disc-referral ADDR SVC, disc-referral-clear,\n"
 		"  port PORT down|up (stop listening there and drop its connections; listen again),\n"

@@ -1214,13 +1214,17 @@ static void io_execute(struct tgt_cmd *cmd, struct tgt_ns *ns)
 			 s->cdw12 & NVME_RW_FUA);
 		break;
 	case NVME_CMD_WRITE_ZEROES:
+		if (s->cdw12 & NVME_WZ_DEAC)
+			T.f.nr_wz_deac++;
+		else
+			T.f.nr_wz_nodeac++;
 		ns_write(ns, slba << ns->lba_shift, NULL, nlb << ns->lba_shift,
 			 s->cdw12 & NVME_RW_FUA);
 		break;
 	case NVME_CMD_DSM: {
 		const struct nvme_dsm_range *r = (const void *)cmd->buf;
 		unsigned nr = (s->cdw10 & 0xff) + 1u;
-		if (!(s->cdw11 & NVME_DSM_ATTR_DEALLOCATE))
+		if (!(s->cdw11 & NVME_DSM_ATTR_DEALLOCATE) || T.f.dsm_noop)
 			break;
 		for (unsigned i = 0; i < nr; i++)
 			if (r[i].slba + r[i].nlb > ns->nblocks || r[i].slba + r[i].nlb < r[i].slba) {

@@ -271,6 +271,10 @@ struct tgt_faults {
 	double status_frac;
 	bool corrupt_hdgst, corrupt_ddgst;
 	bool corrupt_io_only; /* only on I/O queues */
+	/* DSM deallocate succeeds and deallocates nothing (the spec lets a
+	 * controller ignore it): a hole made by DSM alone reads old data. */
+	bool dsm_noop;
+	uint64_t nr_wz_deac, nr_wz_nodeac; /* Write Zeroes by DEAC (stats) */
 	int malformed; /* enum malformed_kind, 0: none */
 	uint64_t rng;
 	uint64_t nr_injected;

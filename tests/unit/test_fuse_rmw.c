@@ -284,7 +284,8 @@ START_TEST(errno_table)
 	ck_assert_int_eq(rmw_errno(-ENOSPC), ENOSPC);
 	ck_assert_int_eq(rmw_errno(-EROFS), EROFS);
 	ck_assert_int_eq(rmw_errno(-EPERM), EROFS); /* the volume's read-only */
-	ck_assert_int_eq(rmw_errno(-EACCES), EROFS);
+	/* Access Denied fails reads too: not a read-only file system. */
+	ck_assert_int_eq(rmw_errno(-EACCES), EACCES);
 	ck_assert_int_eq(rmw_errno(-ENOMEM), ENOMEM);
 	ck_assert_int_eq(rmw_errno(-EOPNOTSUPP), EOPNOTSUPP);
 	ck_assert_int_eq(rmw_errno(-ETIMEDOUT), EIO);
