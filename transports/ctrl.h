@@ -41,6 +41,10 @@ struct nvmf_ns {
 	uint8_t eui64[8];
 	uint32_t anagrpid;
 	uint8_t ana_state; /* enum nvme_ana_state; OPTIMIZED without ANA */
+	/* ns_events when a change event last identified it (0: the bring-up
+	 * did): what the subsystem said just now, against an entry an event
+	 * left as it was (its Identify failed, or it was not in the list). */
+	unsigned id_event;
 };
 
 /* The controller states of the Linux host; the resilience issue uses

@@ -273,6 +273,7 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 		return;
 	}
 	if (!st && nvmf_ns_from_id(c->opts.name, nsid, c->nsc_id, &ns) > 0) {
+		ns.id_event = c->ns_events + 1; /* this event's, counted at its end */
 		if (!nvmf_ctrl_ns_update(c, nsid, &ns))
 			ctrl_log(WARN, c, "nsid %u: more than %u namespaces; not used", nsid,
 				 NVME_CHANGED_NS_MAX);

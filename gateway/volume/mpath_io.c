@@ -854,7 +854,7 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	/* The other live paths must show the same namespace. */
 	for (unsigned i = 0; i < t->o.nr_paths; i++)
 		if (t->paths[i].attached && &t->paths[i] != from)
-			mp_check_identity(&t->paths[i], false);
+			mp_check_identity(&t->paths[i], MP_ID_CREATE);
 	log_info("%s: namespace %u of %s: %llu bytes, %u-byte blocks, %s, %u paths (%s)", name,
 		 nsid, t->o.ctrl.name, (unsigned long long)vol_size(&n->v), n->v.block_size,
 		 vol_caps_str(n->v.caps, caps, sizeof(caps)), t->o.nr_paths,

@@ -305,14 +305,14 @@ static void stale_paths_check(const struct vol_mp *n, const struct mp_path *p)
 }
 
 /* Every namespace the volumes use must be the same one behind this path
- * as behind the path the volume was built from.  After a (re)connect or a
- * namespace change event (reidentified), the path's group for it is the
- * target's current one.  What a difference means is
+ * as behind the path the volume was built from.  After a (re)connect, or
+ * a namespace change event that identified it again, the path's group for
+ * it is the target's current one.  What a difference means is
  * nvmf_ns_change_classify's: a grown namespace grows the volume; one that
  * is gone, shrunk, reformatted or replaced is not used through this path,
  * and once no path is left the volume fails (EIO, never truncated or
  * misaddressed) and its owner is told. */
-void mp_check_identity(struct mp_path *p, bool reidentified)
+void mp_check_identity(struct mp_path *p, enum mp_id_why why)
 {
 	struct mp_target *t = p->t;
 
@@ -320,6 +320,11 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		struct vol_mp *n = t->vols[i];
 		const struct nvmf_ns *ns = nvmf_ctrl_find_ns(&p->ctrl, n->ns.nsid);
 		enum nvmf_ns_change ch = nvmf_ns_change_classify(&n->ns, ns);
+		/* Identified by this very event: the subsystem's word now.  An
+		 * entry the event left alone may be older than the volume (a
+		 * grow another path saw first), and says nothing new. */
+		bool fresh = why == MP_ID_EVENT && ns && ns->id_event &&
+			     ns->id_event == p->ctrl.ns_events;
 		bool bad = ch != NVMF_NS_SAME && ch != NVMF_NS_GROWN;
 
 		if (!bad && !(n->v.caps & VOL_CAP_FLUSH) && p->ctrl.id &&
@@ -356,7 +361,7 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 			 * moved it (ANACAP allows it).  Not at volume creation,
 			 * where the other paths' tables may be older than the
 			 * one the volume was built from. */
-			if (reidentified)
+			if (why == MP_ID_BRINGUP || fresh)
 				vol_regroup(n, p, ns->anagrpid, "Identify Namespace");
 			continue;
 		}
@@ -367,9 +372,12 @@ void mp_check_identity(struct mp_path *p, bool reidentified)
 		 * path: NSIDs are the subsystem's, so the other paths reach the
 		 * same changed namespace, and serving on through them until
 		 * their own events come would read and write another volume's
-		 * blocks.  A removal may be a detach from this controller only
-		 * (Namespace Attachment): the others may still serve it. */
-		bool subsystem_wide = reidentified && ch != NVMF_NS_REMOVED;
+		 * blocks.  Only for a namespace that event identified: a stale
+		 * entry, or a path's first view at a (re)connect (a wrong port,
+		 * a path behind on a grow), is this path's alone.  A removal may
+		 * be a detach from this controller only (Namespace Attachment):
+		 * the others may still serve it. */
+		bool subsystem_wide = fresh && ch != NVMF_NS_REMOVED;
 		if (!subsystem_wide && vol_has_other_path(n, p)) {
 			/* Another path still shows the namespace as exported:
 			 * refuse this one for it (a path whose event has not
@@ -438,7 +446,7 @@ static void path_ready(struct nvmf_ctrl *c, int err)
 			mp_first_result(t);
 		return;
 	}
-	mp_check_identity(p, true);
+	mp_check_identity(p, MP_ID_BRINGUP);
 	p->regroups_seen = p->ctrl.ana_regroups;
 	reactor_timer_cancel(&p->loss_timer);
 	/* Reachable: an entry missing from the log does not tear a live
@@ -608,7 +616,7 @@ static void path_ns(struct nvmf_ctrl *c)
 
 	if (!p->attached)
 		return; /* path_ready checks them */
-	mp_check_identity(p, true);
+	mp_check_identity(p, MP_ID_EVENT);
 	/* I/O waiting for a path learns the volume failed, or that this
 	 * path is no longer one for it. */
 	mp_broadcast(p->t, NULL, NULL);

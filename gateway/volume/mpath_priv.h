@@ -281,7 +281,11 @@ void mp_ana_fire(struct reactor_timer *tm);
 void mp_fast_fire(struct reactor_timer *tm);
 void mp_reconnect_fire(struct reactor_timer *tm);
 void mp_loss_fire(struct reactor_timer *tm);
-void mp_check_identity(struct mp_path *p, bool reidentified);
+/* Why a path's namespaces are checked: the volume is being built from the
+ * paths' tables; the path (re)connected and identified every namespace;
+ * the path's controller handled a namespace change event. */
+enum mp_id_why { MP_ID_CREATE, MP_ID_BRINGUP, MP_ID_EVENT };
+void mp_check_identity(struct mp_path *p, enum mp_id_why why);
 void mp_first_result(struct mp_target *t);
 
 /* mpath_io.c */
