@@ -132,8 +132,17 @@ int nvmf_ns_from_id(const char *name, uint32_t nsid, const struct nvme_id_ns *id
 			 name, nsid, (unsigned long long)id->nsze, 1u << id->lbaf[idx].ds);
 		return 0;
 	}
-	if (id->lbaf[idx].ms && (id->flbas & 0x10) == 0)
-		log_warn("ctrl %s: nsid %u has separate metadata, which is ignored", name, nsid);
+	/* Metadata: in each block (extended LBA), a transfer is nlb * (2^ds
+	 * + ms) bytes, not what every offset and length here assumes; kept
+	 * apart, fabrics cannot carry it at all.  Linux gives such a
+	 * namespace capacity 0: skipped, not misaddressed. */
+	if (id->lbaf[idx].ms) {
+		log_warn("ctrl %s: nsid %u has %u bytes of %s metadata per block, which the "
+			 "gateway does not carry; skipped",
+			 name, nsid, (unsigned)id->lbaf[idx].ms,
+			 (id->flbas & 0x10) ? "extended-LBA" : "separate");
+		return 0;
+	}
 	memset(ns, 0, sizeof(*ns));
 	ns->nsid = nsid;
 	ns->nsze = id->nsze;
@@ -269,9 +278,11 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 				 c->vwc_before ? "present" : "absent");
 		c->vwc_before = c->id->vwc & NVME_CTRL_VWC_PRESENT;
 		c->in_capsule_max = nvmf_in_capsule_max(c->id->ioccsz);
-		ctrl_log(INFO, c, "cntlid %u, NVMe %u.%u, model '%.40s', max transfer %u, "
+		char mn[sizeof(c->id->mn) + 1];
+		log_printable(mn, sizeof(mn), c->id->mn, sizeof(c->id->mn));
+		ctrl_log(INFO, c, "cntlid %u, NVMe %u.%u, model '%s', max transfer %u, "
 			 "in-capsule %u, %u namespaces",
-			 c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, c->id->mn,
+			 c->cntlid, c->vs >> 16, (c->vs >> 8) & 0xff, mn,
 			 c->max_xfer, c->in_capsule_max, c->id->nn);
 		if (c->opts.discovery) {
 			c->step = INIT_DONE;

@@ -114,6 +114,17 @@ START_TEST(ns_size_never_wraps)
 	id_ns(id, 100, 12);
 	id->flbas = 1; /* index 1 > nlbaf 0 */
 	ck_assert_int_eq(nvmf_ns_from_id("unit", 1, id, &ns), 0);
+	/* Metadata, in each block (flbas bit 4) or apart: every transfer
+	 * would be sized and addressed wrong.  The extended one was taken
+	 * as usable, the separate one with a warning only. */
+	id_ns(id, 100, 12);
+	id->lbaf[0].ms = 8;
+	id->flbas = 0x10;
+	ck_assert_int_eq(nvmf_ns_from_id("unit", 1, id, &ns), 0);
+	id->flbas = 0;
+	ck_assert_int_eq(nvmf_ns_from_id("unit", 1, id, &ns), 0);
+	id->lbaf[0].ms = 0;
+	ck_assert_int_eq(nvmf_ns_from_id("unit", 1, id, &ns), 1);
 	free(id);
 }
 END_TEST
