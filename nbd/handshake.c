@@ -139,18 +139,6 @@ static int enter_transmission(struct nbd_conn *c, struct nbd_export *e)
 	return 0;
 }
 
-void nbd_printable(char *dst, size_t len, const void *src, size_t n)
-{
-	const unsigned char *s = src;
-	size_t i;
-
-	if (n > len - 1)
-		n = len - 1;
-	for (i = 0; i < n; i++)
-		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
-	dst[i] = 0;
-}
-
 static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 {
 	static const uint8_t zeroes[124];
@@ -161,7 +149,7 @@ static int opt_export_name(struct nbd_conn *c, const uint8_t *p)
 		char name[65];
 
 		/* No way to answer an error here: the protocol says close. */
-		nbd_printable(name, sizeof(name), p, c->opt_len);
+		log_printable(name, sizeof(name), p, c->opt_len);
 		nbd_conn_fail(c, -ENOENT, "NBD_OPT_EXPORT_NAME: no export '%s'", name);
 		return -1;
 	}

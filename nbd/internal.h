@@ -291,9 +291,6 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len);
 void nbd_req_put(struct nbd_conn *c, struct nbd_req *q);
 
 /* handshake.c: 0 to go on parsing, < 0 when parsing must stop. */
-/* A client-chosen name (at most len - 1 bytes of it) made safe for one
- * log line: controls, quotes and non-ASCII bytes become '?'. */
-void nbd_printable(char *dst, size_t len, const void *src, size_t n);
 void nbd_hs_start(struct nbd_conn *c);
 int nbd_hs_client_flags(struct nbd_conn *c, const uint8_t *p);
 int nbd_hs_opt_hdr(struct nbd_conn *c, const uint8_t *p);

@@ -218,7 +218,7 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 	}
 	/* Not found: the handshake goes on without a PSK, and fails. */
 	char id[65];
-	nbd_printable(id, sizeof(id), identity, identity_len);
+	log_printable(id, sizeof(id), identity, identity_len);
 	snprintf(c->tls->why, sizeof(c->tls->why), "unknown PSK identity '%s'", id);
 	return 1;
 }

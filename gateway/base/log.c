@@ -96,3 +96,17 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	log_vmsg(lvl, fmt, ap);
 	va_end(ap);
 }
+
+void log_printable(char *dst, size_t len, const void *src, size_t n)
+{
+	const unsigned char *s = src;
+	size_t i;
+
+	if (!len)
+		return;
+	if (n > len - 1)
+		n = len - 1;
+	for (i = 0; i < n && s[i]; i++)
+		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
+	dst[i] = 0;
+}

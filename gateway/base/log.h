@@ -5,6 +5,7 @@
 #define GW_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum log_level {
 	LOG_LVL_ERR = 3,
@@ -46,5 +47,10 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 		if (log_enabled(LOG_LVL_##lvl))                          \
 			log_msg(LOG_LVL_##lvl, __VA_ARGS__);             \
 	} while (0)
+
+/* n bytes a peer sent (a name, a model string), fit for one log line in
+ * dst: anything but printable ASCII, and the quote the line puts around
+ * it, becomes '?', so no newline or escape of theirs forges a line. */
+void log_printable(char *dst, size_t len, const void *src, size_t n);
 
 #endif

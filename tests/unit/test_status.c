@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "gateway/base/log.h"
 #include "transports/nvme_spec.h"
 #include "transports/status.h"
 
@@ -100,6 +101,30 @@ START_TEST(success)
 }
 END_TEST
 
+/* A target's Identify Controller model string goes into a log line: a
+ * newline in it started a line of the target's choosing (it was printed
+ * with %.40s, raw). */
+START_TEST(peer_string_printable)
+{
+	char mn[40], out[41];
+
+	memset(mn, ' ', sizeof(mn));
+	static const char evil[] = "x\nnvmf-gateway: error: forged\x1b[0m'";
+	memcpy(mn, evil, sizeof(evil) - 1);
+	log_printable(out, sizeof(out), mn, sizeof(mn));
+	ck_assert_ptr_null(strchr(out, '\n'));
+	ck_assert_ptr_null(strchr(out, '\x1b'));
+	ck_assert_ptr_null(strchr(out, '\''));
+	ck_assert_str_eq(out, "x?nvmf-gateway: error: forged?[0m?      ");
+	/* NUL-padded fields end at the NUL; a short buffer cuts, always ends. */
+	memcpy(mn, "model\0\0\0", 8);
+	log_printable(out, sizeof(out), mn, sizeof(mn));
+	ck_assert_str_eq(out, "model");
+	log_printable(out, 4, "abcdef", 6);
+	ck_assert_str_eq(out, "abc");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("status");
@@ -109,6 +134,7 @@ int main(void)
 
 	tcase_add_loop_test(tc, row, 0, (int)(sizeof(rows) / sizeof(rows[0])));
 	tcase_add_test(tc, success);
+	tcase_add_test(tc, peer_string_printable);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
