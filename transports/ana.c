@@ -107,6 +107,7 @@ uint64_t nvmf_ana_log_need(const void *buf, size_t len)
 struct ana_apply_ctx {
 	struct nvmf_ctrl *c;
 	bool changed;
+	uint8_t *placed; /* per table entry: a descriptor of this page listed it */
 };
 
 /* The namespace nsid of c's table, which is in ascending NSID order (as
@@ -147,7 +148,23 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state, const uint8_t *n
 		uint32_t nsid;
 		memcpy(&nsid, nsids + (size_t)k * 4, 4);
 		struct nvmf_ns *ns = ns_lookup(c, nsid);
-		if (!ns || ns->anagrpid == grpid)
+		if (!ns)
+			continue;
+		/* A namespace is in one group.  Listed in two, the later
+		 * one moved it back and forth at every read (a change, four
+		 * lines and a regroup each time): the first one holds. */
+		if (a->placed) {
+			uint8_t *seen = &a->placed[ns - c->ns];
+			if (*seen) {
+				if (ns->anagrpid != grpid)
+					ctrl_log(WARN, c, "ANA log page lists nsid %u in groups %u "
+						 "and %u; group %u is kept", nsid, ns->anagrpid,
+						 grpid, ns->anagrpid);
+				continue;
+			}
+			*seen = 1;
+		}
+		if (ns->anagrpid == grpid)
 			continue;
 		ctrl_log(NOTICE, c, "nsid %u moved from ANA group %u to %u (ANA log page)",
 			   nsid, ns->anagrpid, grpid);
@@ -169,8 +186,11 @@ static void ana_group(void *arg, uint32_t grpid, uint8_t state, const uint8_t *n
 int nvmf_ctrl_ana_apply(struct nvmf_ctrl *c, const void *buf, size_t len)
 {
 	struct ana_apply_ctx a = { .c = c };
+	/* Without memory the duplicate check goes, nothing else. */
+	a.placed = c->nr_ns ? calloc(c->nr_ns, 1) : NULL;
 	int ret = ana_log_walk(buf, len, &c->ana_chgcnt, ana_group, &a);
 
+	free(a.placed);
 	if (ret < 0)
 		return ret;
 	return a.changed;

@@ -262,6 +262,19 @@ START_TEST(ana_apply_regroup)
 	ck_assert_int_eq(nvmf_ctrl_ana_apply(&c, buf, len), 0);
 	ck_assert_uint_eq(ns[0].anagrpid, 7);
 	ck_assert_uint_eq(ns[1].anagrpid, 2);
+	/* nsid 100 listed in groups 7 and 8 (a broken target): it moved to
+	 * 8 and back to 7 at every read, a change (and four log lines) each
+	 * time.  The first group holds, and the same page is no change. */
+	const uint32_t dup[2][3] = { { 7, NVME_ANA_INACCESSIBLE, 1 }, { 8, NVME_ANA_OPTIMIZED, 1 } };
+	len = build(buf, dup, 2, 3);
+	uint32_t hundred = 100;
+	memcpy(buf + sizeof(struct nvme_ana_log_hdr) + 2 * sizeof(struct nvme_ana_group_desc) + 4,
+	       &hundred, 4);
+	for (int round = 0; round < 3; round++) {
+		ck_assert_int_eq(nvmf_ctrl_ana_apply(&c, buf, len), 0);
+		ck_assert_uint_eq(ns[0].anagrpid, 7);
+		ck_assert_uint_eq(ns[0].ana_state, NVME_ANA_INACCESSIBLE);
+	}
 }
 END_TEST
 
