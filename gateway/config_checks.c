@@ -108,7 +108,8 @@ static void load_secret_file(struct ctx *c, const config_setting_t *list,
 		       file, why);
 	else
 		cfg_dup_str(c, secret, buf);
-	memset(buf, 0, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
+	explicit_bzero(&k, sizeof(k));
 }
 
 /* The DH-HMAC-CHAP keys of one entry of a targets or discovery list: each
@@ -166,7 +167,7 @@ void cfg_check_tls_key(struct ctx *c, const char *file, int tls_line, int key_li
 		cfg_err_line(c, file, key_line, "%s.tls_key_file: %s does not hold an NVMe TLS key: %s",
 			     label, key_file, bad);
 	}
-	memset(buf, 0, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 }
 
 static int line_of(const config_setting_t *s)

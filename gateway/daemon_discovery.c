@@ -855,7 +855,7 @@ static char *disc_key(const struct gw_discovery *c)
 		     c->reconnect_delay, nz(c->dhchap_secret), nz(c->dhchap_ctrl_secret),
 		     c->tls, c->tls_kdf, nz(c->tls_key_file), c->tls ? key : "") < 0)
 		k = NULL;
-	memset(key, 0, sizeof(key));
+	explicit_bzero(key, sizeof(key));
 	return k;
 }
 

@@ -155,7 +155,9 @@ static int apply(const struct opt *o, const char *v, struct gw_discovery *d, cha
 	case O_SECRET:
 	case O_CTRL_SECRET: {
 		struct nvmf_dhchap_key key;
-		if (nvmf_dhchap_key_parse(v, &key, &why))
+		int bad = nvmf_dhchap_key_parse(v, &key, &why);
+		explicit_bzero(&key, sizeof(key)); /* only the check was wanted */
+		if (bad)
 			return fail(err, errlen, "--%s: invalid secret: %s", o->lng, why);
 		dst = o->id == O_SECRET ? &d->dhchap_secret : &d->dhchap_ctrl_secret;
 		break;

@@ -59,7 +59,7 @@ static int session_secret_file(struct session *s, bool host, const char *file)
 		snprintf(why, sizeof(why), "%s does not hold a DH-HMAC-CHAP secret: %s", file, bad);
 		ret = -EINVAL;
 	}
-	memset(buf, 0, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 	if (ret < 0) {
 		fprintf(stderr, "nvmf-gateway: --%s: %s\n", name, why);
 		return -1;
@@ -78,7 +78,7 @@ static int session_tls_key_file(struct session *s, const char *file)
 		snprintf(why, sizeof(why), "%s does not hold an NVMe TLS key: %s", file, bad);
 		ret = -EINVAL;
 	}
-	memset(buf, 0, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 	if (ret < 0) {
 		fprintf(stderr, "nvmf-gateway: --tls-key-file: %s\n", why);
 		return -1;
@@ -100,7 +100,7 @@ static int session_secret_env(struct nvmf_dhchap_key *k, const char *var)
 		fprintf(stderr, "nvmf-gateway: $%s: invalid secret: %s\n", var, why);
 		ret = -1;
 	}
-	memset(buf, 0, sizeof(buf));
+	explicit_bzero(buf, sizeof(buf));
 	return ret;
 }
 

@@ -724,4 +724,8 @@ void nvmf_ctrl_free(struct nvmf_ctrl *c)
 	c->admin_buf = NULL;
 	c->ns_list = NULL;
 	c->ns = NULL;
+	/* The secrets' copies in the options (the owner may free c next). */
+	explicit_bzero(&c->opts.dhchap_key, sizeof(c->opts.dhchap_key));
+	explicit_bzero(&c->opts.dhchap_ctrl_key, sizeof(c->opts.dhchap_ctrl_key));
+	explicit_bzero(&c->opts.path.tls_key, sizeof(c->opts.path.tls_key));
 }

@@ -266,6 +266,8 @@ void mp_target_free(struct mp_target *t)
 	free(t->views);
 	free(t->reactors);
 	free(t->vols);
+	/* The options carry the DH-HMAC-CHAP and TLS keys. */
+	explicit_bzero(&t->o, sizeof(t->o));
 	free(t);
 }
 

@@ -108,6 +108,7 @@ int nvmf_key_decode_b64crc(const char *b64, size_t n, const uint8_t *lens, uint8
 		pad = (n > 1 && b64[n - 2] == '=') ? 2 : 1;
 	got = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)n);
 	if (got < 0) {
+		OPENSSL_cleanse(raw, sizeof(raw));
 		*why = "the key is not valid base64";
 		return -EINVAL;
 	}

@@ -1090,6 +1090,8 @@ static void tcp_queue_free(struct nvmf_queue *q)
 		close(tq->fd);
 	tcp_tls_free(tq);
 	free(tq->rbuf);
+	/* The configured TLS PSK rides in the options copy. */
+	explicit_bzero(&tq->opts.tls_key, sizeof(tq->opts.tls_key));
 	free(tq);
 	q->tp = NULL;
 }
