@@ -159,6 +159,10 @@ struct nvmf_ctrl {
 	unsigned nsc_retry_ms;
 	bool nsc_retry_quiet; /* at the 30 s ceiling: retries not logged */
 	unsigned ns_events; /* events handled, for tests and status */
+	/* A queue of this controller authenticated with its key, ever: a
+	 * connection then lost while the verdict was due is a lost
+	 * connection, not taken for the target's refusal (auth.c). */
+	bool auth_ok;
 	void *owner;
 	bool reconnecting; /* a failed bring-up stays CONNECTING */
 	bool ana; /* CMIC.ANA: the ANA log page is read */

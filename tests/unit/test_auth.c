@@ -525,6 +525,24 @@ START_TEST(controller_response_wrong)
 	ck_assert_int_eq(a->state, NVMF_AUTH_SEND_FAILURE2);
 	ck_assert_int_eq(nvmf_auth_step(a), -EACCES);
 	nvmf_dh_free(t.dh);
+	t.dh = NULL;
+	nvmf_auth_clear(a);
+	free(a);
+	/* No controller key, yet Success1 carries a response (rvalid): an
+	 * answer to a challenge never sent.  It was taken as success. */
+	a = start(&t, key01, NULL, 13);
+	ck_assert_int_eq(nvmf_auth_step(a), 1);
+	put_challenge(a, &t, 13);
+	ck_assert_int_eq(nvmf_auth_step(a), 1);
+	check_reply(a, &t, 13, false, c2, &s2);
+	ck_assert_int_eq(nvmf_auth_step(a), 1);
+	put_success1(a, &t, 13, false, c2, s2, false);
+	((struct nvmf_auth_success1 *)a->buf)->rvalid = 1;
+	ck_assert_int_eq(nvmf_auth_step(a), 1);
+	ck_assert_int_eq(a->state, NVMF_AUTH_SEND_FAILURE2);
+	ck_assert_int_eq(a->buf[7], NVMF_AUTH_FAIL_INCORRECT_MESSAGE);
+	ck_assert_int_eq(nvmf_auth_step(a), -EPROTO);
+	nvmf_dh_free(t.dh);
 	nvmf_auth_clear(a);
 	free(a);
 }
@@ -776,6 +794,44 @@ START_TEST(glue_closed_after_reply)
 }
 END_TEST
 
+/* The same close, on a controller whose key was accepted before (a path
+ * that was live): a lost connection, retried.  It was -EACCES, and the
+ * path was deleted for good over a network blip. */
+START_TEST(glue_closed_after_reply_known_key)
+{
+	uint8_t msg[256];
+
+	gc.auth_ok = true;
+	gq.connect_cb = glue_connect_cb;
+	gconnect_err = 1;
+	nvmf_queue_authenticate(&gq, glue_done);
+	uint16_t tid = (uint16_t)(gsent[4] | gsent[5] << 8);
+	glue_complete(0, NULL, 0);
+	glue_complete(0, msg, null_challenge(msg, tid));
+	glue_complete(0, NULL, 0);
+	expect_cmd(NVMF_FCTYPE_AUTH_RECV, NVMF_AUTH_BUF_SIZE);
+	gpending = NULL;
+	nvmf_queue_shutdown(&gq, -ECONNRESET);
+	ck_assert_uint_eq(gdone_count, 0);
+	ck_assert_int_eq(gconnect_err, -ECONNRESET);
+}
+END_TEST
+
+/* A status that may pass next time (Command Interrupted, no DNR) is a
+ * retry; with DNR the target refuses the protocol.  Both were -EACCES. */
+START_TEST(glue_status_dnr_or_not)
+{
+	nvmf_queue_authenticate(&gq, glue_done);
+	glue_complete(0x21, NULL, 0);
+	ck_assert_uint_eq(gdone_count, 1);
+	ck_assert_int_eq(gdone_err, -EIO);
+	nvmf_queue_authenticate(&gq, glue_done);
+	glue_complete((uint16_t)(0x4000 | 0x02), NULL, 0);
+	ck_assert_uint_eq(gdone_count, 2);
+	ck_assert_int_eq(gdone_err, -EACCES);
+}
+END_TEST
+
 /* Closed earlier (waiting for the challenge): an ordinary lost connection. */
 START_TEST(glue_closed_before_reply)
 {
@@ -922,6 +978,8 @@ int main(void)
 	tcase_add_test(tg, glue_malformed);
 	tcase_add_test(tg, glue_queue_lost);
 	tcase_add_test(tg, glue_closed_after_reply);
+	tcase_add_test(tg, glue_closed_after_reply_known_key);
+	tcase_add_test(tg, glue_status_dnr_or_not);
 	tcase_add_test(tg, glue_closed_before_reply);
 	tcase_add_test(tg, glue_no_key);
 	tcase_add_test(tg, connect_unauthenticated_with_ctrl_key);

@@ -294,6 +294,12 @@ static int on_success1(struct nvmf_auth *a)
 	if (s->hl != a->hl)
 		return fail2(a, NVMF_AUTH_FAIL_HASH_UNUSABLE, -EPROTO,
 			     "Success1 with hash length %u, expected %zu", s->hl, a->hl);
+	if (!bidi && (s->rvalid & 1))
+		/* A response to a challenge the host never sent (cvalid 0):
+		 * the controller does not follow the protocol, and would wait
+		 * for a Success2 that never comes.  Linux refuses it too. */
+		return fail2(a, NVMF_AUTH_FAIL_INCORRECT_MESSAGE, -EPROTO,
+			     "Success1 answers a challenge the host did not send");
 	if (!bidi) {
 		log_info("%s: authenticated to %s (DH-HMAC-CHAP %s, %s)", a->p.name, a->p.subnqn,
 			 nvmf_dhchap_hash_name(a->hashid), nvmf_dhchap_dhgroup_name(a->dhgid));
@@ -354,6 +360,8 @@ static void auth_finish(struct nvmf_auth *a, int err)
 	struct nvmf_queue *q = a->q;
 	void (*done)(struct nvmf_queue *, int) = a->done;
 
+	if (!err && q->ctrl)
+		q->ctrl->auth_ok = true;
 	nvmf_auth_clear(a);
 	free(a);
 	done(q, err);
@@ -376,8 +384,17 @@ static void auth_cmd_done(struct nvmf_req *req, int err)
 		 * association down at the same moment; on RDMA the disconnect
 		 * often wins and the Failure1 never arrives.  A connection
 		 * closed while the verdict on our response was due is that
-		 * refusal: reported as such, so that the path is not retried. */
-		if (a->state == NVMF_AUTH_RECV_SUCCESS1) {
+		 * refusal: reported as such, so that the path is not retried.
+		 * Unless this controller's key was accepted before: then it is
+		 * more likely a lost connection (a reset, a target restart),
+		 * and deleting the path for good over one would turn a blip
+		 * into an outage.  It is retried; a key the target no longer
+		 * takes ends it at ctrl_loss_tmo (over TCP, Failure1 at once). */
+		if (a->state == NVMF_AUTH_RECV_SUCCESS1 && a->q->ctrl && a->q->ctrl->auth_ok) {
+			log_warn("%s: the connection to %s closed while the verdict on the host's "
+				 "response was due; this key was accepted before: retried",
+				 a->p.name, a->p.subnqn);
+		} else if (a->state == NVMF_AUTH_RECV_SUCCESS1) {
 			log_err("%s: authentication failed with %s: the target closed the connection "
 				"instead of accepting the host's response; check dhchap_secret and the "
 				"target's dhchap_key for host %s",
@@ -389,12 +406,16 @@ static void auth_cmd_done(struct nvmf_req *req, int err)
 		return;
 	}
 	if (st) {
+		/* A target that refuses the protocol (DNR) refuses it next time
+		 * too; a status that may pass (an interrupted command, a
+		 * controller busy) is a retry, not a refused host. */
+		bool dnr = NVME_STATUS_DNR(st);
 		log_err("%s: authentication failed with %s: Authentication %s rejected in state "
-			"%s: %s",
+			"%s: %s%s",
 			a->p.name, a->p.subnqn, send ? "Send" : "Receive",
-			nvmf_auth_state_name(a->state), nvme_status_fmt(st, sbuf, sizeof(sbuf)));
-		/* A target that refuses the protocol refuses it next time too. */
-		auth_finish(a, -EACCES);
+			nvmf_auth_state_name(a->state), nvme_status_fmt(st, sbuf, sizeof(sbuf)),
+			dnr ? "" : "; retried");
+		auth_finish(a, dnr ? -EACCES : -EIO);
 		return;
 	}
 	ret = nvmf_auth_step(a);
