@@ -39,12 +39,12 @@ static int parse_u64(const char *s, uint64_t *out)
 /* The namespace goes on the Changed Namespace List of every controller
  * of ss, and those that enabled the notice and have read the log since
  * the last one get the event. */
-static void ns_notify(struct tgt_subsys *ss, uint32_t nsid, bool aen)
+static void ns_notify(struct tgt_subsys *ss, uint32_t nsid, bool aen, uint32_t ports)
 {
 	for (struct list_node *n = T.ctrls.next; n != &T.ctrls; n = n->next) {
 		struct tgt_ctrl *ctrl = container_of(n, struct tgt_ctrl, link);
 		bool listed = false;
-		if (ctrl->ss != ss)
+		if (ctrl->ss != ss || !(ports >> ctrl->port & 1u))
 			continue;
 		for (unsigned i = 0; i < ctrl->nr_changed_ns; i++)
 			listed |= ctrl->changed_ns[i] == nsid;
@@ -133,6 +133,17 @@ int ns_change_command(char **w, unsigned nw, char *reply, size_t len)
 		ns->removed = false;
 		log_notice("namespace: %s nsid %u added%s", ss->nqn, ns->nsid,
 			   aen ? "" : " (no event sent)");
+	} else if ((!strcmp(w[0], "ns-detach") || !strcmp(w[0], "ns-attach")) && nargs == 4 &&
+		   !parse_u64(w[3], &v) && v >= 1 && v <= T.nr_ports) {
+		bool detach = !strcmp(w[0], "ns-detach");
+		uint32_t bit = 1u << (v - 1);
+		ns->detached = detach ? ns->detached | bit : ns->detached & ~bit;
+		log_notice("namespace: %s nsid %u %s port %llu%s", ss->nqn, ns->nsid,
+			   detach ? "detached from" : "attached to", (unsigned long long)v,
+			   aen ? "" : " (no event sent)");
+		ns_notify(ss, ns->nsid, aen, bit);
+		T.f.nr_injected++;
+		return 0;
 	} else if (!strcmp(w[0], "ns-identity") && nargs == 3) {
 		ns_new_identity(ns);
 		log_notice("namespace: %s nsid %u has a new identity (NGUID/EUI-64/UUID)%s",
@@ -150,11 +161,11 @@ int ns_change_command(char **w, unsigned nw, char *reply, size_t len)
 	} else {
 		goto bad;
 	}
-	ns_notify(ss, ns->nsid, aen);
+	ns_notify(ss, ns->nsid, aen, ~0u);
 	T.f.nr_injected++;
 	return 0;
 bad:
 	snprintf(reply, len, "err usage: ns-resize|ns-remove|ns-add|ns-identity|ns-format NQN "
-			     "NSID [SIZE|BLOCK] [noaen]");
+			     "NSID [SIZE|BLOCK] [noaen], ns-detach|ns-attach NQN NSID PORT [noaen]");
 	return -1;
 }

@@ -566,7 +566,8 @@ static void identify_ctrl(struct tgt_ctrl *ctrl, uint8_t *b)
 
 static struct tgt_ns *find_ns(struct tgt_ctrl *ctrl, uint32_t nsid)
 {
-	if (nsid == 0 || nsid > ctrl->ss->nr_ns || ctrl->ss->ns[nsid - 1].removed)
+	if (nsid == 0 || nsid > ctrl->ss->nr_ns || ctrl->ss->ns[nsid - 1].removed ||
+	    (ctrl->ss->ns[nsid - 1].detached >> ctrl->port & 1u))
 		return NULL;
 	return &ctrl->ss->ns[nsid - 1];
 }
@@ -607,7 +608,8 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		if (nsid >= 0xfffffffe)
 			return SC_INVALID_NS | ST_DNR;
 		for (unsigned i = 0; i < ctrl->ss->nr_ns && n < 1024; i++)
-			if (ctrl->ss->ns[i].nsid > nsid && !ctrl->ss->ns[i].removed)
+			if (ctrl->ss->ns[i].nsid > nsid && !ctrl->ss->ns[i].removed &&
+			    !(ctrl->ss->ns[i].detached >> ctrl->port & 1u))
 				list[n++] = ctrl->ss->ns[i].nsid;
 		return 0;
 	}

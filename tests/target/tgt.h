@@ -96,6 +96,9 @@ struct tgt_ns {
 	 * bytes for ns-add; it may grow up to cap_bytes, the mappings'
 	 * size, without moving (commands being sent point into them). */
 	bool removed;
+	/* Detached from these ports' controllers only (bit = port index),
+	 * as Namespace Attachment does: inactive there, active elsewhere. */
+	uint32_t detached;
 	uint64_t cap_bytes;
 };
 /* Room each RAM namespace may grow into (virtual: untouched pages cost

@@ -232,6 +232,65 @@ START_TEST(flush_waits_for_stale_snapshot)
 }
 END_TEST
 
+/* nsid 1 is detached from path 1's controller only (path 0 still shows
+ * it), after path 1 acknowledged a write for it; nsid 2 keeps path 1 in
+ * the same ANA group, so ANA alone says path 1 is usable.  Path 1 is left
+ * out for the volume, and the flush it is owed goes through path 0.  It
+ * went to path 1, which answers Invalid Namespace: every flush failed. */
+START_TEST(flush_of_path_left_out)
+{
+	static struct nvmf_ns tbl[2][2];
+	struct mp_target *t = target_new(-1);
+	struct volume *vol;
+	struct vol_io io;
+
+	for (unsigned i = 0; i < 2; i++) {
+		path_live(t, i);
+		tbl[i][0] = nss[i];
+		tbl[i][1] = nss[i];
+		tbl[i][1].nsid = 2;
+		t->paths[i].ctrl.ns = tbl[i];
+		t->paths[i].ctrl.nr_ns = 2;
+	}
+	ck_assert_int_eq(vol_mp_create("v", t, 1, false, &vol), 0);
+	struct vol_mp *n = vol->priv;
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	STORE(n->acked[0].n[1], 1);
+
+	tbl[1][0] = tbl[1][1]; /* nsid 2 only */
+	t->paths[1].ctrl.nr_ns = 1;
+	t->paths[1].ctrl.ns_events++;
+	mp_check_identity(&t->paths[1], MP_ID_EVENT);
+	ck_assert(!LOAD(n->failed));
+	ck_assert(LOAD(n->bad_path[1]));
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+
+	memset(&io, 0, sizeof(io));
+	io.op = VOL_FLUSH;
+	io.cb = io_cb;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	poll_all(0);
+	ck_assert_uint_eq(nsent, 1);
+	ck_assert_uint_eq(sent[0].opcode, NVME_CMD_FLUSH);
+	ck_assert_msg(sent[0].q == &t->paths[0].ctrl.ioq[0],
+		      "the flush owed by path 1 went to the path that no longer shows nsid 1");
+	complete_pending();
+	poll_all(0);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert_uint_eq(LOAD(n->vp[1].flushed_upto), 1);
+
+	vol_destroy(vol);
+	t->paths[0].ctrl.ns = &nss[0];
+	t->paths[1].ctrl.ns = &nss[1];
+	target_free(t);
+}
+END_TEST
+
 /* Path 0 is lost; reactor 0 has applied the snapshot without it, reactor
  * 1 not yet (it may still use the old queues).  ctrl_loss_tmo 0 deletes
  * the path meanwhile, and discovery lists it again: the reconnect, which
@@ -386,6 +445,7 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, flush_waits_for_stale_snapshot);
+	tcase_add_test(tc, flush_of_path_left_out);
 	tcase_add_test(tc, relisted_while_detaching);
 	tcase_add_test(tc, deleted_slot_reused);
 	suite_add_tcase(s, tc);
