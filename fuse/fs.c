@@ -377,8 +377,11 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 	if (res > 0) {
 		struct fuse_buf fb = { .size = (size_t)res, .mem = rd->buf };
 		/* Handlers copy what they keep (write data), so the buffer
-		 * is free again when this returns. */
+		 * is free again when this returns.  A reply made meanwhile
+		 * may resume parked reads: not this one. */
+		rd->processing = true;
 		fuse_session_process_buf(fs->se, &fb);
+		rd->processing = false;
 		if (fs->init_seen && !fs->ready_sent && fs->state == FS_MOUNTED) {
 			fs->ready_sent = true;
 			if (fuse_session_exited(fs->se)) {
@@ -390,10 +393,11 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 			if (fs->o.on_ready)
 				fs->o.on_ready(fs->o.arg);
 		}
-		if (fs->state == FS_MOUNTED)
+		if (fs->state == FS_MOUNTED && !rd->busy && fs->inflight < FUSE_MAX_INFLIGHT)
 			read_arm(rd);
-		else
+		else if (fs->state != FS_MOUNTED)
 			fusefs_maybe_finish(fs);
+		/* else parked: req_put resumes it */
 		return;
 	}
 	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
@@ -417,10 +421,19 @@ gone:
 		fs->o.on_gone(fs->o.arg, res == -ENODEV ? 0 : res); /* last: may free fs */
 }
 
+void fusefs_reads_resume(struct fusefs *fs)
+{
+	for (unsigned i = 0; i < NR_READS && fs->state == FS_MOUNTED &&
+			     fs->inflight < FUSE_MAX_INFLIGHT; i++)
+		if (!fs->reads[i].busy && !fs->reads[i].processing)
+			read_arm(&fs->reads[i]);
+}
+
 static void fs_free(struct fusefs *fs)
 {
 	struct list_node *l;
 
+	reactor_timer_cancel(&fs->idle_timer);
 	while ((l = list_pop(&fs->handles)))
 		free(container_of(l, struct fhandle, link));
 	fusefs_free_reqs(fs);
@@ -680,6 +693,7 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->o = *o;
 	fs->o.files = NULL;
 	list_init(&fs->free_reqs);
+	reactor_timer_init(&fs->idle_timer, fusefs_idle);
 	list_init(&fs->handles);
 	for (unsigned i = 0; i < NR_READS; i++) {
 		fs->reads[i].fs = fs;

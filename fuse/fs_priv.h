@@ -18,6 +18,15 @@
 /* Volume I/Os one request keeps in flight when it spans several max_io. */
 #define REQ_SLOTS 4
 #define FREE_REQS_MAX 64
+/* Requests holding data buffers at once (each up to FUSEFS_MAX_IO plus
+ * two edge blocks): past it /dev/fuse is not read until one is answered.
+ * The kernel bounds only background requests (max_background); a caller
+ * per blocked thread is not bounded, and 512 threads of 1 MiB direct
+ * writes took 512 MiB past the buffer budget. */
+#define FUSE_MAX_INFLIGHT 64
+/* Cached requests go back (buffers to the budget) after this long with
+ * none in flight, as an idle NBD connection's do. */
+#define FUSE_IDLE_NS (500 * NSEC_PER_MSEC)
 /* A whole request plus the header libfuse and the kernel put before it. */
 #define READ_BUF_SIZE (FUSEFS_MAX_IO + 64 * 1024)
 /* Reads of /dev/fuse kept armed: requests the kernel queued together are
@@ -67,6 +76,7 @@ struct fuse_read {
 	struct fusefs *fs;
 	uint8_t *buf;
 	bool busy;
+	bool processing; /* its buffer is being decoded: not to be armed */
 };
 
 struct fusefs {
@@ -86,6 +96,7 @@ struct fusefs {
 	/* counters, logged when stopping (the functional tests read them) */
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
+	struct reactor_timer idle_timer; /* gives free_reqs back when idle */
 	struct list_node handles; /* struct fhandle of the open files */
 	unsigned nr_free;
 	void (*stop_done)(void *);
@@ -106,6 +117,10 @@ static inline struct fnode *node_of(struct fusefs *fs, fuse_ino_t ino)
 /* fs.c: a removed node's last request is answered. */
 void fusefs_node_released(struct fusefs *fs, struct fnode *n);
 
+/* fs.c: reads of /dev/fuse left parked at FUSE_MAX_INFLIGHT are armed
+ * again (a request was answered). */
+void fusefs_reads_resume(struct fusefs *fs);
+
 /* fs.c: frees fs once it is draining and nothing is in flight. */
 void fusefs_maybe_finish(struct fusefs *fs);
 
@@ -118,5 +133,6 @@ void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t length,
 			 struct fuse_file_info *fi);
 void fusefs_free_reqs(struct fusefs *fs);
+void fusefs_idle(struct reactor_timer *t);
 
 #endif

@@ -60,9 +60,11 @@ struct req {
 /* --- requests and their volume I/O --- */
 
 /* Data buffers count in the process's budget, so that NBD connections
- * yield to FUSE when it is spent.  FUSE itself does not wait: the kernel
- * bounds its requests in flight (max_background, one per blocked caller),
- * each at most FUSEFS_MAX_IO, and at most FREE_REQS_MAX are kept. */
+ * yield to FUSE when it is spent.  FUSE itself never waits for the budget
+ * (the kernel may be writing back through it to free memory): what it
+ * holds is bounded by its own FUSE_MAX_INFLIGHT requests, each at most
+ * FUSEFS_MAX_IO, and at most FREE_REQS_MAX kept, given back when idle or
+ * when another waits for the budget. */
 static int buf_reserve(uint8_t **p, size_t *cap, size_t need)
 {
 	void *nb;
@@ -140,14 +142,35 @@ static void req_put(struct req *q)
 	}
 	if (--n->inflight == 0 && n->gone)
 		fusefs_node_released(fs, n);
-	if (fs->nr_free < FREE_REQS_MAX && q->cap <= 2 * FUSEFS_MAX_IO) {
+	if (fs->nr_free < FREE_REQS_MAX && q->cap <= 2 * FUSEFS_MAX_IO &&
+	    !membudget_waiters(membudget_global())) {
 		list_add_head(&fs->free_reqs, &q->link);
 		fs->nr_free++;
+		if (!fs->idle_timer.armed)
+			reactor_timer_arm(fs->r, &fs->idle_timer, FUSE_IDLE_NS);
 	} else {
 		req_free(q);
 	}
 	fs->inflight--;
+	fusefs_reads_resume(fs);
 	fusefs_maybe_finish(fs);
+}
+
+/* Cached requests hold budget: with none in flight for a period (a burst
+ * is over), they go back, so that NBD clients waiting for buffers are not
+ * kept waiting by an idle mount for as long as it lives. */
+void fusefs_idle(struct reactor_timer *t)
+{
+	struct fusefs *fs = container_of(t, struct fusefs, idle_timer);
+
+	if (fs->inflight) {
+		reactor_timer_arm(fs->r, &fs->idle_timer, FUSE_IDLE_NS);
+		return;
+	}
+	if (fs->nr_free)
+		log_debug("fuse %s: idle: %u cached requests back to the budget", fs->mountpoint,
+			  fs->nr_free);
+	fusefs_free_reqs(fs);
 }
 
 static void req_fail(struct req *q, int vol_err)

@@ -12,6 +12,7 @@
 #include "gateway/daemon_discovery.h"
 #include "gateway/base/json.h"
 #include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
 #include "gateway/volume/qos.h"
 
 static const char *trtype_name(enum nvmf_trtype t)
@@ -239,6 +240,16 @@ static void cmd_status(struct gw *gw, struct control_call *call, bool stats)
 		json_kv_u64(&j, "reloads", gw->reloads);
 		json_kv_u64(&j, "exports_running", ok);
 		json_kv_u64(&j, "exports_total", total);
+		/* Who holds the NBD and FUSE data buffers, and who waited. */
+		struct membudget *b = membudget_global();
+		json_key(&j, "buffers");
+		json_obj_begin(&j);
+		json_kv_u64(&j, "budget_bytes", b->limit);
+		json_kv_u64(&j, "used_bytes", membudget_used(b));
+		json_kv_u64(&j, "peak_bytes", atomic_load(&b->peak));
+		json_kv_u64(&j, "waiters", membudget_waiters(b));
+		json_kv_u64(&j, "waits", atomic_load(&b->waits));
+		json_obj_end(&j);
 	}
 	put_targets(&j, gw, stats);
 	if (!stats)
