@@ -69,9 +69,15 @@ static void mount_ready(void *arg)
 	}
 }
 
-/* umount / fusermount3 -u: a clean end; a failed session: exit 1. */
+/* umount / fusermount3 -u: a clean end; a failed session: exit 1.  Nobody
+ * is left to take the replies of I/O waiting for a path: drained, as on a
+ * signal, not held until ctrl_loss_tmo. */
 static void mount_gone(void *arg, int err)
 {
+	struct mount_cmd *m = arg;
+
+	if (m->s && m->s->vol)
+		vol_mp_drain(m->s->vol);
 	mount_stop(arg, err ? 1 : 0);
 }
 
