@@ -39,6 +39,10 @@ struct nvmf_ns {
 	uint32_t optimal_io; /* bytes, 0 if not reported */
 	uint8_t nguid[16];
 	uint8_t eui64[8];
+	/* From the descriptor list (Identify CNS 03h), all zero when none:
+	 * Linux's target reports its namespaces' identity there only, its
+	 * NGUID and EUI-64 being zero unless set by hand. */
+	uint8_t uuid[16];
 	uint32_t anagrpid;
 	uint8_t ana_state; /* enum nvme_ana_state; OPTIMIZED without ANA */
 	/* ns_events when a change event last identified it (0: the bring-up
@@ -69,6 +73,7 @@ enum nvmf_init_step {
 	INIT_SET_NUM_QUEUES,
 	INIT_NS_LIST,
 	INIT_IDENTIFY_NS,
+	INIT_NS_DESCS,
 	INIT_ANA_LOG,
 	INIT_AEN_CONFIG,
 	INIT_IO_QUEUES,
@@ -145,6 +150,7 @@ struct nvmf_ctrl {
 	uint32_t *nsc_log;
 	uint32_t *nsc_work;
 	void *nsc_id;
+	struct nvmf_ns nsc_ns; /* identified, its descriptor list on the way */
 	unsigned nsc_idx, nsc_len;
 	bool nsc_busy, nsc_again;
 	/* An Identify of the last event failed (Namespace Not Ready, say):
@@ -251,6 +257,13 @@ struct nvme_id_ns;
  * namespace is inactive or cannot be used (the reason is logged). */
 int nvmf_ns_from_id(const char *ctrl_name, uint32_t nsid, const struct nvme_id_ns *id,
 		    struct nvmf_ns *ns);
+/* The UUID of a Namespace Identification Descriptor list (len bytes, from
+ * a target): 1 and uuid filled when it holds a well-formed one, else 0
+ * with uuid zeroed.  Stops at the list's end (a zero type or length) or
+ * at a descriptor that does not fit. */
+int nvmf_ns_descs_uuid(const void *buf, size_t len, uint8_t uuid[16]);
+/* Whether the controller is asked for descriptor lists (NVMe 1.3 on). */
+bool nvmf_ctrl_wants_descs(const struct nvmf_ctrl *c);
 /* How many leading entries of an active namespace list (max entries) to
  * use: up to the first 0, stopping (logged) at an entry that is not
  * larger than the one before or is the broadcast NSID. */

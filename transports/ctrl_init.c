@@ -26,6 +26,7 @@ static const char *step_name(enum nvmf_init_step s)
 	case INIT_SET_NUM_QUEUES: return "set features number of queues";
 	case INIT_NS_LIST: return "identify active namespace list";
 	case INIT_IDENTIFY_NS: return "identify namespace";
+	case INIT_NS_DESCS: return "identify namespace descriptors";
 	case INIT_ANA_LOG: return "get log page ANA";
 	case INIT_AEN_CONFIG: return "set features asynchronous event configuration";
 	case INIT_IO_QUEUES: return "I/O queue connect";
@@ -161,6 +162,35 @@ int nvmf_ns_from_id(const char *name, uint32_t nsid, const struct nvme_id_ns *id
 	return 1;
 }
 
+int nvmf_ns_descs_uuid(const void *buf, size_t len, uint8_t uuid[16])
+{
+	const uint8_t *p = buf;
+	size_t off = 0;
+
+	memset(uuid, 0, 16);
+	while (off + 4 <= len) {
+		uint8_t type = p[off], nidl = p[off + 1];
+		if (!type || !nidl || off + 4 + nidl > len)
+			break;
+		/* A UUID is 16 bytes; another length is a broken entry,
+		 * not a UUID to compare later. */
+		if (type == NVME_NIDT_UUID && nidl == 16) {
+			memcpy(uuid, p + off + 4, 16);
+			for (unsigned i = 0; i < 16; i++)
+				if (uuid[i])
+					return 1;
+			return 0;
+		}
+		off += 4 + (size_t)nidl;
+	}
+	return 0;
+}
+
+bool nvmf_ctrl_wants_descs(const struct nvmf_ctrl *c)
+{
+	return c->vs >= 0x10300;
+}
+
 unsigned nvmf_ns_list_count(const char *name, const uint32_t *list, unsigned max)
 {
 	unsigned n;
@@ -213,6 +243,16 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		return;
 	if (err) {
 		ctrl_init_fail(c, err, "admin queue lost: %s", strerror(-err));
+		return;
+	}
+	if (st && c->step == INIT_NS_DESCS) {
+		/* Not every controller has the list (it is optional before
+		 * 2.0): the namespace is compared by its other identifiers. */
+		ctrl_log(DEBUG, c, "nsid %u: no descriptor list (%s)", c->ns_list[c->ns_list_idx],
+			 nvme_status_fmt(st, sbuf, sizeof(sbuf)));
+		c->ns_list_idx++;
+		c->step = INIT_IDENTIFY_NS;
+		ctrl_init_next(c);
 		return;
 	}
 	if (st && c->step == INIT_AEN_CONFIG) {
@@ -310,9 +350,19 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		c->ns_list_idx = 0;
 		c->step = INIT_IDENTIFY_NS;
 		break;
-	case INIT_IDENTIFY_NS:
+	case INIT_IDENTIFY_NS: {
+		unsigned had = c->nr_ns;
 		parse_ns(c, c->ns_list[c->ns_list_idx], c->admin_buf);
+		if (c->nr_ns > had && nvmf_ctrl_wants_descs(c))
+			c->step = INIT_NS_DESCS; /* the same NSID's list next */
+		else
+			c->ns_list_idx++;
+		break;
+	}
+	case INIT_NS_DESCS:
+		nvmf_ns_descs_uuid(c->admin_buf, 4096, c->ns[c->nr_ns - 1].uuid);
 		c->ns_list_idx++;
+		c->step = INIT_IDENTIFY_NS;
 		break;
 	case INIT_AEN_CONFIG:
 		c->step = INIT_IO_QUEUES;
@@ -387,6 +437,10 @@ void ctrl_init_next(struct nvmf_ctrl *c)
 		break;
 	case INIT_IDENTIFY_NS:
 		ctrl_prep_identify(req, NVME_ID_CNS_NS, c->ns_list[c->ns_list_idx], c->admin_buf);
+		break;
+	case INIT_NS_DESCS:
+		ctrl_prep_identify(req, NVME_ID_CNS_NS_DESC_LIST, c->ns_list[c->ns_list_idx],
+				   c->admin_buf);
 		break;
 	case INIT_AEN_CONFIG:
 		req->sqe.opcode = NVME_ADMIN_SET_FEATURES;

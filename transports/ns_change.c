@@ -27,6 +27,12 @@ enum nvmf_ns_change nvmf_ns_change_classify(const struct nvmf_ns *old, const str
 	if (memcmp(old->nguid, now->nguid, sizeof(old->nguid)) ||
 	    memcmp(old->eui64, now->eui64, sizeof(old->eui64)))
 		return NVMF_NS_OTHER;
+	/* Compared only when both are known: a list that failed to come
+	 * (a transient error) says nothing. */
+	static const uint8_t none[16];
+	if (memcmp(old->uuid, none, 16) && memcmp(now->uuid, none, 16) &&
+	    memcmp(old->uuid, now->uuid, 16))
+		return NVMF_NS_OTHER;
 	if (old->lba_size != now->lba_size || old->lba_shift != now->lba_shift)
 		return NVMF_NS_LBA_FORMAT;
 	if (now->nsze < old->nsze)
@@ -169,6 +175,7 @@ void ctrl_ns_change_free(struct nvmf_ctrl *c)
 }
 
 static void nsc_next(struct nvmf_ctrl *c);
+static void nsc_desc_done(struct nvmf_req *req, int err);
 
 /* The event is handled (or given up: the next event, or the next
  * bring-up, re-identifies anyway). */
@@ -274,6 +281,19 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 	}
 	if (!st && nvmf_ns_from_id(c->opts.name, nsid, c->nsc_id, &ns) > 0) {
 		ns.id_event = c->ns_events + 1; /* this event's, counted at its end */
+		if (nvmf_ctrl_wants_descs(c)) {
+			/* Its UUID before the table changes: the owner compares
+			 * the whole identity at ns_cb. */
+			struct nvmf_req *dreq = nsc_req(c, nsc_desc_done);
+			if (!dreq) {
+				nsc_end(c, false);
+				return;
+			}
+			c->nsc_ns = ns;
+			ctrl_prep_identify(dreq, NVME_ID_CNS_NS_DESC_LIST, nsid, c->nsc_id);
+			nvmf_req_submit(dreq);
+			return;
+		}
 		if (!nvmf_ctrl_ns_update(c, nsid, &ns))
 			ctrl_log(WARN, c, "nsid %u: more than %u namespaces; not used", nsid,
 				 NVME_CHANGED_NS_MAX);
@@ -282,6 +302,31 @@ static void nsc_id_done(struct nvmf_req *req, int err)
 			ctrl_log(NOTICE, c, "nsid %u is no longer active", nsid);
 		nvmf_ctrl_ns_update(c, nsid, NULL);
 	}
+	c->nsc_idx++;
+	nsc_next(c);
+}
+
+/* The descriptor list of the namespace nsc_id_done identified: its UUID,
+ * then the table.  A failed list leaves the UUID unknown (zero), which no
+ * comparison takes for a change. */
+static void nsc_desc_done(struct nvmf_req *req, int err)
+{
+	struct nvmf_ctrl *c = req->ctx;
+	uint16_t st = (uint16_t)(req->cqe.status >> 1);
+	uint32_t nsid = c->nsc_ns.nsid;
+
+	nvmf_req_put(req);
+	INVARIANT(c->nsc_busy && c->nsc_inflight == 1, "a namespace change command completes once");
+	c->nsc_inflight--;
+	if (err || c->state != NVMF_CTRL_LIVE) {
+		nsc_end(c, false);
+		return;
+	}
+	if (!st)
+		nvmf_ns_descs_uuid(c->nsc_id, 4096, c->nsc_ns.uuid);
+	if (!nvmf_ctrl_ns_update(c, nsid, &c->nsc_ns))
+		ctrl_log(WARN, c, "nsid %u: more than %u namespaces; not used", nsid,
+			 NVME_CHANGED_NS_MAX);
 	c->nsc_idx++;
 	nsc_next(c);
 }

@@ -137,6 +137,14 @@ enum nvme_identify_cns {
 	NVME_ID_CNS_NS_DESC_LIST = 0x03,
 };
 
+/* Namespace Identification Descriptor types (Identify CNS 03h). */
+enum nvme_nidt {
+	NVME_NIDT_EUI64 = 0x01,
+	NVME_NIDT_NGUID = 0x02,
+	NVME_NIDT_UUID = 0x03,
+	NVME_NIDT_CSI = 0x04,
+};
+
 enum nvme_feature_id {
 	NVME_FEAT_NUM_QUEUES = 0x07,
 	NVME_FEAT_ASYNC_EVENT = 0x0b,

@@ -6,7 +6,10 @@
  * (1), IOCCSZ (4), the number of list entries (1), the entries (4 each),
  * then for each namespace used the first 384 bytes of its Identify
  * Namespace data (everything the gateway reads; short input reads as
- * zeroes).  Checked: the transfer size is within every limit, the list
+ * zeroes) and, for one accepted, the 64 bytes that end its Namespace
+ * Identification Descriptor list (nvmf_ns_descs_uuid; the rest of the
+ * 4 KiB page is zeroes, as a target leaves it).  Checked: a UUID is taken
+ * only whole and non-zero, from a descriptor inside the page; the transfer size is within every limit, the list
  * used is strictly increasing without 0 or the broadcast ID, and every
  * namespace accepted has a usable block size and a byte size that fits
  * 2^63. */
@@ -91,6 +94,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort(); /* the byte size would not fit an off_t */
 		if (ns.optimal_io % ns.lba_size)
 			abort();
+		static uint8_t page[4096];
+		uint8_t uuid[16], none[16] = { 0 };
+		memset(page, 0, sizeof(page));
+		take(page + sizeof(page) - 64, 64);
+		/* Also from the front: descriptors start at byte 0. */
+		memcpy(page, page + sizeof(page) - 64, 64);
+		memset(uuid, 0xa5, sizeof(uuid));
+		int got = nvmf_ns_descs_uuid(page, sizeof(page), uuid);
+		if (got != 0 && got != 1)
+			abort();
+		if (got == !memcmp(uuid, none, 16))
+			abort(); /* 1 with a zero UUID, or 0 with one left behind */
 	}
 	return 0;
 }

@@ -407,6 +407,8 @@ static void usage(FILE *out)
 		"                   changes: TLS as --tls-key and --plain-port say)\n"
 		"  --tls-ku-flood S with --tls-key: after each handshake, for S seconds, reads\n"
 		"                   nothing and sends key update requests (a hostile peer)\n"
+		"  --uuid-only      namespaces report NGUID and EUI-64 zero and their UUID in\n"
+		"                   the descriptor list only (as nvmet by default)\n"
 		"  --tls-pack       with --tls-key: records of up to 16 KiB across PDU\n"
 		"                   boundaries (as kernel TLS seals), not one per PDU piece\n"
 		"Faults (the same words as control commands; ':' for spaces):\n"
@@ -435,7 +437,8 @@ int main(int argc, char **argv)
 {
 	enum { O_SUBSYS = 1000, O_CONTROL, O_CTL, O_READY, O_MAXH2C, O_R2T, O_SUCCESS, O_SEED,
 	       O_ALLOW, O_FAULT, O_DLFEAT, O_PERSIST, O_VWC, O_ANA_PAD, O_TLS_KEY, O_TLS_KDF,
-	       O_PLAIN_PORT, O_TLS_KU_FLOOD, O_PORT_TREQ, O_TLS_PACK };
+	       O_PLAIN_PORT, O_TLS_KU_FLOOD, O_PORT_TREQ, O_TLS_PACK,
+	       O_UUID_ONLY };
 	static const struct option longopts[] = {
 		{ "traddr", required_argument, 0, 'a' },
 		{ "trsvcid", required_argument, 0, 's' },
@@ -458,6 +461,7 @@ int main(int argc, char **argv)
 		{ "port-treq", required_argument, 0, O_PORT_TREQ },
 		{ "tls-ku-flood", required_argument, 0, O_TLS_KU_FLOOD },
 		{ "tls-pack", no_argument, 0, O_TLS_PACK },
+		{ "uuid-only", no_argument, 0, O_UUID_ONLY },
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
@@ -512,6 +516,9 @@ int main(int argc, char **argv)
 			break;
 		case O_TLS_KDF:
 			tls_kdf = optarg;
+			break;
+		case O_UUID_ONLY:
+			T.uuid_only = true;
 			break;
 		case O_TLS_PACK:
 			T.tls_pack = true;

@@ -598,8 +598,10 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		id->dlfeat = T.dlfeat < 0 ? 0x09 : (uint8_t)T.dlfeat;
 		id->nmic = 1;
 		id->anagrpid = ns->anagrp ? ns->anagrp : ns->nsid;
-		memcpy(id->nguid, ns->nguid, 16);
-		memcpy(id->eui64, ns->eui64, 8);
+		if (!T.uuid_only) {
+			memcpy(id->nguid, ns->nguid, 16);
+			memcpy(id->eui64, ns->eui64, 8);
+		}
 		return 0;
 	}
 	case NVME_ID_CNS_NS_ACTIVE_LIST: {
@@ -617,8 +619,10 @@ static uint16_t identify(struct tgt_cmd *cmd)
 		if (!(ns = find_ns(ctrl, nsid)))
 			return SC_INVALID_NS | ST_DNR;
 		uint8_t *p = b;
-		p[0] = 1, p[1] = 8, memcpy(p + 4, ns->eui64, 8), p += 12;
-		p[0] = 2, p[1] = 16, memcpy(p + 4, ns->nguid, 16), p += 20;
+		if (!T.uuid_only) {
+			p[0] = 1, p[1] = 8, memcpy(p + 4, ns->eui64, 8), p += 12;
+			p[0] = 2, p[1] = 16, memcpy(p + 4, ns->nguid, 16), p += 20;
+		}
 		p[0] = 3, p[1] = 16, memcpy(p + 4, ns->uuid, 16), p += 20;
 		p[0] = 4, p[1] = 1, p[4] = 0; /* CSI: NVM */
 		return 0;

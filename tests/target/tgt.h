@@ -290,6 +290,9 @@ struct tgt {
 	bool tls; /* every port requires TLS (TREQ "required") */
 	unsigned tls_ku_flood; /* --tls-ku-flood: seconds of key update requests */
 	bool tls_pack; /* --tls-pack: records span PDU pieces */
+	/* --uuid-only: NGUID and EUI-64 zero, the UUID in the descriptor
+	 * list only, as Linux's target reports namespaces by default. */
+	bool uuid_only;
 	struct tgt_port ports[TGT_MAX_PORTS];
 	unsigned nr_ports;
 	struct tgt_subsys *subsys;
