@@ -78,6 +78,11 @@ struct disc_root {
 };
 
 /* A subsystem port some discovery log listed. */
+/* Paths no longer listed are kept for status (most recent last), up to
+ * this many: a discovery controller inventing new ports at every log
+ * change must not grow the list, and the scans over it, without bound. */
+#define DISC_UNLISTED_MAX 256
+
 struct disc_path {
 	struct list_node link;
 	struct dlog_entry e;
@@ -300,6 +305,26 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 	}
 }
 
+/* The oldest unlisted paths beyond DISC_UNLISTED_MAX go. */
+static void unlisted_trim(struct gw_discs *all)
+{
+	struct list_node *pos, *tmp;
+	unsigned n = 0;
+
+	list_for_each_safe(pos, tmp, &all->paths)
+		n += !container_of(pos, struct disc_path, link)->listed;
+	list_for_each_safe(pos, tmp, &all->paths) {
+		struct disc_path *p = container_of(pos, struct disc_path, link);
+		if (n <= DISC_UNLISTED_MAX)
+			break;
+		if (p->listed)
+			continue;
+		list_del(&p->link);
+		free(p);
+		n--;
+	}
+}
+
 static void path_unlisted(struct gw *gw, const struct dlog_entry *e)
 {
 	struct nvmf_path_opts po;
@@ -372,8 +397,12 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		path_listed(all->gw, e);
 		return;
 	case DLOG_GONE:
-		if (p)
+		if (p) {
 			p->listed = false;
+			list_del(&p->link);
+			list_add_tail(&all->paths, &p->link);
+			unlisted_trim(all);
+		}
 		/* As nvme-discoverd: a live connection stays. */
 		dc_log(notice, d, "subsystem %s: path %s %s:%s no longer listed; a live connection "
 		       "to it stays", e->subnqn, tr, e->traddr, e->trsvcid);
