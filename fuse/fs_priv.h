@@ -97,6 +97,7 @@ struct fusefs {
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
 	struct reactor_timer idle_timer; /* gives free_reqs back when idle */
+	uint64_t req_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct list_node handles; /* struct fhandle of the open files */
 	unsigned nr_free;
 	void (*stop_done)(void *);

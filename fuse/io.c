@@ -109,6 +109,7 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 		req_free(q);
 		return NULL;
 	}
+	fs->req_used_ns = reactor_now_ns();
 	q->fs = fs;
 	q->n = n;
 	q->req = freq;
@@ -156,15 +157,20 @@ static void req_put(struct req *q)
 	fusefs_maybe_finish(fs);
 }
 
-/* Cached requests hold budget: with none in flight for a period (a burst
- * is over), they go back, so that NBD clients waiting for buffers are not
- * kept waiting by an idle mount for as long as it lives. */
+/* Cached requests hold budget: with none taken for a whole period (a
+ * burst is over), they go back, so that NBD clients waiting for buffers
+ * are not kept waiting by an idle mount for as long as it lives.  Quiet
+ * for a period, not for an instant (a client drains its queue before each
+ * fsync): buffers freed and taken back at once are pages the kernel must
+ * find again, on the data path (t_reclaim_nofault). */
 void fusefs_idle(struct reactor_timer *t)
 {
 	struct fusefs *fs = container_of(t, struct fusefs, idle_timer);
+	uint64_t quiet = reactor_now_ns() - fs->req_used_ns;
 
-	if (fs->inflight) {
-		reactor_timer_arm(fs->r, &fs->idle_timer, FUSE_IDLE_NS);
+	if (fs->inflight || quiet < FUSE_IDLE_NS) {
+		reactor_timer_arm(fs->r, &fs->idle_timer,
+				  fs->inflight ? FUSE_IDLE_NS : FUSE_IDLE_NS - quiet);
 		return;
 	}
 	if (fs->nr_free)
