@@ -2,6 +2,7 @@
  * directory and attributes (see fusefs.h; the file data path is io.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "fuse/fs_priv.h"
 #include "gateway/base/log.h"
+#include "gateway/base/membudget.h"
 
 /* No default: -Wswitch names a state added without a name. */
 static const char *state_name(enum fusefs_state s)
@@ -357,6 +359,10 @@ static const struct fuse_lowlevel_ops fusefs_ops = {
 
 /* --- the session on the reactor --- */
 
+static void session_gone(struct fusefs *fs, int res);
+static void park_watch(struct fusefs *fs);
+static void watch_done(struct reactor_op *op, int res, uint32_t flags);
+
 static void read_arm(struct fuse_read *rd)
 {
 	struct fusefs *fs = rd->fs;
@@ -393,11 +399,14 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 			if (fs->o.on_ready)
 				fs->o.on_ready(fs->o.arg);
 		}
-		if (fs->state == FS_MOUNTED && !rd->busy && fs->inflight < FUSE_MAX_INFLIGHT)
-			read_arm(rd);
-		else if (fs->state != FS_MOUNTED)
+		if (fs->state != FS_MOUNTED) {
 			fusefs_maybe_finish(fs);
-		/* else parked: req_put resumes it */
+		} else if (!rd->busy) {
+			if (fusefs_may_read(fs))
+				read_arm(rd);
+			else
+				park_watch(fs); /* req_put resumes it */
+		}
 		return;
 	}
 	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
@@ -409,6 +418,11 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 gone:
+	session_gone(fs, res);
+}
+
+static void session_gone(struct fusefs *fs, int res)
+{
 	if (res == 0 || res == -ENODEV)
 		log_notice("fuse %s: unmounted", fs->mountpoint);
 	else
@@ -417,16 +431,62 @@ gone:
 	for (unsigned i = 0; i < NR_READS; i++)
 		if (fs->reads[i].busy)
 			reactor_cancel(fs->r, &fs->reads[i].op);
+	if (fs->watching)
+		reactor_cancel(fs->r, &fs->watch_op);
 	if (fs->o.on_gone)
 		fs->o.on_gone(fs->o.arg, res == -ENODEV ? 0 : res); /* last: may free fs */
 }
 
+/* Past FUSE_MAX_INFLIGHT requests holding buffers, and with the budget
+ * spent too, no more requests are read: the kernel keeps them queued
+ * (as a libfuse server at its thread limit does), and the mount waits for
+ * its own requests, which always finish.  Below the budget the count
+ * alone does not stop it: a mount whose one export waits for a path must
+ * go on serving its other files while memory allows. */
+bool fusefs_may_read(struct fusefs *fs)
+{
+	struct membudget *b = membudget_global();
+
+	return fs->inflight < FUSE_MAX_INFLIGHT || membudget_used(b) < b->limit;
+}
+
+/* With every read parked nothing would notice the connection's end (an
+ * abort, an unmount): a poll for its error alone (no events asked: the
+ * kernel reports POLLERR/POLLHUP regardless) does. */
+static void park_watch(struct fusefs *fs)
+{
+	if (fs->reading || fs->watching || fs->state != FS_MOUNTED)
+		return;
+	fs->watching = true;
+	reactor_poll_fd(fs->r, &fs->watch_op, fuse_session_fd(fs->se), 0);
+}
+
+static void watch_done(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct fusefs *fs = container_of(op, struct fusefs, watch_op);
+
+	(void)flags;
+	fs->watching = false;
+	if (fs->state != FS_MOUNTED) {
+		fusefs_maybe_finish(fs);
+		return;
+	}
+	if (res == -ECANCELED || res == -EINTR)
+		return; /* reads resumed */
+	if (res >= 0 && !(res & (POLLERR | POLLHUP | POLLNVAL))) {
+		park_watch(fs); /* not the end: watch on while parked */
+		return;
+	}
+	session_gone(fs, -ENODEV);
+}
+
 void fusefs_reads_resume(struct fusefs *fs)
 {
-	for (unsigned i = 0; i < NR_READS && fs->state == FS_MOUNTED &&
-			     fs->inflight < FUSE_MAX_INFLIGHT; i++)
+	for (unsigned i = 0; i < NR_READS && fs->state == FS_MOUNTED && fusefs_may_read(fs); i++)
 		if (!fs->reads[i].busy && !fs->reads[i].processing)
 			read_arm(&fs->reads[i]);
+	if (fs->watching && fs->reading)
+		reactor_cancel(fs->r, &fs->watch_op);
 }
 
 static void fs_free(struct fusefs *fs)
@@ -470,7 +530,7 @@ static void fin(struct reactor_msg *m)
 void fusefs_maybe_finish(struct fusefs *fs)
 {
 	if (fs->state != FS_DRAINING || !fs->stop_done || fs->reading || fs->inflight ||
-	    fs->finishing)
+	    fs->watching || fs->finishing)
 		return;
 	fs->finishing = true;
 	reactor_defer(fs->r, &fs->fin_msg);
@@ -694,6 +754,7 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->o.files = NULL;
 	list_init(&fs->free_reqs);
 	reactor_timer_init(&fs->idle_timer, fusefs_idle);
+	fs->watch_op.fn = watch_done;
 	list_init(&fs->handles);
 	for (unsigned i = 0; i < NR_READS; i++) {
 		fs->reads[i].fs = fs;

@@ -19,10 +19,11 @@
 #define REQ_SLOTS 4
 #define FREE_REQS_MAX 64
 /* Requests holding data buffers at once (each up to FUSEFS_MAX_IO plus
- * two edge blocks): past it /dev/fuse is not read until one is answered.
- * The kernel bounds only background requests (max_background); a caller
- * per blocked thread is not bounded, and 512 threads of 1 MiB direct
- * writes took 512 MiB past the buffer budget. */
+ * two edge blocks) past which, when the buffer budget is spent too,
+ * /dev/fuse is not read until one is answered (fusefs_may_read).  The
+ * kernel bounds only background requests (max_background); a caller per
+ * blocked thread is not bounded, and 192 threads of 1 MiB direct reads
+ * took 193 MiB past an 8 MiB budget. */
 #define FUSE_MAX_INFLIGHT 64
 /* Cached requests go back (buffers to the budget) after this long with
  * none in flight, as an idle NBD connection's do. */
@@ -91,6 +92,8 @@ struct fusefs {
 	struct timespec mtime;
 	struct fuse_read reads[NR_READS];
 	unsigned reading; /* reads armed */
+	struct reactor_op watch_op; /* the connection's end, while reads are parked */
+	bool watching;
 	bool init_seen, ready_sent;
 	unsigned inflight; /* requests that hold volume I/O */
 	/* counters, logged when stopping (the functional tests read them) */
@@ -118,8 +121,9 @@ static inline struct fnode *node_of(struct fusefs *fs, fuse_ino_t ino)
 /* fs.c: a removed node's last request is answered. */
 void fusefs_node_released(struct fusefs *fs, struct fnode *n);
 
-/* fs.c: reads of /dev/fuse left parked at FUSE_MAX_INFLIGHT are armed
- * again (a request was answered). */
+/* fs.c: whether /dev/fuse is read now (FUSE_MAX_INFLIGHT, the budget);
+ * reads left parked are armed again when a request is answered. */
+bool fusefs_may_read(struct fusefs *fs);
 void fusefs_reads_resume(struct fusefs *fs);
 
 /* fs.c: frees fs once it is draining and nothing is in flight. */
