@@ -618,14 +618,15 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		struct nvmf_queue *q = live_queue(v, i);
 		unsigned via = i;
 		if (q && !aside_for(v, n, i) &&
-		    (LOAD(n->bad_path[i]) || !ana_usable(ana_of(sp, LOAD(n->ns.anagrpid))))) {
+		    (LOAD(n->ns_gone[i]) || !ana_usable(ana_of(sp, LOAD(n->ns.anagrpid))))) {
 			/* The controller says it cannot reach the namespace
 			 * now (inaccessible, persistent loss, change), or no
 			 * longer shows it at all (detached from this
 			 * controller only, or another namespace there): flush
 			 * the namespace through a usable path, as the Linux
 			 * host sends every flush down one path.  Sent to this
-			 * one, Invalid Namespace failed every flush after. */
+			 * one, Invalid Namespace failed every flush after.  A
+			 * path only behind on a grow still flushes its own. */
 			int j = pick_path(v, n, &q);
 			if (j >= 0)
 				via = (unsigned)j;

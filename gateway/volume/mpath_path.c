@@ -343,6 +343,16 @@ void mp_check_identity(struct mp_path *p, enum mp_id_why why)
 		}
 		n->excluded[p->idx] = bad;
 		STORE(n->bad_path[p->idx], bad);
+		/* Smaller (or behind on a grow) it still flushes its own writes. */
+		STORE(n->ns_gone[p->idx], ch == NVMF_NS_REMOVED || ch == NVMF_NS_OTHER);
+		if (!bad && ns && !memcmp(n->ns.uuid, (uint8_t[16]){ 0 }, 16) &&
+		    memcmp(ns->uuid, (uint8_t[16]){ 0 }, 16)) {
+			/* The volume was built from a path whose descriptor
+			 * list did not come: learn the UUID now, or no later
+			 * check would ever compare it. */
+			memcpy(n->ns.uuid, ns->uuid, 16);
+			log_info("%s: nsid %u: UUID learnt from path %u", n->v.name, n->ns.nsid, p->idx);
+		}
 		if (ch == NVMF_NS_GROWN && !LOAD(n->failed)) {
 			uint64_t was = vol_size(&n->v);
 			__atomic_store_n(&n->ns.nsze, ns->nsze, __ATOMIC_RELAXED); /* read by submissions */

@@ -198,6 +198,10 @@ struct vol_mp {
 	uint64_t drain_at; /* atomic: vol_mp_drain's deadline for waiting I/O, 0 = none */
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
+	/* The path does not show the namespace (gone, or another one there),
+	 * not only smaller or behind on a grow: its flushes go through another
+	 * path (atomic, read by the data path). */
+	bool ns_gone[MP_MAX_PATHS];
 	struct vpath vp[MP_MAX_PATHS];
 	/* Per reactor, written only there (so the data path makes no shared
 	 * write): writes acknowledged per path, which the flush rule sums

@@ -6,7 +6,10 @@
 # served under the old export: at a reconnect, and at a namespace change
 # event.  Before, the gateway never read the descriptor list, compared
 # two zero NGUIDs, and served the other namespace's blocks (found by a
-# hostile review).
+# hostile review).  nsid 1's first descriptor list fails (Command
+# Interrupted): the export starts without its UUID and learns it at the
+# next reconnect; before that was done (a review of the fix), a UUID missed
+# once was never compared again.
 set -u
 . "$TOP/tests/func/live/lib.sh"
 NSC="$TOP/tests/func/live/ns_client.py"
@@ -21,10 +24,16 @@ targets = ( { name = "t1"; subnqn = "$A";
 exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$tmp/e1.sock"; }; },
             { name = "e2"; target = "t1"; nsid = 2; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 CONF
+ctl a id-desc-fail 1 0x21 > /dev/null
 NVMF_GATEWAY_LOG=info SOCKS="$tmp/e1.sock $tmp/e2.sock" gw_start run "$tmp/gw.conf"
 rw_is() { local r; r=$("$NBDPY" "$NSC" rw "$1" "$2"); [ "$r" = "$3" ] || fail "I/O on $1 at $2: $r, want $3"; }
 rw_is "$tmp/e1.sock" 0 ok
 rw_is "$tmp/e2.sock" 0 ok
+# 0. The UUID missed at the start is learnt at a reconnect.
+grep -q 'the descriptor list of nsid 1 fails' "$tmp/tgt-a.log" || fail "the fault did not hit nsid 1's list"
+ctl a drop > /dev/null
+gw_wait 'e1: nsid 1: UUID learnt from path 0' 1 60 > /dev/null || fail "e1 did not learn its UUID"
+rw_is "$tmp/e1.sock" 0 ok
 # 1. Replaced without an event, seen at the reconnect.
 ctl a ns-identity "$A" 1 noaen > /dev/null
 ctl a drop > /dev/null

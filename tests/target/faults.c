@@ -141,11 +141,15 @@ int faults_command(char *line, char *reply, size_t len)
 	}
 	/* A transient Identify failure (Command Interrupted 0x21, say): the
 	 * namespace is still there. */
-	if (!strcmp(w[0], "id-ns-fail") && nw == 3 && !parse_num(w[1], 1000, &v)) {
+	if ((!strcmp(w[0], "id-ns-fail") || !strcmp(w[0], "id-desc-fail")) && nw == 3 &&
+	    !parse_num(w[1], 1000, &v)) {
 		unsigned long long sc;
 		if (parse_num(w[2], 0xff, &sc))
 			goto bad;
-		T.f.id_ns_fail = (unsigned)v;
+		if (!strcmp(w[0], "id-desc-fail"))
+			T.f.id_desc_fail = (unsigned)v;
+		else
+			T.f.id_ns_fail = (unsigned)v;
 		T.f.id_ns_status = (uint16_t)sc;
 		log_notice("fault: the next %llu Identify Namespace fail with status 0x%02llx", v, sc);
 		return 0;

@@ -954,6 +954,13 @@ static void admin_cmd(struct tgt_cmd *cmd)
 			nvme_complete(cmd, ST(0, T.f.id_ns_status), 0);
 			return;
 		}
+		if ((cmd->sqe.cdw10 & 0xff) == NVME_ID_CNS_NS_DESC_LIST && T.f.id_desc_fail) {
+			T.f.id_desc_fail--;
+			log_notice("fault: the descriptor list of nsid %u fails with status 0x%02x",
+				   cmd->sqe.nsid, T.f.id_ns_status);
+			nvme_complete(cmd, ST(0, T.f.id_ns_status), 0);
+			return;
+		}
 		st = identify(cmd);
 		cmd->c2h_src = cmd->buf;
 		nvme_complete(cmd, st, 0);

@@ -262,6 +262,7 @@ struct tgt_faults {
 	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
 	uint32_t late_ms; /* each I/O command executes late_ms after it arrived */
 	unsigned id_ns_fail; /* the next this many Identify Namespace fail... */
+	unsigned id_desc_fail; /* the next this many descriptor lists (CNS 03h) too */
 	uint16_t id_ns_status; /* ...with this generic status (no DNR) */
 	uint16_t status; /* status field to return, 0: off */
 	uint32_t status_nsid; /* only for this namespace's I/O, 0: every one */
