@@ -104,9 +104,12 @@ void log_printable(char *dst, size_t len, const void *src, size_t n)
 
 	if (!len)
 		return;
+	/* Trailing NULs are a fixed field's padding; one inside is shown. */
+	while (n && !s[n - 1])
+		n--;
 	if (n > len - 1)
 		n = len - 1;
-	for (i = 0; i < n && s[i]; i++)
+	for (i = 0; i < n; i++)
 		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
 	dst[i] = 0;
 }

@@ -50,7 +50,8 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 
 /* n bytes a peer sent (a name, a model string), fit for one log line in
  * dst: anything but printable ASCII, and the quote the line puts around
- * it, becomes '?', so no newline or escape of theirs forges a line. */
+ * it, becomes '?', so no newline or escape of theirs forges a line.
+ * Trailing NULs (a fixed field's padding) are left out. */
 void log_printable(char *dst, size_t len, const void *src, size_t n);
 
 #endif

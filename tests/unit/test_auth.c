@@ -696,6 +696,9 @@ START_TEST(glue_success)
 	ck_assert_uint_eq(gdone_count, 1);
 	ck_assert_int_eq(gdone_err, 0);
 	ck_assert_uint_eq(gq.nr_in_flight, 0);
+	/* The controller now knows its key was accepted (a later close at
+	 * the verdict is a lost connection, not a refusal). */
+	ck_assert(gc.auth_ok);
 }
 END_TEST
 

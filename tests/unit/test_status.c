@@ -116,10 +116,14 @@ START_TEST(peer_string_printable)
 	ck_assert_ptr_null(strchr(out, '\x1b'));
 	ck_assert_ptr_null(strchr(out, '\''));
 	ck_assert_str_eq(out, "x?nvmf-gateway: error: forged?[0m?      ");
-	/* NUL-padded fields end at the NUL; a short buffer cuts, always ends. */
-	memcpy(mn, "model\0\0\0", 8);
+	/* NUL padding ends a field; a NUL inside shows (an export name
+	 * "e1\0x" is not "e1"); a short buffer cuts, always ends. */
+	memset(mn, 0, sizeof(mn));
+	memcpy(mn, "model", 5);
 	log_printable(out, sizeof(out), mn, sizeof(mn));
 	ck_assert_str_eq(out, "model");
+	log_printable(out, sizeof(out), "e1\0x", 4);
+	ck_assert_str_eq(out, "e1?x");
 	log_printable(out, 4, "abcdef", 6);
 	ck_assert_str_eq(out, "abc");
 }

@@ -360,8 +360,8 @@ static void auth_finish(struct nvmf_auth *a, int err)
 	struct nvmf_queue *q = a->q;
 	void (*done)(struct nvmf_queue *, int) = a->done;
 
-	if (!err && q->ctrl)
-		q->ctrl->auth_ok = true;
+	if (!err && q->ctrl) /* queues authenticate on their own reactors */
+		__atomic_store_n(&q->ctrl->auth_ok, true, __ATOMIC_RELAXED);
 	nvmf_auth_clear(a);
 	free(a);
 	done(q, err);
@@ -390,7 +390,8 @@ static void auth_cmd_done(struct nvmf_req *req, int err)
 		 * and deleting the path for good over one would turn a blip
 		 * into an outage.  It is retried; a key the target no longer
 		 * takes ends it at ctrl_loss_tmo (over TCP, Failure1 at once). */
-		if (a->state == NVMF_AUTH_RECV_SUCCESS1 && a->q->ctrl && a->q->ctrl->auth_ok) {
+		if (a->state == NVMF_AUTH_RECV_SUCCESS1 && a->q->ctrl &&
+		    __atomic_load_n(&a->q->ctrl->auth_ok, __ATOMIC_RELAXED)) {
 			log_warn("%s: the connection to %s closed while the verdict on the host's "
 				 "response was due; this key was accepted before: retried",
 				 a->p.name, a->p.subnqn);
