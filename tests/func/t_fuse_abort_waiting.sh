@@ -9,11 +9,7 @@ set -u
 . "$TOP/tests/func/fuse/lib.sh"
 . "$TOP/tests/target/helpers.sh"
 fuse_require
-[ -d /sys/fs/fuse/connections ] || skip "no /sys/fs/fuse/connections"
-if ! mountpoint -q /sys/fs/fuse/connections; then
-	mount -t fusectl fusectl /sys/fs/fuse/connections 2> /dev/null || skip "cannot mount fusectl"
-	cleanup_fn umount /sys/fs/fuse/connections
-fi
+fusectl_require
 nqn=nqn.2026-01.io.nvmf-gateway:fuseabort
 tgt_start --subsys "$nqn:16M:4096"
 NVMF_GATEWAY_LOG=info gw_start mount -t tcp -a 127.0.0.1 -s "$TGT_PORT" -n "$nqn" --name disk \
@@ -26,10 +22,7 @@ dd if="$F" of=/dev/null bs=4096 count=1 skip=7 iflag=direct status=none 2> /dev/
 rpid=$!
 sleep 2
 kill -0 "$rpid" 2> /dev/null || fail "the read did not wait for the path"
-# The connection is named by the mount's device number (minor).
-conn=$(mountpoint -d "$MNT" | cut -d: -f2)
-[ -e "/sys/fs/fuse/connections/$conn/abort" ] || { ls /sys/fs/fuse/connections; fail "no connection $conn"; }
-echo 1 > "/sys/fs/fuse/connections/$conn/abort" || fail "abort connection $conn"
+fuse_abort "$MNT"
 t0=$(date +%s)
 for _ in $(seq 400); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.1; done
 kill -0 "$GW_PID" 2> /dev/null && fail "the mount command still runs 40 s after its FUSE connection was aborted"

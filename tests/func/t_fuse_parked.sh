@@ -14,11 +14,7 @@ set -u
 need_root "mount (FUSE)"
 [ -c /dev/fuse ] || skip "no /dev/fuse on this host"
 need fusermount3
-[ -d /sys/fs/fuse/connections ] || skip "no /sys/fs/fuse/connections"
-if ! mountpoint -q /sys/fs/fuse/connections; then
-	mount -t fusectl fusectl /sys/fs/fuse/connections 2> /dev/null || skip "cannot mount fusectl"
-	cleanup_fn umount /sys/fs/fuse/connections
-fi
+fusectl_require
 A=nqn.2026-01.io.nvmf-gateway:parked-a
 B=nqn.2026-01.io.nvmf-gateway:parked-b
 tgt_start a "" -s 0 --subsys "$A:128M:4096"
@@ -81,9 +77,7 @@ wait_for 10 test -e "$tmp/fuse/e1" || fail "no FUSE file e1"
 ctl a port 1 down > /dev/null
 readers 70
 sleep 3
-# From mountinfo: a stat of the mount would wait behind the parked reads.
-conn=$(awk -v m="$tmp/fuse" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo | tail -1)
-echo 1 > "/sys/fs/fuse/connections/$conn/abort" || fail "abort connection $conn"
+fuse_abort "$tmp/fuse"
 t0=$(date +%s)
 for _ in $(seq 300); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.1; done
 kill -0 "$GW_PID" 2> /dev/null && fail "the daemon still runs 30 s after its FUSE connection was aborted"

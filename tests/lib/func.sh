@@ -67,6 +67,23 @@ stop_var() { stop_pid "${!1:-}" "${2:-15}"; }
 
 # unmount_lazy DIR: a lazy unmount of DIR if something is mounted there.
 unmount_lazy() { ! grep -qs " $1 " /proc/mounts || umount -l "$1"; }
+# fusectl_require: /sys/fs/fuse/connections usable (mounted here if need
+# be, and unmounted at the end), or the test is skipped.
+fusectl_require() {
+	[ -d /sys/fs/fuse/connections ] || skip "no /sys/fs/fuse/connections"
+	if ! mountpoint -q /sys/fs/fuse/connections; then
+		mount -t fusectl fusectl /sys/fs/fuse/connections 2> /dev/null || skip "cannot mount fusectl"
+		cleanup_fn umount /sys/fs/fuse/connections
+	fi
+}
+# fuse_abort MNT: aborts MNT's FUSE connection.  Its number comes from
+# mountinfo: a stat of the mount could wait behind the requests queued.
+fuse_abort() {
+	local conn
+	conn=$(awk -v m="$1" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo | tail -1)
+	[ -n "$conn" ] && echo 1 > "/sys/fs/fuse/connections/$conn/abort" ||
+		fail "cannot abort the FUSE connection of $1 ('$conn')"
+}
 
 # --- waiting ----------------------------------------------------------------
 # wait_for SECONDS 'SHELL TEXT': polls until the text, evaluated anew each
