@@ -262,6 +262,14 @@ int nvmf_ns_from_id(const char *ctrl_name, uint32_t nsid, const struct nvme_id_n
  * with uuid zeroed.  Stops at the list's end (a zero type or length) or
  * at a descriptor that does not fit. */
 int nvmf_ns_descs_uuid(const void *buf, size_t len, uint8_t uuid[16]);
+/* A UUID other than all zero (zero: none reported, or not learnt yet). */
+static inline bool nvmf_uuid_known(const uint8_t uuid[16])
+{
+	for (unsigned i = 0; i < 16; i++)
+		if (uuid[i])
+			return true;
+	return false;
+}
 /* Whether the controller is asked for descriptor lists (NVMe 1.3 on). */
 bool nvmf_ctrl_wants_descs(const struct nvmf_ctrl *c);
 /* How many leading entries of an active namespace list (max entries) to

@@ -176,10 +176,7 @@ int nvmf_ns_descs_uuid(const void *buf, size_t len, uint8_t uuid[16])
 		 * not a UUID to compare later. */
 		if (type == NVME_NIDT_UUID && nidl == 16) {
 			memcpy(uuid, p + off + 4, 16);
-			for (unsigned i = 0; i < 16; i++)
-				if (uuid[i])
-					return 1;
-			return 0;
+			return nvmf_uuid_known(uuid);
 		}
 		off += 4 + (size_t)nidl;
 	}

@@ -29,8 +29,7 @@ enum nvmf_ns_change nvmf_ns_change_classify(const struct nvmf_ns *old, const str
 		return NVMF_NS_OTHER;
 	/* Compared only when both are known: a list that failed to come
 	 * (a transient error) says nothing. */
-	static const uint8_t none[16];
-	if (memcmp(old->uuid, none, 16) && memcmp(now->uuid, none, 16) &&
+	if (nvmf_uuid_known(old->uuid) && nvmf_uuid_known(now->uuid) &&
 	    memcmp(old->uuid, now->uuid, 16))
 		return NVMF_NS_OTHER;
 	if (old->lba_size != now->lba_size || old->lba_shift != now->lba_shift)

@@ -345,8 +345,7 @@ void mp_check_identity(struct mp_path *p, enum mp_id_why why)
 		STORE(n->bad_path[p->idx], bad);
 		/* Smaller (or behind on a grow) it still flushes its own writes. */
 		STORE(n->ns_gone[p->idx], ch == NVMF_NS_REMOVED || ch == NVMF_NS_OTHER);
-		if (!bad && ns && !memcmp(n->ns.uuid, (uint8_t[16]){ 0 }, 16) &&
-		    memcmp(ns->uuid, (uint8_t[16]){ 0 }, 16)) {
+		if (!bad && ns && !nvmf_uuid_known(n->ns.uuid) && nvmf_uuid_known(ns->uuid)) {
 			/* The volume was built from a path whose descriptor
 			 * list did not come: learn the UUID now, or no later
 			 * check would ever compare it. */
