@@ -3,8 +3,8 @@
 # abort) while a read waits for a path that is down: nobody is left to take
 # the reply, so the mount command drains the waiting I/O and exits at once,
 # as it does on SIGTERM, instead of holding on until ctrl_loss_tmo (60 s
-# here).  Found by a hostile review.  The bound (20 s) is the gateway's own
-# drain bound with room; the time comes from the gateway's log clock.
+# here).  Found by a hostile review.  Whether it drained is read from the
+# gateway's log (no ctrl_loss_tmo expiry), not timed by a clock here.
 set -u
 . "$TOP/tests/func/fuse/lib.sh"
 . "$TOP/tests/target/helpers.sh"
@@ -23,11 +23,12 @@ rpid=$!
 sleep 2
 kill -0 "$rpid" 2> /dev/null || fail "the read did not wait for the path"
 fuse_abort "$MNT"
-t0=$(date +%s)
 for _ in $(seq 400); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.1; done
 kill -0 "$GW_PID" 2> /dev/null && fail "the mount command still runs 40 s after its FUSE connection was aborted"
-echo "the mount command exited $(($(date +%s) - t0)) s after the abort (bound 20)"
-[ $(($(date +%s) - t0)) -le 20 ] || fail "it waited for the path instead of draining"
+# By the gateway's own account, not a clock here: it drained, it did not
+# wait out ctrl_loss_tmo (60 s).
+! grep -q 'ctrl_loss_tmo expired' "$T/gw.log" || fail "it waited for the path instead of draining"
+echo "the mount command exited after the abort, before ctrl_loss_tmo"
 wait "$rpid" 2> /dev/null
 GW_PID=
 ctl port 1 up > /dev/null

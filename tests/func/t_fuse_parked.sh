@@ -78,11 +78,10 @@ ctl a port 1 down > /dev/null
 readers 70
 sleep 3
 fuse_abort "$tmp/fuse"
-t0=$(date +%s)
 for _ in $(seq 300); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.1; done
 kill -0 "$GW_PID" 2> /dev/null && fail "the daemon still runs 30 s after its FUSE connection was aborted"
-echo "B: the daemon stopped $(($(date +%s) - t0)) s after the abort (bound 20; $SECONDS s)"
-[ $(($(date +%s) - t0)) -le 20 ] || fail "it waited for the path"
+! grep -q 'ctrl_loss_tmo expired' "$tmp/gw.log" || fail "it waited for the path"
+echo "B: the daemon stopped after the abort, before ctrl_loss_tmo"
 grep -q "was unmounted from outside; stopping" "$tmp/gw.log" || fail "no line for the end of the mount"
 GW_PID=
 wait "$rpid"
