@@ -48,7 +48,7 @@ const char *nvmf_ns_change_name(enum nvmf_ns_change ch)
 	case NVMF_NS_GROWN: return "grown";
 	case NVMF_NS_SHRUNK: return "shrunk";
 	case NVMF_NS_LBA_FORMAT: return "LBA format changed";
-	case NVMF_NS_OTHER: return "another namespace (NGUID/EUI-64 changed)";
+	case NVMF_NS_OTHER: return "another namespace (NGUID, EUI-64 or UUID changed)";
 	case NVMF_NS_REMOVED: return "removed";
 	case NVMF_NS_ADDED: return "added";
 	}

@@ -246,6 +246,54 @@ print("e2 back: %d bytes" % h.get_size()); h.pread(4096, 0); h.shutdown()' "$W/e
 	echo "SIGTERM: the gateway's last line at $last, SIGTERM sent at $k_at (read just after the kill)"
 	within "$last - $k_at" -1 10 || fail "shutdown took $(echo "$last - $k_at" | bc -l) s"
 	;;
+ns-replace)
+	# Another namespace behind nsid 1 while the gateway is away: the port
+	# unlinked (nvmet drops the controller), namespace 1 removed and made
+	# again on another loop device of the same size (nvmet gives it a new
+	# UUID; its NGUID stays zero), the port linked again.  At the
+	# reconnect the gateway must see another namespace and fail e1, not
+	# serve the new device's blocks: nvmet names a namespace only by the
+	# UUID in its descriptor list (Identify CNS 03h).
+	rnqn=nqn.2014-08.org.nvmf-gateway:interop-nsrep rp=35
+	[ "$tr" = tcp ] || { echo "tcp only"; exit 2; }
+	[ -d "$NVMET/subsystems/$rnqn" ] || nvmet_subsys "$rnqn" 32M 512 || exit 1
+	[ -d "$NVMET/ports/$rp" ] || nvmet_port "$rp" tcp 10.0.2.15 4435 || exit 1
+	[ -e "$NVMET/ports/$rp/subsystems/$rnqn" ] || nvmet_link "$rnqn" "$rp" || exit 1
+	cat > "$W/gw.conf" << CONF
+gateway = { reactors = 1; state_dir = "/tmp/gw-state"; };
+targets = ( { name = "t1"; subnqn = "$rnqn"; reconnect_delay = 1; ctrl_loss_tmo = 120;
+    paths = ( { transport = "tcp"; traddr = "10.0.2.15"; trsvcid = "4435"; } ); } );
+exports = ( { name = "e1"; target = "t1"; nsid = 1; nbd = { listen = "unix:$W/e1.sock"; }; } );
+CONF
+	"$GW" run -f -c "$W/gw.conf" > "$W/gw.log" 2>&1 &
+	GP=$!
+	for _ in $(seq 300); do [ -S "$W/e1.sock" ] && break; sleep 0.2; done
+	[ -S "$W/e1.sock" ] || fail "gateway did not start"
+	rw() { "$PY" -c 'import errno, nbd, sys
+h = nbd.NBD(); h.connect_uri("nbd+unix:///?socket=" + sys.argv[1])
+try:
+    h.pwrite(b"r" * 4096, 0); print("ok" if h.pread(4096, 0) == b"r" * 4096 else "mismatch")
+except nbd.Error as e:
+    print(errno.errorcode.get(e.errnum, e.errnum))' "$W/e1.sock"; }
+	[ "$(rw)" = ok ] || fail "e1 does not serve before the replacement"
+	s=$NVMET/subsystems/$rnqn/namespaces/1
+	nvmet_unlink "$rnqn" "$rp" || fail "unlink"
+	for _ in $(seq 100); do grep -q 'closing the connection\|connection lost\|reconnecting' "$W/gw.log" && break; sleep 0.2; done
+	printf 0 > "$s/enable" && rmdir "$s" || fail "cannot remove namespace 1"
+	truncate -s 32M "$NVMET_WORK/$rnqn-b.img" &&
+		ld=$(losetup --find --show "$NVMET_WORK/$rnqn-b.img") &&
+		mkdir "$s" && printf '%s' "$ld" > "$s/device_path" && printf 1 > "$s/enable" ||
+		fail "cannot make namespace 1 again"
+	cat "$s/device_uuid" 2> /dev/null | sed 's/^/new device_uuid: /'
+	nvmet_link "$rnqn" "$rp" || fail "link"
+	for _ in $(seq 300); do grep -q 'nsid 1: another namespace' "$W/gw.log" && break; sleep 0.2; done
+	grep -m1 'nsid 1: another namespace' "$W/gw.log" ||
+		fail "the replaced namespace was not seen at the reconnect within 60 s"
+	r=$(rw)
+	echo "e1 after the replacement: $r"
+	[ "$r" = EIO ] || fail "e1 served the replaced namespace ($r)"
+	kill -TERM "$GP"; wait "$GP"; GP=
+	;;
 *)
 	echo "case $kase?"
 	exit 2
