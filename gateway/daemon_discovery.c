@@ -103,6 +103,7 @@ struct gw_discs {
 	void (*done)(void *arg);
 	void *done_arg;
 	bool stopping;
+	unsigned nr_unlisted; /* paths with listed false */
 };
 
 #define dc_log(lvl, d, fmt, ...) log_##lvl("discovery %s: " fmt, (d)->name, ##__VA_ARGS__)
@@ -305,23 +306,21 @@ static void path_listed(struct gw *gw, const struct dlog_entry *e)
 	}
 }
 
-/* The oldest unlisted paths beyond DISC_UNLISTED_MAX go. */
+/* The oldest unlisted paths beyond DISC_UNLISTED_MAX go (counted, so
+ * that a log losing thousands of entries is not a scan per entry). */
 static void unlisted_trim(struct gw_discs *all)
 {
 	struct list_node *pos, *tmp;
-	unsigned n = 0;
 
-	list_for_each_safe(pos, tmp, &all->paths)
-		n += !container_of(pos, struct disc_path, link)->listed;
 	list_for_each_safe(pos, tmp, &all->paths) {
 		struct disc_path *p = container_of(pos, struct disc_path, link);
-		if (n <= DISC_UNLISTED_MAX)
+		if (all->nr_unlisted <= DISC_UNLISTED_MAX)
 			break;
 		if (p->listed)
 			continue;
 		list_del(&p->link);
 		free(p);
-		n--;
+		all->nr_unlisted--;
 	}
 }
 
@@ -352,6 +351,8 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 	switch (a->kind) {
 	case DLOG_NEW_TARGET:
 	case DLOG_ADD_PATH:
+		if (p && !p->listed)
+			all->nr_unlisted--; /* listed again */
 		if (!p) {
 			p = calloc(1, sizeof(*p));
 			if (!p) {
@@ -398,6 +399,7 @@ static void disc_apply(struct disc_ctrl *d, const struct dlog_action *a)
 		return;
 	case DLOG_GONE:
 		if (p) {
+			all->nr_unlisted += p->listed;
 			p->listed = false;
 			list_del(&p->link);
 			list_add_tail(&all->paths, &p->link);
