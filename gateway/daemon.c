@@ -284,6 +284,7 @@ void gw_op_finished(struct gw *gw)
 		gw->reload_queued = false;
 		gw_reload(gw, call);
 	}
+	gw_ns_gone_resume(gw);
 	gw_wait_resume(gw);
 }
 

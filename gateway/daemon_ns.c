@@ -51,7 +51,20 @@ static void ns_event_run(struct reactor_msg *m)
 			   (unsigned long long)vol_size(e->vol));
 		break;
 	case VOL_EV_FAILED:
-		if (ev->gone) {
+		if (ev->gone && ev->gw->state >= GW_STOPPING) {
+			/* The stop takes every export down already; a second
+			 * takedown here would free the volume under the
+			 * exporters still draining it. */
+			e->failed = true;
+		} else if (ev->gone && (ev->gw->state != GW_RUNNING || ev->gw->busy)) {
+			/* A batch (start, reload, a target coming up) lists
+			 * this export and reads it when it ends. */
+			e->failed = true;
+			if (!e->ns_gone_pending)
+				log_notice("export %s: its namespace was removed; taking the export "
+					   "down once the change under way ends", e->name);
+			e->ns_gone_pending = true;
+		} else if (ev->gone) {
 			log_notice("export %s: its namespace was removed; taking the export down",
 				   e->name);
 			gw_exp_remove(e, NULL, NULL);
@@ -80,6 +93,23 @@ static void ns_event(struct volume *v, enum vol_event what, bool gone, void *arg
 	ev->gone = gone;
 	memcpy(ev->name, e->name, len);
 	reactor_defer(&e->gw->reactors[0], &ev->m);
+}
+
+void gw_ns_gone_resume(struct gw *gw)
+{
+	struct list_node *pos, *tmp;
+
+	if (gw->state != GW_RUNNING || gw->busy)
+		return;
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (!e->ns_gone_pending || e->removing)
+			continue;
+		e->ns_gone_pending = false;
+		log_notice("export %s: its namespace was removed; taking the export down",
+			   e->name);
+		gw_exp_remove(e, NULL, NULL);
+	}
 }
 
 void gw_ns_watch(struct gw_exp *e)

@@ -82,6 +82,10 @@ struct gw_exp {
 	/* Removed while its kernel attach was running (a namespace gone at
 	 * once): the takedown starts when the attach answers. */
 	bool remove_deferred;
+	/* Its namespace went away while a change or the start was under way:
+	 * taken down once it ends (gw_op_finished), not under the batch that
+	 * still reads it. */
+	bool ns_gone_pending;
 	unsigned closing; /* exporters still closing while removed */
 	/* Called once it is gone: the first remover, and one more that asked
 	 * while it was already going (a reload during a namespace removal). */
@@ -167,6 +171,9 @@ void gw_batch_run(struct gw_batch *b);
  * volume, frees it; removed(arg) afterwards. */
 /* daemon_ns.c: e's exporters follow its namespace's changes. */
 void gw_ns_watch(struct gw_exp *e);
+/* Takes down the exports whose namespace went away while the gateway was
+ * busy; a no-op until it is running and idle (from gw_op_finished). */
+void gw_ns_gone_resume(struct gw *gw);
 void gw_exp_remove(struct gw_exp *e, void (*removed)(void *arg), void *arg);
 /* Shuts a target down (its exports gone already) and frees it; done(arg). */
 void gw_tgt_remove(struct gw_tgt *t, void (*done)(void *arg), void *arg);
