@@ -186,6 +186,8 @@ int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg
 	if (req->dead_conn_timeout_s &&
 	    nla_put_u64(msg, NBD_ATTR_DEAD_CONN_TIMEOUT, req->dead_conn_timeout_s) < 0)
 		goto full;
+	if (req->timeout_s && nla_put_u64(msg, NBD_ATTR_TIMEOUT, req->timeout_s) < 0)
+		goto full;
 	if (req->backend && nla_put_string(msg, NBD_ATTR_BACKEND_IDENTIFIER, req->backend) < 0)
 		goto full;
 	if (req->nr_fds) {
@@ -681,20 +683,8 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 	}
 	for (unsigned i = 0; i < d->nr_conns; i++)
 		fds[i] = d->conns[i].kfd;
-	req = (struct nbd_kdev_req){
-		.cmd = reconf ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT,
-		.index = index,
-		.size = d->job_size,
-		.block_size = v->block_size,
-		.server_flags = d->server_flags,
-		/* No DESTROY_ON_DISCONNECT, no DISCONNECT_ON_CLOSE: the device
-		 * must outlive us for a restart to pick it up. */
-		.client_flags = 0,
-		.dead_conn_timeout_s = d->dead_conn_timeout_s,
-		.backend = d->backend,
-		.fds = fds,
-		.nr_fds = d->nr_conns,
-	};
+	req = nbd_kdev_attach_req(reconf, index, d->job_size, v->block_size, d->server_flags,
+				  d->dead_conn_timeout_s, d->backend, fds, d->nr_conns);
 	r = nbd_kdev_msg_build(family, &req, &msg);
 	if (r == 0)
 		r = kdev_exchange(sk, msg, reconf ? NULL : kdev_connect_parse, &index);
@@ -762,6 +752,30 @@ static int kdev_do_detach(struct nbd_kdev *d)
 		log_err("nbd%d: disconnect failed: %s", d->index, strerror(-r));
 	nl_socket_free(sk);
 	return r;
+}
+
+struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t size,
+				       uint32_t block_size, uint64_t server_flags,
+				       unsigned dead_conn_timeout_s, const char *backend,
+				       const int *fds, unsigned nr_fds)
+{
+	return (struct nbd_kdev_req){
+		.cmd = reconfigure ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT,
+		.index = index,
+		.size = size,
+		.block_size = block_size,
+		.server_flags = server_flags,
+		/* No DESTROY_ON_DISCONNECT, no DISCONNECT_ON_CLOSE: the device
+		 * must outlive us for a restart to pick it up. */
+		.client_flags = 0,
+		.dead_conn_timeout_s = dead_conn_timeout_s,
+		/* Also at a reconfigure: a device attached by an older gateway
+		 * still has the kernel's 30 s. */
+		.timeout_s = NBD_KDEV_REQ_TIMEOUT_S,
+		.backend = backend,
+		.fds = fds,
+		.nr_fds = nr_fds,
+	};
 }
 
 struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,

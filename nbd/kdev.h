@@ -90,10 +90,33 @@ struct nbd_kdev_req {
 	uint64_t server_flags; /* CONNECT only */
 	uint64_t client_flags; /* CONNECT / RECONFIGURE */
 	uint64_t dead_conn_timeout_s; /* CONNECT / RECONFIGURE; 0: omitted */
+	uint64_t timeout_s; /* NBD_ATTR_TIMEOUT, the request timeout; 0: omitted */
 	const char *backend; /* NULL: omitted */
 	const int *fds;
 	unsigned nr_fds;
 };
+
+/* The kernel's request timeout given to every device the gateway attaches
+ * (netlink and ioctl), in seconds.  The gateway bounds each request itself
+ * (README "Every I/O completes": up to ctrl_loss_tmo, 600 s by default, or
+ * for ever when asked); the kernel's own timeout must never cut in first.
+ * Past it the kernel marks the request's socket dead and sends the request
+ * again on another connection (Linux nbd_xmit_timeout, with several
+ * connections, or with one and a timeout set; before Linux 5.2 also with
+ * one and none set), while the gateway may still hold the first: a write
+ * could land twice, the older after a newer; and once every socket is dead
+ * the device fails all I/O after dead_conn_timeout.  Without the attribute
+ * the kernel uses the block layer's 30 s.  There is no "never" for several
+ * connections, so this is as long as the kernel keeps (jiffies in 32 bits:
+ * 2^31 / HZ 1000 s is 24.8 days). */
+#define NBD_KDEV_REQ_TIMEOUT_S 2000000u
+
+/* The CONNECT (reconfigure false) or RECONFIGURE with fresh sockets of an
+ * attach. */
+struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t size,
+				       uint32_t block_size, uint64_t server_flags,
+				       unsigned dead_conn_timeout_s, const char *backend,
+				       const int *fds, unsigned nr_fds);
 
 /* The live resize of device index to size bytes (nbd_kdev_resize): a
  * RECONFIGURE with the size, the block size and the backend, no sockets. */

@@ -1,5 +1,6 @@
 /* /dev/nbdN through the ioctl interface; see kdev_ioctl.h. */
 #include "nbd/kdev_ioctl.h"
+#include "nbd/kdev.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -152,6 +153,12 @@ int kdev_ioctl_setup(struct kdev_doit *t, const char *sysblock, const char *dev_
 			   t->index, i, n, strerror(-r));
 		break;
 	}
+	/* As the netlink attach (nbd/kdev.h): the kernel's 30 s must not cut
+	 * in before the gateway's own bound. */
+	if (nbd_ioctl(t, NBD_SET_TIMEOUT, NBD_KDEV_REQ_TIMEOUT_S, "NBD_SET_TIMEOUT"))
+		log_warn("nbd%d: the kernel keeps its own request timeout: a request the "
+			 "gateway holds longer is sent again on another connection",
+			 t->index);
 	return 0;
 }
 

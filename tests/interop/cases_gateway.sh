@@ -27,7 +27,9 @@ EOF
 	pgrep -f 'nvmf-gateway run -c $gw_conf' > /tmp/gw-run.pid && test -S $gw_sock &&
 	stat -c %s $gw_mnt/d512 | grep -qx 268435456 &&
 	dev=\$(grep -o 'attached as /dev/nbd[0-9]*' /tmp/gw-run.log | grep -o '/dev/nbd[0-9]*') &&
-	echo \$dev > /tmp/gw-run.dev && blockdev --getsize64 \$dev | grep -qx 268435456"
+	echo \$dev > /tmp/gw-run.dev && blockdev --getsize64 \$dev | grep -qx 268435456 &&
+	to=\$(cat /sys/block/\${dev#/dev/}/queue/io_timeout) &&
+	echo \"\$dev request timeout: \$to ms\" && [ \$to -ge 604800000 ]"
 }
 
 # Gateway writes (NBD), the kernel host reads; the kernel host writes, the
