@@ -82,6 +82,11 @@ static void kdev_signal(struct session *s)
 	if (cli_kdev.attaching) {
 		cli_kdev.stop_pending = true;
 	} else if (d) {
+		/* As nbd_signal: the detach flushes the device, and writes
+		 * waiting for a path would hold it for up to ctrl_loss_tmo (or
+		 * for ever with -l -1). */
+		if (s->vol)
+			vol_mp_drain(s->vol);
 		cli_kdev.d = NULL;
 		nbd_kdev_detach(d, kdev_detached, s);
 	}

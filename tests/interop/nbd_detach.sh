@@ -26,3 +26,32 @@ echo "$out" | grep -q 'nbd3: served by another running gateway'
 dd if=/dev/nbd3 of=/dev/null bs=1M count=4 iflag=direct status=none
 nbd_stop
 nbd_detached /dev/nbd3
+
+# SIGTERM while writes wait for a path that is gone, with I/O allowed to
+# wait for ever (-l -1): the detach flushes the device, and that flush
+# must not wait with them.  The drain fails them within its few seconds,
+# as for the socket export.  Before the fix SIGTERM never ended the
+# gateway (nothing but SIGKILL did).
+relink() { [ -e "$NVMET/ports/1/subsystems/$nqn" ] || nvmet_link "$nqn" 1; }
+trap 'relink; nbd_cleanup' EXIT
+NBD_START_ARGS="-l -1" nbd_start "$nqn" auto detach-wait
+nvmet_unlink "$nqn" 1
+dd if=/dev/urandom of="$NBD_DEV" bs=64k count=4 oflag=direct status=none 2> /dev/null &
+ddp=$!
+sleep 3
+kill -TERM "$GW_PID"
+for _ in $(seq 300); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.2; done
+if kill -0 "$GW_PID" 2> /dev/null; then
+	cat "$NBD_LOG"
+	echo "SIGTERM did not end the gateway within 60 s (writes waiting for a path)"
+	kill -KILL "$GW_PID"
+	exit 1
+fi
+wait "$GW_PID" || echo "gateway exit code $? after SIGTERM with writes waiting"
+GW_PID=
+wait "$ddp" && echo "dd: the waiting writes succeeded" || echo "dd: the waiting writes failed (expected: no path)"
+cat "$NBD_LOG"
+grep -q "${NBD_DEV#/dev/}: detached" "$NBD_LOG"
+grep -q 'no path was usable' "$NBD_LOG"
+relink
+nbd_detached "$NBD_DEV"
