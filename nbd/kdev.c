@@ -543,7 +543,7 @@ static int kdev_connect_parse(struct nlmsghdr *nlh, void *arg)
 /* The run-time folder for device locks: a lock is held by the process that
  * serves the device, so a crash frees it and a second gateway cannot steal
  * the device of a live one (RECONFIGURE would quietly ignore its sockets). */
-static int kdev_lock(int index)
+static int kdev_lock(int index, bool quiet_busy)
 {
 	const char *dir = getenv("NVMF_GATEWAY_RUN_DIR");
 	char path[512];
@@ -566,8 +566,9 @@ static int kdev_lock(int index)
 
 		close(fd);
 		if (err == EWOULDBLOCK) {
-			log_err("nbd%d: served by another running gateway (%s is locked)", index,
-				path);
+			if (!quiet_busy)
+				log_err("nbd%d: served by another running gateway (%s is locked)",
+					index, path);
 			return -EBUSY;
 		}
 		log_err("nbd%d: cannot lock %s: %s", index, path, strerror(err));
@@ -592,12 +593,27 @@ static int kdev_do_attach_ioctl(struct nbd_kdev *d)
 	int r, index, fds[d->nr_conns];
 	unsigned taken;
 
-	index = d->want_index >= 0 ? d->want_index : kdev_ioctl_find_free(d->sysblock);
-	if (index < 0) {
-		r = index;
-		goto out;
+	if (d->want_index >= 0) {
+		index = d->want_index;
+		d->lock_fd = kdev_lock(index, false);
+	} else {
+		/* A device is free while its size is 0 and nothing runs
+		 * NBD_DO_IT, which stays so for the whole of another attach
+		 * (this process's other exports start at once): one locked
+		 * by it is taken, the next is looked at. */
+		for (int from = 0;; from = index + 1) {
+			index = kdev_ioctl_find_free(d->sysblock, from);
+			if (index < 0) {
+				r = index;
+				goto out;
+			}
+			d->lock_fd = kdev_lock(index, true);
+			if (d->lock_fd != -EBUSY)
+				break;
+			log_info("nbd%d: being attached by another export or gateway; trying the next",
+				 index);
+		}
 	}
-	d->lock_fd = kdev_lock(index);
 	if (d->lock_fd < 0) {
 		r = d->lock_fd;
 		goto out;
@@ -675,7 +691,7 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 		goto out;
 	}
 	if (index >= 0) {
-		d->lock_fd = kdev_lock(index);
+		d->lock_fd = kdev_lock(index, false);
 		if (d->lock_fd < 0) {
 			r = d->lock_fd;
 			goto out;
@@ -706,7 +722,7 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 	}
 	if (d->lock_fd < 0) {
 		/* The kernel picked a free device: nobody else serves it. */
-		d->lock_fd = kdev_lock(index);
+		d->lock_fd = kdev_lock(index, false);
 		if (d->lock_fd < 0)
 			log_warn("nbd%d: running without the device lock", index);
 	}

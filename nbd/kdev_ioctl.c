@@ -73,12 +73,12 @@ bool kdev_ioctl_busy(const char *sysblock, int index)
 	return access(path, F_OK) == 0;
 }
 
-int kdev_ioctl_find_free(const char *sysblock)
+int kdev_ioctl_find_free(const char *sysblock, int from)
 {
 	char path[256];
 	unsigned long long size;
 
-	for (int i = 0; i < 4096; i++) {
+	for (int i = from < 0 ? 0 : from; i < 4096; i++) {
 		snprintf(path, sizeof(path), "%s/nbd%d/size", sysblock, i);
 		if (!sys_read_u64(path, &size))
 			break; /* devices are numbered from 0 without holes */

@@ -33,9 +33,9 @@ struct kdev_doit {
 	bool started; /* the thread runs: its message will come */
 };
 
-/* The first /dev/nbdN under sysblock with no size and no pid (not
- * connected), or -ENODEV. */
-int kdev_ioctl_find_free(const char *sysblock);
+/* The first /dev/nbdN from N = from on under sysblock with no size and no
+ * pid (not connected), or -ENODEV. */
+int kdev_ioctl_find_free(const char *sysblock, int from);
 
 /* Whether sysblock/nbdN is connected (a size or a pid), to anybody. */
 bool kdev_ioctl_busy(const char *sysblock, int index);

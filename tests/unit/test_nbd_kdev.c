@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -497,6 +498,91 @@ START_TEST(attach_fails_cleanly_without_the_family)
 }
 END_TEST
 
+/* Two exports attaching "auto" through the ioctl interface at once (the
+ * daemon starts its exports together): the device the other one has
+ * locked still looks free (size 0, no NBD_DO_IT yet), and the attach went
+ * on to fail with "served by another running gateway" (-EBUSY) instead of
+ * taking the next device.  The other attach is this test's own lock on
+ * nbd0; the fake devices are regular files, so the attach that goes on
+ * fails at its first ioctl (-ENOTTY), on nbd1. */
+static void touch_file(const char *dir, const char *name, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+static int attach_ioctl_auto(const char *root)
+{
+	char dev[256], sys[256];
+	struct nbd_kdev_opts o = { .index = -1, .connections = 1, .dead_conn_timeout_s = 5,
+				   .iface = NBD_IFACE_IOCTL, .dev_dir = dev, .sysblock = sys };
+	struct nbd_export e = { .name = "unit" };
+	struct attach_result res = { 0 };
+	struct reactor r;
+	struct volume *v;
+
+	snprintf(dev, sizeof(dev), "%s/dev", root);
+	snprintf(sys, sizeof(sys), "%s/sys", root);
+	attach_env_init(&r, &e, &v);
+	ck_assert_int_eq(nbd_kdev_attach(&r, &e, &o, on_attached, &res), 0);
+	for (int i = 0; i < 3000 && !res.calls; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_uint_eq(res.calls, 1);
+	ck_assert_ptr_null(res.d);
+	vol_destroy(v);
+	reactor_fini(&r);
+	return res.err;
+}
+
+static int lock_dev(const char *root, int index)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/run/nbd%d.lock", root, index);
+	ck_assert_int_ge(fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), 0);
+	ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+	return fd;
+}
+
+START_TEST(ioctl_auto_skips_a_device_being_attached)
+{
+	char root[] = "/tmp/kdev-auto-XXXXXX", path[512];
+	const char *dirs[] = { "dev", "sys", "sys/nbd0", "sys/nbd1", "run" };
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	for (unsigned i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+	}
+	touch_file(root, "sys/nbd0/size", "0\n");
+	touch_file(root, "sys/nbd1/size", "0\n");
+	touch_file(root, "dev/nbd0", "");
+	touch_file(root, "dev/nbd1", "");
+	snprintf(path, sizeof(path), "%s/run", root);
+	setenv("NVMF_GATEWAY_RUN_DIR", path, 1);
+
+	int l0 = lock_dev(root, 0);
+	int err = attach_ioctl_auto(root);
+	ck_assert_msg(err != -EBUSY, "a device being attached by another was not skipped");
+	/* It went on to nbd1 (a regular file here: the ioctl fails). */
+	ck_assert_int_eq(err, -ENOTTY);
+	/* With every device being attached: none is free. */
+	int l1 = lock_dev(root, 1);
+	ck_assert_int_eq(attach_ioctl_auto(root), -ENODEV);
+	close(l1);
+	close(l0);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(attach_rejects_bad_options)
 {
 	struct nbd_kdev_opts o = { .index = -1, .connections = 0 };
@@ -645,6 +731,7 @@ static Suite *suite(void)
 	tc = tcase_create("reactor");
 	tcase_add_test(tc, attach_fails_cleanly_without_the_family);
 	tcase_add_test(tc, attach_rejects_bad_options);
+	tcase_add_test(tc, ioctl_auto_skips_a_device_being_attached);
 	tcase_add_test(tc, attach_out_of_fds_closes_only_its_own);
 	suite_add_tcase(s, tc);
 	return s;
