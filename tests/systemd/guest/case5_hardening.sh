@@ -3,8 +3,9 @@
 # own cgroup (so the device BPF program systemd attached for DevicePolicy=
 # and DeviceAllow= applies to it) and tries to open devices: /dev/nbd*,
 # /dev/fuse and the RDMA devices open, the others fail with EPERM.  The
-# process has exactly CAP_SYS_ADMIN, CAP_IPC_LOCK and CAP_SYS_RESOURCE
-# (PR_SET_IO_FLUSHER), and with them it
+# process has exactly CAP_SYS_ADMIN, CAP_IPC_LOCK, CAP_SYS_RESOURCE
+# (PR_SET_IO_FLUSHER) and CAP_CHOWN (its control socket's group), and with
+# them it
 # attached /dev/nbd0 over netlink and mounted its FUSE file system.
 . /opt/sysd/lib.sh
 journal_mark c5
@@ -13,11 +14,19 @@ is_active || fail "not active after start"
 pid=$(prop MainPID)
 wait_until 120 "/dev/nbd0 attached" attached nbd0
 grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' "/proc/$pid/status"
-want=0000000001204000 # CAP_SYS_RESOURCE (24) | CAP_SYS_ADMIN (21) | CAP_IPC_LOCK (14)
+want=0000000001204001 # CAP_SYS_RESOURCE (24) | CAP_SYS_ADMIN (21) | CAP_IPC_LOCK (14) | CAP_CHOWN (0)
 for c in CapEff CapPrm CapBnd; do
 	[ "$(awk -v k="$c:" '$1 == k { print $2 }' "/proc/$pid/status")" = $want ] ||
-		fail "$c is not exactly CAP_SYS_ADMIN + CAP_IPC_LOCK + CAP_SYS_RESOURCE"
+		fail "$c is not exactly CAP_SYS_ADMIN + CAP_IPC_LOCK + CAP_SYS_RESOURCE + CAP_CHOWN"
 done
+# control_access.group (the guest's configuration): without CAP_CHOWN the
+# control socket did not start ("Operation not permitted"), and with it
+# ExecReload.
+ctl=/run/nvmf-gateway/gateway.control
+[ "$(stat -c '%G %a' "$ctl")" = "disk 660" ] ||
+	fail "the control socket is '$(stat -c '%G %a' "$ctl" 2>&1)', not group disk, mode 660"
+nvmf-gateway status > /dev/null || fail "status over the group's socket"
+
 [ "$(awk '$1 == "NoNewPrivs:" { print $2 }' "/proc/$pid/status")" = 1 ] || fail "NoNewPrivs"
 [ "$(awk '$1 == "Seccomp:" { print $2 }' "/proc/$pid/status")" = 2 ] || fail "no seccomp filter"
 journal_since c5 -u "$U" | grep -q 'nbd0.*attached\|/dev/nbd0 attached' ||
