@@ -76,7 +76,15 @@ sort "$tmp/conffiles" | diff -u - <(printf '%s\n' /etc/modules-load.d/nvmf-gatew
 	/etc/nvmf-gateway/nvmf-gateway.conf.example) || fail "conffiles"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./prerm | grep -q "deb-systemd-invoke stop 'nvmf-gateway.service'" ||
 	fail "prerm does not stop the service on remove"
-echo "2. contents, modes, conffiles, dependencies and prerm stop: ok"
+# An upgrade must not restart the service (each /dev/nbdN it serves would
+# be disconnected under its users): the postinst starts it on a new
+# install only.
+pi=$(dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst)
+grep -q "deb-systemd-invoke.*'nvmf-gateway.service'" <<< "$pi" ||
+	fail "postinst does not start the service on a new install"
+grep -q '_dh_action=restart\|invoke restart .nvmf-gateway' <<< "$pi" &&
+	fail "postinst restarts the service on upgrade"
+echo "2. contents, modes, conffiles, dependencies, prerm stop and no restart on upgrade: ok"
 
 # 3. The unit as installed: the binary of the package, the condition.
 dpkg-deb -x "$deb" "$tmp/x"
