@@ -189,11 +189,12 @@ struct ioq_msg {
 	struct nvmf_ctrl *c;
 	unsigned idx;
 	int err;
+	bool down; /* a connected queue went down, not its Connect's result */
 };
 
 static void ioq_result(struct reactor_msg *m);
 
-static void ioq_connected(struct nvmf_queue *q, int err)
+static void ioq_post(struct nvmf_queue *q, int err, bool down)
 {
 	struct nvmf_ctrl *c = q->ctrl;
 	struct ioq_msg *rm = malloc(sizeof(*rm));
@@ -203,7 +204,13 @@ static void ioq_connected(struct nvmf_queue *q, int err)
 	rm->c = c;
 	rm->idx = (unsigned)(q - c->ioq);
 	rm->err = err;
+	rm->down = down;
 	reactor_send_msg(c->r, &rm->m);
+}
+
+static void ioq_connected(struct nvmf_queue *q, int err)
+{
+	ioq_post(q, err, false);
 }
 
 static void ioq_down(struct nvmf_queue *q, int err);
@@ -225,9 +232,24 @@ static void ioq_result(struct reactor_msg *m)
 	struct ioq_msg *msg = container_of(m, struct ioq_msg, m);
 	struct nvmf_ctrl *c = msg->c;
 	int err = msg->err;
+	unsigned idx = msg->idx;
+	bool down = msg->down;
 
 	free(msg);
-	if (c->step == INIT_IO_QUEUES) {
+	/* Posted before a teardown closed the queue (a shutdown or a failed
+	 * step in the same mailbox batch as the Connect's answer): the queue
+	 * is being closed anyway, and its close reply, which comes after this
+	 * message, is what the teardown counts. */
+	if (c->teardown_running)
+		return;
+	if (c->state == NVMF_CTRL_CONNECTING && c->step == INIT_IO_QUEUES) {
+		if (down) {
+			/* Its Connect was counted already: a queue that went
+			 * live and dropped fails the bring-up now. */
+			ctrl_init_fail(c, err, "I/O queue %u lost while the others connected",
+				       idx + 1);
+			return;
+		}
 		c->nr_ioq_pending--;
 		if (err && !c->ioq_error)
 			c->ioq_error = err;
@@ -244,13 +266,14 @@ static void ioq_result(struct reactor_msg *m)
 		ctrl_init_next(c);
 		return;
 	}
-	/* A live I/O queue went down. */
-	ctrl_failed(c, err);
+	/* A live I/O queue went down (ctrl_failed ignores any other state). */
+	if (down)
+		ctrl_failed(c, err);
 }
 
 static void ioq_down(struct nvmf_queue *q, int err)
 {
-	ioq_connected(q, err ? err : -ECONNRESET);
+	ioq_post(q, err ? err : -ECONNRESET, true);
 }
 
 void ctrl_ioq_connect_all(struct nvmf_ctrl *c)
@@ -505,7 +528,7 @@ static void ioq_close_reply(struct reactor_msg *m)
 	struct nvmf_ctrl *c = t->c;
 
 	free(t);
-	if (--c->nr_ioq_pending == 0)
+	if (--c->nr_ioq_closing == 0)
 		c->ioq_close_then(c);
 }
 
@@ -545,8 +568,8 @@ static void ioq_close(struct reactor_msg *m)
 static void ioqs_close(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *c))
 {
 	c->ioq_close_then = then;
-	c->nr_ioq_pending = c->ioq ? c->nr_ioq : 0;
-	if (!c->nr_ioq_pending) {
+	c->nr_ioq_closing = c->ioq ? c->nr_ioq : 0;
+	if (!c->nr_ioq_closing) {
 		then(c);
 		return;
 	}
@@ -563,6 +586,9 @@ static void ioqs_close(struct nvmf_ctrl *c, void (*then)(struct nvmf_ctrl *c))
 
 static void teardown_finish(struct nvmf_ctrl *c)
 {
+	/* No bring-up step runs: a late failure report (the admin queue's
+	 * own down_cb after its commands failed) starts no second teardown. */
+	c->step = INIT_NONE;
 	c->teardown_running = false;
 	nvmf_ctrl_cb cb = c->shutdown_cb;
 	c->shutdown_cb = NULL;
@@ -573,7 +599,6 @@ static void teardown_finish(struct nvmf_ctrl *c)
 static void admin_dead(struct nvmf_queue *q, int err)
 {
 	(void)err;
-	q->ctrl->step = INIT_NONE;
 	teardown_finish(q->ctrl);
 }
 
@@ -697,6 +722,12 @@ void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 		c->ready_cb = NULL;
 		reactor_timer_cancel(&c->step_timer);
 		nvmf_ctrl_set_state(c, NVMF_CTRL_DELETING);
+		if (c->teardown_running) {
+			/* A failed attempt's teardown, its close replies in
+			 * flight: starting another would count them again. */
+			c->shutdown_cb = cb;
+			return;
+		}
 		ctrl_teardown(c, cb);
 		return;
 	}

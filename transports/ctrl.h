@@ -94,7 +94,8 @@ struct nvmf_ctrl {
 	struct reactor **io_reactors; /* reactor of I/O queue i */
 	unsigned nr_ioq; /* allocated by the controller */
 	unsigned nr_ioq_connected;
-	unsigned nr_ioq_pending;
+	unsigned nr_ioq_pending; /* bring-up: I/O queue Connects unanswered */
+	unsigned nr_ioq_closing; /* teardown, shutdown: I/O queues not yet closed */
 	int ioq_error;
 	uint64_t cap;
 	uint32_t vs;

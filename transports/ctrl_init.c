@@ -71,7 +71,10 @@ void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	char msg[256];
 	va_list ap;
 
-	if (c->state != NVMF_CTRL_CONNECTING)
+	/* Once per attempt: a second failure (a step's command and the
+	 * admin queue's loss, both reported) would start a second teardown
+	 * over the first one's close replies. */
+	if (c->state != NVMF_CTRL_CONNECTING || c->teardown_running || c->step == INIT_NONE)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
