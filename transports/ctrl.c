@@ -329,6 +329,14 @@ void ctrl_ioq_connect_all(struct nvmf_ctrl *c)
 
 void ctrl_init_live(struct nvmf_ctrl *c)
 {
+	/* No command need be in flight on the admin queue while the I/O
+	 * queues connect, so its loss may show only here: LIVE without it
+	 * would be a controller with no keep-alive, AER or Abort. */
+	if (c->adminq.state != NVMF_Q_LIVE) {
+		ctrl_init_fail(c, c->adminq.error ? c->adminq.error : -ENOTCONN,
+			       "admin queue lost while the I/O queues connected");
+		return;
+	}
 	reactor_timer_cancel(&c->step_timer);
 	/* Deleted while its queues connected: no keep-alive, no AER. */
 	if (!nvmf_ctrl_set_state(c, NVMF_CTRL_LIVE))
@@ -365,7 +373,16 @@ static void admin_connected(struct nvmf_queue *q, int err)
 
 static void admin_down(struct nvmf_queue *q, int err)
 {
-	ctrl_failed(q->ctrl, err);
+	struct nvmf_ctrl *c = q->ctrl;
+
+	/* Lost during the bring-up with no admin command in flight to see it
+	 * (the I/O queues connecting, CSTS.RDY's next poll not yet sent): the
+	 * bring-up failed.  ctrl_init_fail ignores it once one failed. */
+	if (c->state == NVMF_CTRL_CONNECTING) {
+		ctrl_init_fail(c, err, "admin queue lost: %s", strerror(-err));
+		return;
+	}
+	ctrl_failed(c, err);
 }
 
 static int ctrl_start(struct nvmf_ctrl *c);

@@ -340,6 +340,67 @@ START_TEST(ioq_lost_while_others_connect)
 }
 END_TEST
 
+/* ---- the admin queue lost while the I/O queues connect ---- */
+
+static struct reactor_msg late_msg;
+static struct nvmf_queue *late_q;
+static int late_err;
+
+static void late_result(struct reactor_msg *m)
+{
+	(void)m;
+	orig_connect_cb[0](late_q, late_err);
+}
+
+/* The admin connection is gone before the I/O queue's result is handled. */
+static void admin_lost_then_result(struct nvmf_queue *q, int err)
+{
+	nvmf_queue_transport_error(&q->ctrl->adminq, -ETIMEDOUT, "lost (test)");
+	late_q = q;
+	late_err = err;
+	late_msg.fn = late_result;
+	reactor_defer(&R, &late_msg);
+}
+
+/* The same, the result posted at once (the admin queue still draining). */
+static void admin_lost_with_result(struct nvmf_queue *q, int err)
+{
+	nvmf_queue_transport_error(&q->ctrl->adminq, -ETIMEDOUT, "lost (test)");
+	orig_connect_cb[0](q, err);
+}
+
+static void admin_lost_case(nvmf_queue_cb wrap)
+{
+	struct nvmf_ctrl_opts o;
+
+	opts_fill(&o, 1);
+	ck_assert_int_eq(nvmf_ctrl_connect(&C, &o, &R, NULL, on_ready), 0);
+	wait_ioq_started(0);
+	orig_connect_cb[0] = C.ioq[0].connect_cb;
+	C.ioq[0].connect_cb = wrap;
+	ck_assert(poll_until(&ready_calls));
+	poll_for(500);
+	ck_assert_int_eq(ready_calls, 1);
+	ck_assert_msg(ready_err != 0, "bring-up reported success with the admin queue %s",
+		      nvmf_queue_state_name(C.adminq.state));
+	ck_assert_str_ne(nvmf_ctrl_state_name(C.state), "live");
+	ck_assert(ready_all_dead);
+	ck_assert(!C.teardown_running);
+	reconnect_and_shutdown();
+}
+
+START_TEST(admin_lost_before_ioq_result)
+{
+	admin_lost_case(admin_lost_then_result);
+}
+END_TEST
+
+START_TEST(admin_lost_as_ioq_result_posted)
+{
+	admin_lost_case(admin_lost_with_result);
+}
+END_TEST
+
 static Suite *ctrl_teardown_suite(void)
 {
 	Suite *s = suite_create("ctrl_teardown");
@@ -351,6 +412,8 @@ static Suite *ctrl_teardown_suite(void)
 	tcase_add_test(tc, shutdown_with_connect_result_queued);
 	tcase_add_test(tc, shutdown_with_connect_result_queued_two_reactors);
 	tcase_add_test(tc, ioq_lost_while_others_connect);
+	tcase_add_test(tc, admin_lost_before_ioq_result);
+	tcase_add_test(tc, admin_lost_as_ioq_result_posted);
 	suite_add_tcase(s, tc);
 	return s;
 }
