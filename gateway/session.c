@@ -236,7 +236,9 @@ int session_parse_opt(struct session *s, int opt, const char *arg)
 		const char *name;
 		unsigned long min, max;
 	} nums[] = {
-		{ 'c', "reconnect-delay", 0, 3600 },
+		/* At least 1 s, as the configuration file has it: 0 made a
+		 * refused path reconnect in a busy loop. */
+		{ 'c', "reconnect-delay", 1, 3600 },
 		{ 'i', "nr-io-queues", 1, 128 }, { 'Q', "queue-size", 2, 4096 },
 		{ 'k', "keep-alive-tmo", 0, 3600 }, { 1000, "nsid", 1, 0xfffffffe },
 		{ 1002, "connect-timeout", 100, 600000 }, { 1003, "io-timeout", 100, 3600000 },

@@ -218,6 +218,10 @@ static void schedule_reconnect(struct mp_path *p, bool now)
 	struct mp_target *t = p->t;
 	uint64_t delay = now ? 0 : (uint64_t)t->o.reconnect_delay_ms * NSEC_PER_MSEC;
 
+	/* The options allow no less than 1 s; a caller that passed 0 would
+	 * retry a refused target in a busy loop (a log line each time). */
+	if (!now && delay < NSEC_PER_SEC)
+		delay = NSEC_PER_SEC;
 	reactor_timer_arm(t->r, &p->reconnect_timer, delay);
 }
 
