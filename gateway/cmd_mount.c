@@ -77,7 +77,7 @@ static void mount_gone(void *arg, int err)
 	struct mount_cmd *m = arg;
 
 	if (m->s && m->s->vol)
-		vol_mp_drain(m->s->vol);
+		vol_drain(m->s->vol);
 	mount_stop(arg, err ? 1 : 0);
 }
 
@@ -85,7 +85,7 @@ static void mount_signal(struct session *s)
 {
 	/* As for nbd: waiting I/O must not hold the unmount for ctrl_loss_tmo. */
 	if (s->vol)
-		vol_mp_drain(s->vol);
+		vol_drain(s->vol);
 	mount_stop(s->priv, 0);
 }
 

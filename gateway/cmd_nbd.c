@@ -47,9 +47,10 @@ static void nbd_signal(struct session *s)
 	struct nbd_cli *n = s->priv;
 
 	/* I/O waiting for a usable path would hold the server's stop for up
-	 * to ctrl_loss_tmo (or for ever): give it the drain's few seconds. */
+	 * to ctrl_loss_tmo (or for ever): give it the drain's few seconds.
+	 * I/O waiting for QoS tokens, for the queue's token time: none. */
 	if (s->vol)
-		vol_mp_drain(s->vol);
+		vol_drain(s->vol);
 	if (n->srv) {
 		struct nbd_server *srv = n->srv;
 		n->srv = NULL;
@@ -79,6 +80,9 @@ static void kdev_signal(struct session *s)
 {
 	struct nbd_kdev *d = cli_kdev.d;
 
+	/* As for the socket server: the detach waits for the device's I/O. */
+	if (s->vol)
+		vol_drain(s->vol);
 	if (cli_kdev.attaching) {
 		cli_kdev.stop_pending = true;
 	} else if (d) {

@@ -364,11 +364,12 @@ static void gw_stop(struct gw *gw)
 	gw_set_state(gw, GW_STOPPING);
 	notify_send("STOPPING=1");
 	/* I/O waiting for a path gets a few seconds more, not the recovery
-	 * deadlines: the drains below end in bounded time. */
+	 * deadlines, and I/O waiting for QoS tokens goes at once: the drains
+	 * below end in bounded time. */
 	list_for_each_safe(pos, tmp, &gw->exps) {
 		struct gw_exp *e = container_of(pos, struct gw_exp, link);
 		if (e->vol)
-			vol_mp_drain(e->vol);
+			vol_drain(e->vol);
 	}
 	gw->pending = 1;
 	if (gw->control) {
@@ -457,7 +458,7 @@ static void exp_takedown(struct gw_exp *e)
 	struct gw *gw = e->gw;
 
 	if (e->vol)
-		vol_mp_drain(e->vol);
+		vol_drain(e->vol);
 	e->closing = 1;
 	if (e->srv) {
 		e->closing++;

@@ -760,6 +760,7 @@ static const struct vol_ops mp_vol_ops = {
 	.name = "nvmf",
 	.submit = mp_submit,
 	.destroy = mp_vol_destroy,
+	.drain = vol_mp_drain,
 	.pipe_writes = true, /* nvmf_io_submit takes the payload out where needed */
 };
 

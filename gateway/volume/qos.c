@@ -40,12 +40,15 @@ struct qos_cell {
 	uint64_t tat; /* ns, reactor_now_ns clock */
 };
 
-/* One per reactor, touched only on that reactor. */
+/* One per reactor, touched only on that reactor (r is set there once and
+ * read by qos_drain). */
 struct qos_rq {
 	_Alignas(64) struct list_node queue[NR_QUEUES];
 	struct reactor_timer timer;
 	struct reactor *r;
 	struct vol_stats *st;
+	struct reactor_msg drain_msg;
+	struct vol_qos *q;
 };
 
 struct vol_qos {
@@ -53,6 +56,10 @@ struct vol_qos {
 	struct vol_qos_limits limits; /* as set, for vol_get_qos */
 	unsigned active; /* any cell limited */
 	unsigned nr;
+	/* The volume's reference and one per drain message on its way: a
+	 * reactor whose queue was empty may run its message after the
+	 * volume was destroyed. */
+	unsigned refs;
 	struct qos_rq rq[];
 };
 
@@ -103,15 +110,14 @@ static void rq_arm(struct qos_rq *rq, uint64_t now)
 	reactor_timer_arm(rq->r, &rq->timer, next > now ? next - now : 0);
 }
 
-static void rq_release(struct reactor_timer *t)
+/* Dispatches the queued I/O whose time has come (all of it when until is
+ * UINT64_MAX), then re-arms the timer for what is left. */
+static void rq_dispatch(struct qos_rq *rq, uint64_t now, uint64_t until)
 {
-	struct qos_rq *rq = container_of(t, struct qos_rq, timer);
-	uint64_t now = reactor_now_ns();
-
 	for (unsigned i = 0; i < NR_QUEUES; i++) {
 		struct vol_io *io;
 
-		while ((io = head(&rq->queue[i])) && io->qos_ready_ns <= now) {
+		while ((io = head(&rq->queue[i])) && io->qos_ready_ns <= until) {
 			list_del(&io->qos_link);
 			if (rq->st)
 				STAT_ADD(rq->st->qos_queued, -1);
@@ -119,6 +125,58 @@ static void rq_release(struct reactor_timer *t)
 		}
 	}
 	rq_arm(rq, now);
+}
+
+static void rq_release(struct reactor_timer *t)
+{
+	struct qos_rq *rq = container_of(t, struct qos_rq, timer);
+	uint64_t now = reactor_now_ns();
+
+	rq_dispatch(rq, now, now);
+}
+
+static void qos_put(struct vol_qos *q)
+{
+	if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(q);
+}
+
+/* On the queue's reactor: the volume is draining, nothing waits.  The
+ * volume may be gone already when the queue was empty (its I/O, if any,
+ * keeps it alive until dispatched). */
+static void rq_drain_msg(struct reactor_msg *m)
+{
+	struct qos_rq *rq = container_of(m, struct qos_rq, drain_msg);
+	struct vol_qos *q = rq->q;
+
+	rq_dispatch(rq, reactor_now_ns(), UINT64_MAX);
+	qos_put(q);
+}
+
+void qos_drain(struct volume *v)
+{
+	struct vol_qos *q;
+
+	/* seq_cst against qos_admit's store of rq->r and load of draining:
+	 * either that reactor sees the flag and empties its queue itself,
+	 * or we see its rq->r and send it the message (or both). */
+	if (__atomic_exchange_n(&v->draining, true, __ATOMIC_SEQ_CST))
+		return;
+	q = __atomic_load_n(&v->qos, __ATOMIC_ACQUIRE);
+	if (!q)
+		return;
+	for (unsigned i = 0; i < q->nr; i++) {
+		struct qos_rq *rq = &q->rq[i];
+		struct reactor *r = __atomic_load_n(&rq->r, __ATOMIC_SEQ_CST);
+
+		if (!r)
+			continue;
+		__atomic_add_fetch(&q->refs, 1, __ATOMIC_RELAXED);
+		rq->drain_msg.fn = rq_drain_msg;
+		reactor_send_msg(r, &rq->drain_msg);
+	}
+	log_info("volume %s: draining: I/O waiting for QoS goes now, new I/O is not limited",
+		 v->name);
 }
 
 bool qos_admit(struct volume *v, struct reactor *r, struct vol_io *io)
@@ -132,7 +190,14 @@ bool qos_admit(struct volume *v, struct reactor *r, struct vol_io *io)
 		return true;
 	rq = &q->rq[r->id];
 	if (!rq->r)
-		rq->r = r;
+		__atomic_store_n(&rq->r, r, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&v->draining, __ATOMIC_SEQ_CST)) {
+		/* Behind what was queued before the drain (its message may
+		 * not have run yet): order, as below. */
+		if (!list_empty(&rq->queue[Q_READ]) || !list_empty(&rq->queue[Q_WRITE]))
+			rq_dispatch(rq, now, UINT64_MAX);
+		return true;
+	}
 	if (LD(&q->active)) {
 		uint64_t ops = io->op == VOL_FLUSH ? 0 : 1;
 		uint64_t bytes = io->op == VOL_READ || io->op == VOL_WRITE ? io->length : 0;
@@ -189,7 +254,9 @@ int vol_set_qos(struct volume *v, const struct vol_qos_limits *l)
 			return -ENOMEM;
 		memset(q, 0, size);
 		q->nr = nr;
+		q->refs = 1;
 		for (unsigned i = 0; i < nr; i++) {
+			q->rq[i].q = q;
 			for (unsigned j = 0; j < NR_QUEUES; j++)
 				list_init(&q->rq[i].queue[j]);
 			reactor_timer_init(&q->rq[i].timer, rq_release);
@@ -251,8 +318,8 @@ void qos_free(struct volume *v)
 			if (!list_empty(&q->rq[i].queue[j]))
 				log_err("volume %s: destroyed with I/O waiting for QoS (a bug)",
 					v->name);
-	free(q);
 	v->qos = NULL;
+	qos_put(q);
 }
 
 int qos_parse_opt(const char *cmd, int opt, const char *arg, struct vol_qos_limits *l)

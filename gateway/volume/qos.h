@@ -55,6 +55,9 @@ static inline bool qos_limited(const struct vol_qos_limits *l)
 /* Used by volume.c.  From vol_submit on reactor r: true when io may go to
  * the backend now, false when it was queued (qos.c dispatches it later). */
 bool qos_admit(struct volume *v, struct reactor *r, struct vol_io *io);
+/* From vol_drain, any thread: sets v->draining (qos_admit lets everything
+ * through from then on) and has each reactor dispatch what it queued. */
+void qos_drain(struct volume *v);
 /* From vol_destroy: no I/O is queued any more. */
 void qos_free(struct volume *v);
 

@@ -267,6 +267,15 @@ int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out)
 	return 0;
 }
 
+void vol_drain(struct volume *v)
+{
+	if (!v)
+		return;
+	qos_drain(v);
+	if (v->ops->drain)
+		v->ops->drain(v);
+}
+
 void vol_destroy(struct volume *v)
 {
 	if (v) {

@@ -123,6 +123,10 @@ struct vol_ops {
 	 * from a completion without recursion. */
 	void (*submit)(struct volume *v, struct vol_io *io);
 	void (*destroy)(struct volume *v);
+	/* Optional, from vol_drain (any thread): bound the I/O the backend
+	 * itself holds back (waiting for a path) now that the volume's
+	 * exports are going away. */
+	void (*drain)(struct volume *v);
 	/* submit takes a WRITE whose payload is in io->sink. */
 	bool pipe_writes;
 };
@@ -142,6 +146,7 @@ struct volume {
 	struct vol_stats *stats;
 	/* NULL until vol_set_qos (gateway/qos.h); freed by vol_destroy. */
 	struct vol_qos *qos;
+	bool draining; /* atomic: vol_drain ran; QoS holds nothing back */
 	/* The owner's listener for namespace changes (vol_set_event_cb). */
 	vol_event_fn on_event;
 	void *event_arg;
@@ -202,6 +207,16 @@ int vol_stats_snapshot(const struct volume *v, struct vol_stats_snap *out);
  * op supported) and sends it on.  0: cb will run exactly once on r.
  * -EINVAL / -EPERM / -EOPNOTSUPP / -ENOSPC: rejected, cb is not called. */
 int vol_submit(struct volume *v, struct reactor *r, struct vol_io *io);
+
+/* The volume's exports are going away (export-remove, reload, SIGTERM, an
+ * unmount): nothing may hold its I/O back for longer than a command takes,
+ * or the exporters' drain waits for it.  I/O waiting for QoS tokens goes
+ * to the backend at once, as does every I/O submitted from now on (the
+ * queue's token time is unbounded: minutes for a deep queue at a low
+ * rate), and the backend bounds its own waits (ops->drain: the nvmf
+ * backend's vol_mp_drain).  Nothing fails for it: the I/O completes as
+ * any other.  Any thread; a second call does nothing. */
+void vol_drain(struct volume *v);
 
 /* Frees the volume; no I/O may be in flight. */
 void vol_destroy(struct volume *v);
