@@ -89,6 +89,26 @@ static void mark_dirty(struct reactor *r, int fd, struct reactor_fd *f)
 	f->dirty = true;
 }
 
+/* What the first operation waiting for input needs to hear of (only it
+ * is retried: the others are behind it).  A poll gets the events it asks
+ * for and no others: level-triggered EPOLLIN for a poll that wants only
+ * POLLERR/POLLHUP (the FUSE session's watch on a readable /dev/fuse) would
+ * wake every pass and find nothing to complete, a spin.  EPOLLERR and
+ * EPOLLHUP are reported whatever the mask: they are in it so that such a
+ * poll still registers the descriptor. */
+static uint32_t in_interest(struct reactor_fd *f)
+{
+	const struct reactor_op *op;
+
+	if (list_empty(&f->in))
+		return 0;
+	op = container_of(f->in.next, struct reactor_op, link);
+	if (op->kind != ROP_POLL)
+		return EPOLLIN | EPOLLRDHUP;
+	return (op->flags & POLLIN ? EPOLLIN : 0) | (op->flags & POLLPRI ? EPOLLPRI : 0) |
+	       (op->flags & POLLRDHUP ? EPOLLRDHUP : 0) | EPOLLERR | EPOLLHUP;
+}
+
 /* Brings epoll's interest in line with the waiting operations, once per
  * pass: an operation that completes and is queued again in its callback
  * costs no epoll_ctl. */
@@ -97,8 +117,7 @@ static void sync_interest(struct reactor *r)
 	for (unsigned i = 0; i < r->nr_dirty; i++) {
 		int fd = r->dirty[i];
 		struct reactor_fd *f = fd_slot(r, fd);
-		uint32_t want = (list_empty(&f->in) ? 0 : EPOLLIN | EPOLLRDHUP) |
-				(list_empty(&f->out) ? 0 : EPOLLOUT);
+		uint32_t want = in_interest(f) | (list_empty(&f->out) ? 0 : EPOLLOUT);
 		struct epoll_event ev = { .events = want, .data.fd = fd };
 
 		f->dirty = false;
@@ -345,7 +364,7 @@ unsigned ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 		struct reactor_fd *f = fd_slot(r, fd);
 		uint32_t e = ev[i].events;
 
-		if (e & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+		if (e & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
 			retry(r, f, &f->in);
 		if (e & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 			retry(r, f, &f->out);

@@ -6,6 +6,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -515,6 +516,41 @@ START_TEST(idle_reactor_sleeps)
 }
 END_TEST
 
+/* A poll that asks for no events waits for POLLERR/POLLHUP alone (the
+ * FUSE session's watch on /dev/fuse while its reads are parked, the
+ * descriptor readable all along): readability must not wake the reactor.
+ * io_uring's POLL_ADD with mask 0 sleeps; the epoll backend registered
+ * EPOLLIN for every poll and spun (200k passes in 200 ms).  The hang-up
+ * still ends it.  Bounds a busy host only makes easier: passes of a
+ * 50 ms wait, and CPU time, over 200 ms. */
+START_TEST(poll_for_errors_only_sleeps)
+{
+	int p[2];
+	struct done pl;
+	uint64_t cpu0, t0;
+	unsigned passes = 0;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	done_init(&pl);
+	reactor_poll_fd(&R, &pl.op, p[0], 0);
+	t0 = reactor_now_ns();
+	cpu0 = thread_cpu_ns();
+	while (reactor_now_ns() - t0 < 200 * NSEC_PER_MSEC) {
+		reactor_poll(&R, 50 * NSEC_PER_MSEC);
+		passes++;
+	}
+	ck_assert_int_eq(pl.calls, 0);
+	ck_assert_msg(passes < 100, "%u passes of a 50 ms wait in 200 ms: the reactor spins",
+		      passes);
+	ck_assert_uint_lt(thread_cpu_ns() - cpu0, 100 * NSEC_PER_MSEC);
+	close(p[1]);
+	wait_done(&R, &pl);
+	ck_assert(pl.res & POLLHUP);
+	close(p[0]);
+}
+END_TEST
+
 /* A timer due inside the window ends the spin and runs in the same pass:
  * the window never delays a deadline. */
 START_TEST(timer_ends_the_spin)
@@ -683,6 +719,7 @@ static void add_contract(TCase *tc)
 	tcase_add_test(tc, message_wakes_the_reactor);
 	tcase_add_test(tc, message_from_another_thread);
 	tcase_add_test(tc, fini_reaps_the_mailbox);
+	tcase_add_test(tc, poll_for_errors_only_sleeps);
 	tcase_set_timeout(tc, 30);
 }
 
