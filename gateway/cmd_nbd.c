@@ -80,17 +80,14 @@ static void kdev_signal(struct session *s)
 {
 	struct nbd_kdev *d = cli_kdev.d;
 
-	/* As for the socket server: the detach waits for the device's I/O. */
+	/* As for the socket server: the detach flushes the device and waits
+	 * for its I/O, and writes waiting for a path (or QoS tokens) would
+	 * hold it for up to ctrl_loss_tmo, or for ever with -l -1. */
 	if (s->vol)
 		vol_drain(s->vol);
 	if (cli_kdev.attaching) {
 		cli_kdev.stop_pending = true;
 	} else if (d) {
-		/* As nbd_signal: the detach flushes the device, and writes
-		 * waiting for a path would hold it for up to ctrl_loss_tmo (or
-		 * for ever with -l -1). */
-		if (s->vol)
-			vol_mp_drain(s->vol);
 		cli_kdev.d = NULL;
 		nbd_kdev_detach(d, kdev_detached, s);
 	}
