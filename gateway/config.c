@@ -279,6 +279,9 @@ static struct gw_config *load_tree(struct ctx *c, config_t *lc,
 	cfg_init_defaults(c, cfg);
 	const config_setting_t *root = config_root_setting(lc);
 	cfg_parse_root(c, root, cfg);
+	cfg->dflt_reactors = c->running ? c->running->dflt_reactors : cfg->reactors;
+	cfg->dflt_nbd_interface = c->running ? c->running->dflt_nbd_interface
+					     : cfg->nbd_interface;
 	cfg_check_targets(c, cfg, config_setting_get_member(root, "targets"));
 	cfg_check_exports(c, cfg, config_setting_get_member(root, "exports"));
 	cfg_check_access(c, cfg, root);
@@ -287,9 +290,10 @@ static struct gw_config *load_tree(struct ctx *c, config_t *lc,
 	return cfg;
 }
 
-int config_load(const char *path, struct gw_config **out, FILE *errs)
+int config_load_running(const char *path, const struct gw_config *running,
+			struct gw_config **out, FILE *errs)
 {
-	struct ctx c = { .path = path };
+	struct ctx c = { .path = path, .running = running };
 	config_t lc;
 	char *text;
 	int ret = read_text(path, &text, errs);
@@ -312,6 +316,11 @@ int config_load(const char *path, struct gw_config **out, FILE *errs)
 	}
 	*out = cfg;
 	return 0;
+}
+
+int config_load(const char *path, struct gw_config **out, FILE *errs)
+{
+	return config_load_running(path, NULL, out, errs);
 }
 
 static const char *plural(size_t n)

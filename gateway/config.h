@@ -214,6 +214,13 @@ struct gw_config {
 	int stall_timeout;	/* s; a client taking no replies is cut off
 				 * after this when others wait for buffers */
 	struct reclaim_opts reclaim;	/* gateway.mlock, io_flusher, oom_score_adj, nice */
+	/* What the defaults of targets, exports and policies were resolved
+	 * against (nr_io_queues and nbd.connections: reactors; nbd.iface:
+	 * nbd_interface): this file's keys, or in a file a running gateway
+	 * loads (config_load_running) the running ones: those keys change at
+	 * a restart only, so an object that only inherits them is the same. */
+	int dflt_reactors;
+	int dflt_nbd_interface;
 };
 
 /* Loads and validates PATH.  0 with *out set, or -EINVAL after printing
@@ -222,6 +229,11 @@ struct gw_config {
  * 32 bits need libconfig's L suffix (4294967294L); without it libconfig 1.5
  * wraps them silently, so they are reported as errors. */
 int config_load(const char *path, struct gw_config **out, FILE *errs);
+/* As config_load, for the file a running gateway applies (reload,
+ * export-add): defaults that come from keys only a restart changes are
+ * RUNNING's (its dflt_reactors, dflt_nbd_interface), not the file's. */
+int config_load_running(const char *path, const struct gw_config *running,
+			struct gw_config **out, FILE *errs);
 void config_free(struct gw_config *cfg);
 /* "FILE: OK: 2 targets (3 paths), 4 exports (3 nbd, 2 fuse)" */
 void config_summary(const struct gw_config *cfg, FILE *f);

@@ -433,9 +433,9 @@ void cfg_check_auto(struct ctx *c, struct gw_config *cfg, const config_setting_t
 					  p->tls != GW_TLS_OFF, false, p->tls_key_file, &p->tls_key, NULL);
 		}
 		if (!p->nbd_connections)
-			p->nbd_connections = cfg->reactors;
+			p->nbd_connections = cfg->dflt_reactors;
 		if (p->nbd_iface < 0)
-			p->nbd_iface = cfg->nbd_interface;
+			p->nbd_iface = cfg->dflt_nbd_interface;
 	}
 }
 
@@ -449,6 +449,8 @@ static struct gw_config *bare(const struct gw_config *cfg)
 		return NULL;
 	n->reactors = cfg->reactors;
 	n->nbd_interface = cfg->nbd_interface;
+	n->dflt_reactors = cfg->dflt_reactors;
+	n->dflt_nbd_interface = cfg->dflt_nbd_interface;
 	return n;
 }
 
@@ -481,7 +483,7 @@ struct gw_config *config_auto_target(const struct gw_config *cfg, const char *na
 	n->targets = t;
 	n->nr_targets = 1;
 	cfg_target_init(&c, t);
-	t->nr_io_queues = cfg->reactors;
+	t->nr_io_queues = cfg->dflt_reactors;
 	t->name = strdup(name);
 	t->subnqn = strdup(subnqn);
 	if (p && p->tls) {

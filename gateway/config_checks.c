@@ -198,7 +198,7 @@ void cfg_check_targets(struct ctx *c, struct gw_config *cfg,
 	for (size_t i = 0; i < cfg->nr_targets; i++) {
 		check_tls(c, list, i, &cfg->targets[i]);
 		if (!cfg->targets[i].nr_io_queues)
-			cfg->targets[i].nr_io_queues = cfg->reactors;
+			cfg->targets[i].nr_io_queues = cfg->dflt_reactors;
 		cfg_check_secrets(c, list, "targets", i, &cfg->targets[i].dhchap_secret,
 				  cfg->targets[i].dhchap_secret_file,
 				  &cfg->targets[i].dhchap_ctrl_secret,
@@ -220,9 +220,9 @@ static void check_export(struct ctx *c, struct gw_config *cfg,
 	if (!config_setting_is_group(el))
 		return;
 	if (!e->nbd.connections)
-		e->nbd.connections = cfg->reactors;
+		e->nbd.connections = cfg->dflt_reactors;
 	if (e->nbd.iface < 0)
-		e->nbd.iface = cfg->nbd_interface;
+		e->nbd.iface = cfg->dflt_nbd_interface;
 	e->has_nbd = nbd && config_setting_is_group(nbd);
 	cfg_check_nbd_tls(c, e, e->has_nbd ? nbd : NULL, i);
 	if (e->has_nbd && !config_setting_get_member(nbd, "device") &&

@@ -154,6 +154,8 @@ const char *config_diff_restart_keys(const struct gw_config *a, const struct gw_
 		{ "reactors", a->reactors != b->reactors },
 		{ "reactor_backend", a->reactor_backend != b->reactor_backend },
 		{ "poll_us", a->poll_us != b->poll_us },
+		/* the default of exports' nbd.interface: they keep the running one */
+		{ "nbd_interface", a->nbd_interface != b->nbd_interface },
 		{ "control", !str_eq(a->control, b->control) },
 		{ "control_access", !gw_access_eq(&a->control_access, &b->control_access) },
 		{ "state_dir", !str_eq(a->state_dir, b->state_dir) },

@@ -40,6 +40,7 @@ struct ctx {
 	int *wide_lines;	/* lines holding a literal libconfig wrapped */
 	size_t nr_wide, cap_wide;
 	bool nomem;
+	const struct gw_config *running;	/* config_load_running, else NULL */
 };
 
 /* config.c: errors and the helpers of every part. */

@@ -44,7 +44,10 @@ static struct gw_config *load_file(struct gw *gw, struct control_call *call, con
 			control_reply_error(call, "%s: out of memory", what);
 		return NULL;
 	}
-	ret = config_load(gw->path, &n, f);
+	/* Against the running keys: a reload that changes reactors must not
+	 * tear down every target and export that inherits a default from it
+	 * when the reactors themselves stay until the restart. */
+	ret = config_load_running(gw->path, gw->cfg, &n, f);
 	fclose(f);
 	if (ret == 0) {
 		free(text);

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct gw_config *load(const char *text)
+/* RUNNING: as a reload loads it (config_load_running), else NULL. */
+static struct gw_config *load_over(const char *text, const struct gw_config *running)
 {
 	char path[] = "/tmp/test_config_diff.XXXXXX";
 	struct gw_config *cfg = NULL;
@@ -14,9 +15,14 @@ static struct gw_config *load(const char *text)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
 	close(fd);
-	ck_assert_int_eq(config_load(path, &cfg, stderr), 0);
+	ck_assert_int_eq(config_load_running(path, running, &cfg, stderr), 0);
 	unlink(path);
 	return cfg;
+}
+
+static struct gw_config *load(const char *text)
+{
+	return load_over(text, NULL);
 }
 
 #define TGT(NAME, PORT, EXTRA)                                                         \
@@ -173,6 +179,59 @@ START_TEST(restart_keys)
 }
 END_TEST
 
+START_TEST(restart_keys_keep_inheritors)
+{
+	/* The target's nr_io_queues and the export's nbd.connections come
+	 * from reactors, its nbd.interface from nbd_interface.  Loaded for a
+	 * reload they are the running ones: nothing changes until the
+	 * restart that applies the keys. */
+	const char *objs =
+		"targets = ( " TGT("t", "4420", "") " );\n"
+		"exports = ( " EXP("e", "t", "nbd = { listen = \"unix:/tmp/e\"; };") " );\n"
+		"auto_export = ( { subnqn = \"nqn.2026-01.io.test:auto*\"; name = \"x%i\";"
+		" nbd = { listen = \"unix:/tmp/x%i\"; }; } );\n";
+	char text_a[2048], text_b[2048], buf[256];
+
+	snprintf(text_a, sizeof(text_a), "gateway = { reactors = 1; };\n%s", objs);
+	snprintf(text_b, sizeof(text_b),
+		 "gateway = { reactors = 2; nbd_interface = \"ioctl\"; };\n%s", objs);
+	struct gw_config *a = load(text_a), *b = load_over(text_b, a);
+	struct config_diff d = diff(a, b);
+
+	ck_assert_int_eq(b->reactors, 2); /* what the file says, for restart_needed */
+	ck_assert_int_eq(b->targets[0].nr_io_queues, 1);
+	ck_assert_int_eq(b->exports[0].nbd.connections, 1);
+	ck_assert_int_eq(b->exports[0].nbd.iface, a->exports[0].nbd.iface);
+	ck_assert_int_eq(b->auto_export.v[0].nbd_connections, 1);
+	ck_assert_int_eq(b->auto_export.v[0].nbd_iface, a->auto_export.v[0].nbd_iface);
+	ck_assert_uint_eq(d.kept, 2);
+	ck_assert_uint_eq(d.changed, 0);
+	ck_assert_str_eq(config_diff_restart_keys(a, b, buf, sizeof(buf)),
+			 "reactors, nbd_interface");
+	/* an auto_export target made after the reload: the running queues */
+	struct gw_config *t = config_auto_target(b, "auto1", "nqn.2026-01.io.test:auto1", NULL);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(t->targets[0].nr_io_queues, 1);
+	config_free(t);
+	config_diff_free(&d);
+
+	/* the next reload after that one still weighs against the running */
+	struct gw_config *c = load_over(text_b, b);
+	ck_assert_int_eq(c->targets[0].nr_io_queues, 1);
+	ck_assert(config_export_equal(&a->exports[0], &c->exports[0]));
+	config_free(c);
+
+	/* a key of the object's own still counts */
+	snprintf(text_b, sizeof(text_b), "gateway = { reactors = 2; };\n"
+		 "targets = ( " TGT("t", "4420", "nr_io_queues = 2;") " );\n");
+	c = load_over(text_b, a);
+	ck_assert(!config_target_equal(&a->targets[0], &c->targets[0]));
+	config_free(c);
+	config_free(a);
+	config_free(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config_diff");
@@ -184,6 +243,7 @@ int main(void)
 	tcase_add_test(tc, add_remove_change);
 	tcase_add_test(tc, every_key_counts);
 	tcase_add_test(tc, restart_keys);
+	tcase_add_test(tc, restart_keys_keep_inheritors);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
