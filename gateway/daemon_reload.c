@@ -99,23 +99,71 @@ static void finished(struct gw *gw)
 
 /* ---- reload ---- */
 
+/* An export the reload started (added, changed, or failed and started
+ * again) that does not run: a changed one has lost its old instance
+ * already.  Not one waiting for its target (it comes up with it) nor one
+ * going for another reason (its namespace went).  Only exports still
+ * listed are looked at, by address: the batch's may be freed by now. */
+static bool reload_not_started(const struct gw_batch *b, const struct gw_exp *e)
+{
+	bool ours = false;
+
+	for (size_t i = 0; i < b->nr_exps && !ours; i++)
+		ours = b->exps[i] == e;
+	return ours && !e->waiting && !e->removing && !gw_exp_running(e);
+}
+
 static void reload_done(struct gw_batch *b)
 {
 	struct change *c = b->arg;
 	struct gw *gw = c->gw;
-	unsigned total, ok = gw_exports_running(gw, &total);
+	unsigned total, ok = gw_exports_running(gw, &total), nr_failed = 0;
+	struct list_node *pos, *tmp;
+	char failed[512] = "";
+	size_t off = 0;
 
-	free(b->exps);
-	free(b);
+	list_for_each_safe(pos, tmp, &gw->exps) {
+		struct gw_exp *e = container_of(pos, struct gw_exp, link);
+		if (!reload_not_started(b, e))
+			continue;
+		nr_failed++;
+		if (off < sizeof(failed)) {
+			int w = snprintf(failed + off, sizeof(failed) - off, "%s%s", off ? ", " : "",
+					 e->name);
+			if (w > 0)
+				off += (size_t)w;
+		}
+	}
 	gw->reloads++;
 	log_notice("reload: %u added, %u removed, %u changed, %u kept, %u re-attached; "
 		   "%u of %u exports running",
 		   c->added, c->removed, c->changed, c->kept, c->reattached, ok, total);
+	if (nr_failed)
+		log_err("reload: %u export%s could not be started: %s", nr_failed,
+			nr_failed == 1 ? "" : "s", failed);
 	if (c->call) {
 		struct json_buf j;
 		json_buf_init(&j);
 		json_obj_begin(&j);
-		json_kv_bool(&j, "ok", true);
+		json_kv_bool(&j, "ok", !nr_failed);
+		if (nr_failed) {
+			/* "error" makes the client (systemctl reload) fail */
+			char err[768];
+			snprintf(err, sizeof(err),
+				 "reload applied (%u added, %u removed, %u changed, %u kept), but "
+				 "%u export%s could not be started: %s (the gateway log says why)",
+				 c->added, c->removed, c->changed, c->kept, nr_failed,
+				 nr_failed == 1 ? "" : "s", failed);
+			json_kv_str(&j, "error", err);
+			json_key(&j, "failed");
+			json_arr_begin(&j);
+			list_for_each_safe(pos, tmp, &gw->exps) {
+				struct gw_exp *e = container_of(pos, struct gw_exp, link);
+				if (reload_not_started(b, e))
+					json_str(&j, e->name);
+			}
+			json_arr_end(&j);
+		}
 		json_kv_u64(&j, "added", c->added);
 		json_kv_u64(&j, "removed", c->removed);
 		json_kv_u64(&j, "changed", c->changed);
@@ -128,6 +176,8 @@ static void reload_done(struct gw_batch *b)
 		json_obj_end(&j);
 		control_reply(c->call, &j);
 	}
+	free(b->exps);
+	free(b);
 	change_free(c);
 	finished(gw);
 	/* New policies, or namespaces a removed export had: at once. */
