@@ -170,6 +170,12 @@ const char *config_diff_restart_keys(const struct gw_config *a, const struct gw_
 		{ "fuse.allow_other", a->fuse.allow_other != b->fuse.allow_other },
 		{ "fuse.uid", a->fuse.uid != b->fuse.uid },
 		{ "fuse.gid", a->fuse.gid != b->fuse.gid },
+		/* reclaim_enable: once per process, with the first load's */
+		{ "mlock", a->reclaim.mlock != b->reclaim.mlock },
+		{ "io_flusher", a->reclaim.io_flusher != b->reclaim.io_flusher },
+		{ "oom_score_adj", a->reclaim.oom != b->reclaim.oom ||
+					   a->reclaim.oom_score_adj != b->reclaim.oom_score_adj },
+		{ "nice", a->reclaim.renice != b->reclaim.renice || a->reclaim.nice != b->reclaim.nice },
 	};
 	size_t off = 0;
 

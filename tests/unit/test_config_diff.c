@@ -179,6 +179,30 @@ START_TEST(restart_keys)
 }
 END_TEST
 
+START_TEST(restart_keys_reclaim)
+{
+	/* Applied once per process (reclaim_enable), never by a reload. */
+	static const struct {
+		const char *set, *key;
+	} v[] = {
+		{ "mlock = false;", "mlock" },
+		{ "io_flusher = false;", "io_flusher" },
+		{ "oom_score_adj = -100;", "oom_score_adj" },
+		{ "nice = 0;", "nice" },
+	};
+	struct gw_config *a = load("gateway = { reactors = 1; };\n");
+	char text[256], buf[256];
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		snprintf(text, sizeof(text), "gateway = { reactors = 1; %s };\n", v[i].set);
+		struct gw_config *b = load_over(text, a);
+		ck_assert_str_eq(config_diff_restart_keys(a, b, buf, sizeof(buf)), v[i].key);
+		config_free(b);
+	}
+	config_free(a);
+}
+END_TEST
+
 START_TEST(restart_keys_keep_inheritors)
 {
 	/* The target's nr_io_queues and the export's nbd.connections come
@@ -244,6 +268,7 @@ int main(void)
 	tcase_add_test(tc, every_key_counts);
 	tcase_add_test(tc, restart_keys);
 	tcase_add_test(tc, restart_keys_keep_inheritors);
+	tcase_add_test(tc, restart_keys_reclaim);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
