@@ -839,13 +839,21 @@ static void start_kdev(struct gw_batch *b, struct gw_exp *e)
 {
 	struct gw_export *c = e->cfg;
 
-	snprintf(e->backend_id, sizeof(e->backend_id), "nvmf-gateway:%s", c->name);
+	/* The namespace is part of the name: after a crash the next start
+	 * must not hand a device whose export now names another namespace
+	 * (the file changed meanwhile) to that namespace, under the old
+	 * filesystem's dirty pages.  The export's name alone is what
+	 * gateways before this one used. */
+	snprintf(e->backend_id, sizeof(e->backend_id), "nvmf-gateway:%s/%u@%s", c->name, c->nsid,
+		 e->tgt->cfg->subnqn);
+	snprintf(e->legacy_backend_id, sizeof(e->legacy_backend_id), "nvmf-gateway:%s", c->name);
 	struct nbd_kdev_opts o = {
 		.index = c->nbd.device == GW_NBD_AUTO ? -1 : c->nbd.device,
 		.connections = (unsigned)c->nbd.connections,
 		/* The kernel holds I/O this long for a restarted gateway. */
 		.dead_conn_timeout_s = 120,
 		.backend_id = e->backend_id,
+		.legacy_backend_id = e->legacy_backend_id,
 		.iface = (enum nbd_kdev_iface)c->nbd.iface,
 	};
 	e->batch = b;

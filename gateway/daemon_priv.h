@@ -74,7 +74,7 @@ struct gw_exp {
 	struct nbd_server *srv;
 	struct nbd_tls *tls; /* the listener's credentials; NULL: TLS off */
 	struct nbd_kdev *kdev;
-	char backend_id[96];
+	char backend_id[320], legacy_backend_id[96];
 	bool in_fuse; /* has a file in the FUSE mount */
 	bool failed;
 	bool waiting; /* for its target: no exporter yet */

@@ -83,7 +83,7 @@ struct nbd_kdev {
 	int want_index;
 	unsigned dead_conn_timeout_s;
 	uint64_t server_flags;
-	char backend[256];
+	char backend[320], legacy_backend[320];
 	const char *family_name;
 	const char *dev_dir, *sysblock;
 	enum nbd_kdev_iface want_iface, iface; /* iface: set by the attach job */
@@ -328,18 +328,25 @@ static bool kdev_read_backend(const char *sysblock, int index, char *buf, size_t
 }
 
 int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, unsigned n,
-		  int want_index, const char *backend_id, bool *reconfigure)
+		  int want_index, const char *backend_id, const char *legacy_id,
+		  bool *reconfigure, bool *legacy)
 {
 	char text[512];
 	int owned = -1;
 
 	*reconfigure = false;
+	*legacy = false;
 	for (unsigned i = 0; i < n; i++) {
 		if (!devs[i].connected ||
 		    !kdev_read_backend(sysblock, devs[i].index, text, sizeof(text)))
 			continue;
 		if (nbd_kdev_backend_matches(text, backend_id)) {
 			owned = devs[i].index;
+			break;
+		}
+		if (legacy_id && nbd_kdev_backend_matches(text, legacy_id)) {
+			owned = devs[i].index;
+			*legacy = true;
 			break;
 		}
 		if (devs[i].index == want_index) {
@@ -685,10 +692,19 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 		log_err("nbd: device status query failed: %s", strerror(-r));
 		goto out;
 	}
-	index = nbd_kdev_plan(d->sysblock, st.devs, st.n, d->want_index, d->backend, &reconf);
+	bool legacy;
+	index = nbd_kdev_plan(d->sysblock, st.devs, st.n, d->want_index, d->backend,
+			      d->legacy_backend[0] ? d->legacy_backend : NULL, &reconf, &legacy);
 	if (index < -1) {
 		r = index;
 		goto out;
+	}
+	if (legacy) {
+		/* The kernel takes a RECONFIGURE naming the device's own id
+		 * only; the device keeps it until detached. */
+		log_notice("nbd%d: attached by an older gateway as '%s'; reattached under that "
+			   "name", index, d->legacy_backend);
+		memcpy(d->backend, d->legacy_backend, sizeof(d->backend));
 	}
 	if (index >= 0) {
 		d->lock_fd = kdev_lock(index, false);
@@ -743,6 +759,20 @@ static int kdev_do_detach(struct nbd_kdev *d)
 	char path[64];
 	int family, fd, r;
 
+	/* The device may have been disconnected under us (nbd-client -d, a
+	 * netlink DISCONNECT of someone else) and given to another user
+	 * since: its flush and its DISCONNECT would be theirs. */
+	if (d->iface == NBD_IFACE_NETLINK) {
+		char text[300] = "none", shown[300];
+		bool have = kdev_read_backend(d->sysblock, d->index, text, sizeof(text));
+
+		if (!have || !nbd_kdev_backend_matches(text, d->backend)) {
+			log_printable(shown, sizeof(shown), text, strcspn(text, "\n"));
+			log_notice("nbd%d: no longer this export's device (backend '%s'): left "
+				   "alone", d->index, shown);
+			return 0;
+		}
+	}
 	/* Write back what the page cache of the device itself holds while
 	 * the connections still serve; DISCONNECT fails whatever is queued. */
 	snprintf(path, sizeof(path), "%s/nbd%d", d->dev_dir, d->index);
@@ -1131,6 +1161,8 @@ int nbd_kdev_attach(struct reactor *r, struct nbd_export *e, const struct nbd_kd
 		snprintf(d->backend, sizeof(d->backend), "%s", o->backend_id);
 	else
 		snprintf(d->backend, sizeof(d->backend), "nvmf-gateway:%s", e->name);
+	if (o->legacy_backend_id)
+		snprintf(d->legacy_backend, sizeof(d->legacy_backend), "%s", o->legacy_backend_id);
 	/* All of them first: kdev_free closes every kfd that is not -1, and a
 	 * pair that fails part way (EMFILE) leaves the rest as calloc made
 	 * them, fd 0. */

@@ -43,6 +43,10 @@ struct nbd_kdev_opts {
 	unsigned connections; /* sockets, >= 1 (clamped to 1 without multi-conn) */
 	unsigned dead_conn_timeout_s; /* how long the kernel holds I/O for a restart */
 	const char *backend_id; /* NULL: "nvmf-gateway:<export name>" */
+	/* Another id taken as this export's too: that of a device an older
+	 * gateway attached (a reattach then keeps it, as RECONFIGURE must
+	 * name the device's own).  NULL: none. */
+	const char *legacy_backend_id;
 	const char *genl_family; /* NULL: "nbd"; tests name a missing one */
 	enum nbd_kdev_iface iface;
 	const char *dev_dir, *sysblock; /* NULL: /dev, /sys/block; for tests */
@@ -139,10 +143,7 @@ int nbd_kdev_parse_connect_reply(struct nlmsghdr *nlh);
 /* Whether a sysfs "backend" file's text names backend_id. */
 bool nbd_kdev_backend_matches(const char *sysfs_text, const char *backend_id);
 
-/* Where attach goes, from STATUS and each connected device's
- * SYSBLOCK/nbdN/backend: the index to reconfigure (*reconfigure = true),
- * the index (or -1: kernel's choice) to connect, or -EBUSY when want_index
- * is connected to another backend. */
+
 /* SYSBLOCK/nbdN/size in bytes (sysfs counts 512-byte sectors): 0 or -errno. */
 int nbd_kdev_sysfs_size(const char *sysblock, int index, uint64_t *bytes);
 /* After a live resize: 0 once the device has want bytes (read up to tries
@@ -150,8 +151,14 @@ int nbd_kdev_sysfs_size(const char *sysblock, int index, uint64_t *bytes);
  * the read's -errno. */
 int nbd_kdev_resize_verify(const char *sysblock, int index, uint64_t want, uint64_t *have,
 			   unsigned tries, unsigned wait_ms);
+/* Where attach goes, from STATUS and each connected device's
+ * SYSBLOCK/nbdN/backend: the index to reconfigure (*reconfigure = true;
+ * *legacy when the device names legacy_id, which may be NULL), the index
+ * (or -1: kernel's choice) to connect, or -EBUSY when want_index is
+ * connected to another backend. */
 int nbd_kdev_plan(const char *sysblock, const struct nbd_kdev_devstat *devs, unsigned n,
-		  int want_index, const char *backend_id, bool *reconfigure);
+		  int want_index, const char *backend_id, const char *legacy_id,
+		  bool *reconfigure, bool *legacy);
 
 /* The export's NBD flags narrowed to what the kernel driver understands;
  * *connections drops to 1 when the flags do not allow several. */

@@ -378,47 +378,83 @@ static const struct nbd_kdev_devstat devs5[] = {
 
 START_TEST(plan_reattaches_own_device)
 {
-	bool rc;
+	bool rc, lg;
 
 	/* auto: the export's own connected device is reconfigured. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:mine", &rc), 2);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:mine", NULL, &rc, &lg), 2);
 	ck_assert(rc);
 	/* The same device named explicitly. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 2, "nvmf-gateway:mine", &rc), 2);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 2, "nvmf-gateway:mine", NULL, &rc, &lg), 2);
 	ck_assert(rc);
 }
 END_TEST
 
 START_TEST(plan_connects_fresh)
 {
-	bool rc;
+	bool rc, lg;
 
 	/* No device of ours: auto stays auto, a free index is connected. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:new", &rc), -1);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:new", NULL, &rc, &lg), -1);
 	ck_assert(!rc);
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:new", &rc), 4);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:new", NULL, &rc, &lg), 4);
 	ck_assert(!rc);
 	/* A disconnected device with a matching leftover is not reused. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:stale", &rc), -1);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:stale", NULL, &rc, &lg), -1);
 	ck_assert(!rc);
 	/* A device the kernel does not have yet (created on connect). */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 40, "nvmf-gateway:new", &rc), 40);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 40, "nvmf-gateway:new", NULL, &rc, &lg), 40);
 	ck_assert(!rc);
 	/* An empty STATUS. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, NULL, 0, -1, "nvmf-gateway:mine", &rc), -1);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, NULL, 0, -1, "nvmf-gateway:mine", NULL, &rc, &lg), -1);
 }
 END_TEST
 
 START_TEST(plan_refuses_busy)
 {
-	bool rc;
+	bool rc, lg;
 
 	/* Another export's device. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 1, "nvmf-gateway:mine", &rc), -EBUSY);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 1, "nvmf-gateway:mine", NULL, &rc, &lg), -EBUSY);
 	/* Connected by another tool (no backend file). */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 0, "nvmf-gateway:new", &rc), -EBUSY);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 0, "nvmf-gateway:new", NULL, &rc, &lg), -EBUSY);
 	/* This export is already attached elsewhere. */
-	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:mine", &rc), -EEXIST);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:mine", NULL, &rc, &lg), -EEXIST);
+}
+END_TEST
+
+/* The daemon names a device by export, NSID and subsystem.  After a crash
+ * and a file that now points the export at another namespace, the device
+ * left by the old one is not this export's (its filesystem's dirty pages
+ * would be written to the new namespace); one an older gateway attached
+ * under the export's name alone still is, and is reconfigured under that
+ * name. */
+START_TEST(plan_identity_and_legacy)
+{
+	bool rc, lg;
+
+	/* nbd2 is "nvmf-gateway:mine": the legacy name. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:mine/1@nqn.a",
+				       "nvmf-gateway:mine", &rc, &lg), 2);
+	ck_assert(rc && lg);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:mine/1@nqn.a", NULL,
+				       &rc, &lg), -1);
+	ck_assert(!rc && !lg);
+	/* nbd0 attached for nsid 1; the export now names nsid 2. */
+	char path[128];
+	FILE *f;
+	snprintf(path, sizeof(path), "%s/nbd0/backend", sysblock);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fputs("nvmf-gateway:vm/1@nqn.a\n", f);
+	fclose(f);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:vm/2@nqn.a",
+				       "nvmf-gateway:vm", &rc, &lg), -1);
+	ck_assert(!rc && !lg);
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 0, "nvmf-gateway:vm/2@nqn.a",
+				       "nvmf-gateway:vm", &rc, &lg), -EBUSY);
+	/* The same namespace: its own device, not the legacy path. */
+	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, -1, "nvmf-gateway:vm/1@nqn.a",
+				       "nvmf-gateway:vm", &rc, &lg), 0);
+	ck_assert(rc && !lg);
 }
 END_TEST
 
@@ -726,6 +762,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, plan_reattaches_own_device);
 	tcase_add_test(tc, plan_connects_fresh);
 	tcase_add_test(tc, plan_refuses_busy);
+	tcase_add_test(tc, plan_identity_and_legacy);
 	tcase_add_test(tc, resize_verified_in_sysfs);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reactor");
