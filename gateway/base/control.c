@@ -34,6 +34,10 @@ struct control_conn {
 	bool eof; /* closing: nothing more is read or answered */
 	bool peer_done; /* the peer shut its side: answer what came, then close */
 	struct control_call call;
+	/* CONTROL_CLIENT_DEADLINE_NS for a request to come in full, or for a
+	 * reply to be taken; never armed while a call is outstanding. */
+	struct reactor_timer deadline;
+	bool timed_out;
 	struct control_lines in;
 	char *out;
 	size_t out_len, out_off;
@@ -60,6 +64,7 @@ struct control_srv {
 static void arm_accept(struct control_srv *s);
 static void stop_grace_over(struct reactor_timer *t);
 static void conn_next(struct control_conn *c);
+static void sent(struct reactor_op *op, int res, uint32_t flags);
 
 static void srv_finish(struct reactor_msg *m)
 {
@@ -97,6 +102,7 @@ static void conn_maybe_free(struct control_conn *c)
 	if (c->busy || c->call.outstanding)
 		return;
 	log_debug("control: client %u: closed", c->id);
+	reactor_timer_cancel(&c->deadline);
 	close(c->fd);
 	list_del(&c->link);
 	s->nr_conns--;
@@ -106,6 +112,22 @@ static void conn_maybe_free(struct control_conn *c)
 	srv_maybe_done(s);
 }
 
+static void deadline_over(struct reactor_timer *t)
+{
+	struct control_conn *c = container_of(t, struct control_conn, deadline);
+	bool sending = c->op.fn == sent;
+
+	/* Armed only with the connection's recv or send in the ring. */
+	if (!c->busy || c->eof)
+		return;
+	log_warn("control: client %u: %s in %llu s; closing it", c->id,
+		 sending ? "the reply was not taken" : "no complete request",
+		 (unsigned long long)(CONTROL_CLIENT_DEADLINE_NS / NSEC_PER_SEC));
+	c->timed_out = true;
+	c->eof = true;
+	shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
+}
+
 static void sent(struct reactor_op *op, int res, uint32_t flags)
 {
 	struct control_conn *c = container_of(op, struct control_conn, op);
@@ -113,7 +135,7 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 
 	c->busy = false;
 	if (res <= 0) {
-		if (res < 0 && !c->s->stopping)
+		if (res < 0 && !c->s->stopping && !c->timed_out)
 			log_info("control: client %u: send: %s", c->id, strerror(-res));
 		c->eof = true;
 		conn_maybe_free(c);
@@ -126,6 +148,7 @@ static void sent(struct reactor_op *op, int res, uint32_t flags)
 		c->busy = true;
 		return;
 	}
+	reactor_timer_cancel(&c->deadline);
 	free(c->out);
 	c->out = NULL;
 	c->out_len = c->out_off = 0;
@@ -143,6 +166,8 @@ static void conn_send(struct control_conn *c, char *text, size_t len)
 	c->op.fn = sent;
 	reactor_send(c->s->r, &c->op, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
 	c->busy = true;
+	/* The whole reply, however many sends it takes. */
+	reactor_timer_arm(c->s->r, &c->deadline, CONTROL_CLIENT_DEADLINE_NS);
 }
 
 int control_call_join(struct control_call *lead, struct control_call *call)
@@ -395,16 +420,27 @@ static void conn_next(struct control_conn *c)
 			reactor_recv(c->s->r, &c->op, c->fd, c->in.buf + c->in.len,
 				     c->in.cap - c->in.len, 0);
 			c->busy = true;
+			/* From when the request is awaited to its newline,
+			 * not per recv: a byte now and then keeps no place. */
+			if (!c->deadline.armed)
+				reactor_timer_arm(c->s->r, &c->deadline,
+						  CONTROL_CLIENT_DEADLINE_NS);
 			return;
 		case CONTROL_TAKE_TOO_LONG:
+			reactor_timer_cancel(&c->deadline);
 			refuse(c, "request line over %u bytes", CONTROL_LINE_MAX);
 			break;
 		case CONTROL_TAKE_NOMEM:
+			reactor_timer_cancel(&c->deadline);
 			refuse(c, "out of memory");
 			break;
 		case CONTROL_TAKE_LINE:
-			if (!blank(line, len))
+			/* A blank line is no request: it does not reset
+			 * the deadline either. */
+			if (!blank(line, len)) {
+				reactor_timer_cancel(&c->deadline);
 				handle_line(c, line, len);
+			}
 			free(line);
 			break;
 		}
@@ -420,7 +456,7 @@ static void received(struct reactor_op *op, int res, uint32_t flags)
 
 	c->busy = false;
 	if (res < 0) {
-		if (!c->s->stopping)
+		if (!c->s->stopping && !c->timed_out)
 			log_info("control: client %u: recv: %s", c->id, strerror(-res));
 		c->eof = true;
 		conn_maybe_free(c);
@@ -475,6 +511,7 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 	c->in.cap = CONTROL_LINE_MAX;
 	c->id = ++s->next_id;
 	c->call.c = c;
+	reactor_timer_init(&c->deadline, deadline_over);
 	list_add_tail(&s->conns, &c->link);
 	s->nr_conns++;
 	log_debug("control: client %u: connected", c->id);

@@ -15,6 +15,11 @@
 #include "gateway/base/reactor.h"
 
 #define CONTROL_LINE_MAX (64 * 1024)
+/* A client has this long to send a whole request once one is awaited,
+ * and to take a whole reply; else its connection is closed (logged), so
+ * idle or non-reading clients cannot hold every place and shut out
+ * status and reload.  The time the owner takes to answer is not counted. */
+#define CONTROL_CLIENT_DEADLINE_NS (10 * NSEC_PER_SEC)
 
 struct control_srv;
 struct control_call;

@@ -406,6 +406,107 @@ START_TEST(unread_reply_cut_after_grace)
 }
 END_TEST
 
+/* Polls the reactor until a new client's request is answered; returns
+ * the ns it took, or 0 if none was within 40 s.  Each attempt is a new
+ * connection: a full server takes one and closes it at once. */
+static uint64_t until_served(void)
+{
+	uint64_t t0 = reactor_now_ns();
+
+	while (reactor_now_ns() - t0 < 40 * NSEC_PER_SEC) {
+		int fd = client();
+		send_str(fd, "{\"cmd\":\"status\"}\n");
+		bool ok = !strcmp(recv_lines(fd, 1), "{\"echo\":\"status\"}\n");
+		close(fd);
+		if (ok)
+			return reactor_now_ns() - t0;
+	}
+	return 0;
+}
+
+/* Whether the server closed fd (EOF within 5 s of reactor polls). */
+static bool closed_by_server(int fd)
+{
+	char b;
+
+	for (int i = 0; i < 500; i++) {
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+		if (recv(fd, &b, 1, MSG_DONTWAIT) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Review: 16 connections that send nothing took every place, for ever
+ * ("16 clients connected already"): status and reload were refused.  Now
+ * each is closed once it has sent no request for the deadline. */
+START_TEST(idle_clients_closed_after_deadline)
+{
+	int fd[16];
+	uint64_t t0 = reactor_now_ns(), took;
+
+	for (unsigned i = 0; i < 16; i++)
+		fd[i] = client();
+	recv_lines(fd[0], 0);
+	/* The places are taken: one more is refused. */
+	int extra = client();
+	send_str(extra, "{\"cmd\":\"status\"}\n");
+	ck_assert_str_eq(recv_lines(extra, 1), "");
+	close(extra);
+	took = until_served();
+	ck_assert_msg(took, "no request answered in 40 s with 16 idle clients");
+	/* Not before the client had its deadline (the same clock). */
+	ck_assert_uint_ge(reactor_now_ns() - t0, CONTROL_CLIENT_DEADLINE_NS);
+	for (unsigned i = 0; i < 16; i++) {
+		ck_assert(closed_by_server(fd[i]));
+		close(fd[i]);
+	}
+}
+END_TEST
+
+/* Review: a client that pipelines requests and never reads its replies
+ * held its place for ever.  16 of them, each owed a 4 MiB reply it does
+ * not take: each is closed at the deadline, and status is served. */
+START_TEST(unread_replies_closed_after_deadline)
+{
+	int fd[16];
+
+	for (unsigned i = 0; i < 16; i++) {
+		fd[i] = client();
+		send_str(fd[i], "{\"cmd\":\"big\"}\n{\"cmd\":\"big\"}\n");
+	}
+	until_calls(16);
+	ck_assert_msg(until_served(), "no request answered in 40 s with 16 non-reading clients");
+	for (unsigned i = 0; i < 16; i++)
+		close(fd[i]);
+}
+END_TEST
+
+/* The deadline is the client's, not ours: a call answered long after it
+ * (a reload behind a change) still reaches its client, whose connection
+ * then serves on; a client idle for less than the deadline is served. */
+START_TEST(late_reply_not_cut_by_deadline)
+{
+	int fd = client(), quiet = client();
+	uint64_t t0;
+
+	send_str(fd, "{\"cmd\":\"later\"}\n");
+	until_calls(1);
+	ck_assert_ptr_nonnull(later_call);
+	t0 = reactor_now_ns();
+	while (reactor_now_ns() - t0 < CONTROL_CLIENT_DEADLINE_NS + 2 * NSEC_PER_SEC)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	control_reply_ok(later_call);
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"ok\":true}\n");
+	send_str(fd, "{\"cmd\":\"again\"}\n");
+	ck_assert_str_eq(recv_lines(fd, 1), "{\"echo\":\"again\"}\n");
+	close(fd);
+	/* quiet was idle past the deadline: closed. */
+	ck_assert(closed_by_server(quiet));
+	close(quiet);
+}
+END_TEST
+
 START_TEST(second_server_refused)
 {
 	struct control_srv *other = NULL;
@@ -438,6 +539,14 @@ int main(void)
 	tcase_add_test(tc, owed_call_outlives_grace);
 	tcase_add_test(tc, unread_reply_cut_after_grace);
 	tcase_set_timeout(tc, 40);
+	suite_add_tcase(s, tc);
+	/* Each waits out the 10 s client deadline at least. */
+	tc = tcase_create("deadline");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, idle_clients_closed_after_deadline);
+	tcase_add_test(tc, unread_replies_closed_after_deadline);
+	tcase_add_test(tc, late_reply_not_cut_by_deadline);
+	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
