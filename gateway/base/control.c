@@ -16,6 +16,8 @@
  * it cuts their connections: a client that does not read cannot hold the
  * gateway's exit. */
 #define STOP_GRACE_NS (5 * NSEC_PER_SEC)
+/* A request is logged with up to this many bytes of its "cmd". */
+#define LOG_CMD_MAX 128
 
 struct control_call {
 	struct control_conn *c;
@@ -330,13 +332,18 @@ int control_parse_request(const char *line, size_t len, struct json_val **req, c
 static void handle_line(struct control_conn *c, const char *line, size_t len)
 {
 	struct json_val *req;
-	char err[256];
+	char err[256], cmd[LOG_CMD_MAX + 1];
+	const char *s;
 
 	if (control_parse_request(line, len, &req, err, sizeof(err)) < 0) {
 		log_info("control: client %u: %s", c->id, err);
 		return refuse(c, "%s", err);
 	}
-	log_info("control: client %u: %s", c->id, json_get_str(req, "cmd"));
+	/* The client's string: a newline in it would start a line of its
+	 * own (a forged "<3>..." journal entry). */
+	s = json_get_str(req, "cmd");
+	log_printable(cmd, sizeof(cmd), s, strlen(s));
+	log_info("control: client %u: %s", c->id, cmd);
 	c->call.outstanding = true;
 	c->s->fn(c->s->arg, &c->call, req);
 	json_val_free(req);

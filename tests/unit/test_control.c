@@ -3,12 +3,15 @@
  * for malformed lines on that connection only, mode 0600, stop with a
  * call outstanding, calls joined to another's reply. */
 #include "gateway/base/control.h"
+#include "gateway/base/log.h"
 #include "unit_skip.h"
 
 #include <check.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -406,6 +409,39 @@ START_TEST(unread_reply_cut_after_grace)
 }
 END_TEST
 
+/* Review: the "cmd" string was logged as it came, so a client could end
+ * the line and write one of its own ("\n<3>..." is an error entry in the
+ * journal).  Now its bytes other than printable ASCII show as '?'. */
+START_TEST(cmd_logged_printable)
+{
+	int fd = client(), log_fd, saved;
+	enum log_level lvl = log_get_level();
+	char text[4096];
+	ssize_t n;
+
+	fflush(stderr);
+	log_fd = memfd_create("log", 0);
+	ck_assert_int_ge(log_fd, 0);
+	saved = dup(2);
+	dup2(log_fd, 2);
+	log_set_level(LOG_LVL_INFO);
+	send_str(fd, "{\"cmd\":\"x\\n<3>forged\\r\\u001b[2J\"}\n");
+	recv_lines(fd, 1);
+	log_set_level(lvl);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(log_fd, text, sizeof(text) - 1, 0);
+	close(log_fd);
+	text[n > 0 ? n : 0] = 0;
+	fputs(text, stderr);
+	ck_assert_uint_eq(calls, 1);
+	ck_assert_msg(strstr(text, "control: client 1: x?<3>forged??[2J\n"), "%s", text);
+	ck_assert_msg(!strstr(text, "\n<3>"), "a forged line: %s", text);
+	close(fd);
+}
+END_TEST
+
 /* Polls the reactor until a new client's request is answered; returns
  * the ns it took, or 0 if none was within 40 s.  Each attempt is a new
  * connection: a full server takes one and closes it at once. */
@@ -538,6 +574,7 @@ int main(void)
 	tcase_add_test(tc, stop_delivers_reply_being_sent);
 	tcase_add_test(tc, owed_call_outlives_grace);
 	tcase_add_test(tc, unread_reply_cut_after_grace);
+	tcase_add_test(tc, cmd_logged_printable);
 	tcase_set_timeout(tc, 40);
 	suite_add_tcase(s, tc);
 	/* Each waits out the 10 s client deadline at least. */
