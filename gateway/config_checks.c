@@ -81,12 +81,20 @@ static void load_secret_file(struct ctx *c, const config_setting_t *list,
 	struct nvmf_dhchap_key k;
 	const char *why = NULL;
 	char path[PATH_LEN], buf[256];
+	struct stat st;
 	ssize_t n;
 
 	cfg_path_fmt(path, "%s[%zu].%s", list_name, i, key);
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	/* Loaded again at a reload, on reactor 0: a FIFO there must neither
+	 * block the open (O_NONBLOCK) nor the read (refused). */
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		err_at(c, s, "%s: cannot open %s: %s", path, file, strerror(errno));
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err_at(c, s, "%s: %s is not a regular file; refusing it", path, file);
+		close(fd);
 		return;
 	}
 	if (!cfg_secret_file_private(c, s, path, file, fd)) {
@@ -161,7 +169,7 @@ void cfg_check_tls_key(struct ctx *c, const char *file, int tls_line, int key_li
 	}
 	if (inline_key)
 		return; /* parsed where it was read */
-	if (gw_secret_read_file(key_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
+	if (gw_secret_read_conf_file(key_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
 		cfg_err_line(c, file, key_line, "%s.tls_key_file: %s", label, why);
 	} else if (nvmf_tls_key_parse(buf, key, &bad) < 0) {
 		cfg_err_line(c, file, key_line, "%s.tls_key_file: %s does not hold an NVMe TLS key: %s",

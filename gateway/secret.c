@@ -26,12 +26,15 @@ const char *gw_secret_file_problem(const struct stat *st, char *buf, size_t len)
 	return NULL;
 }
 
-int gw_secret_read_file(const char *file, char *buf, size_t len, char *why, size_t wlen)
+static int read_secret(const char *file, bool regular, char *buf, size_t len, char *why,
+		       size_t wlen)
 {
 	struct stat st;
 	char problem[128];
 	ssize_t n;
-	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: opening a FIFO with no writer returns at once (to be
+	 * refused below) instead of blocking the thread. */
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | (regular ? O_NONBLOCK : 0));
 
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		int ret = -errno;
@@ -39,6 +42,11 @@ int gw_secret_read_file(const char *file, char *buf, size_t len, char *why, size
 		if (fd >= 0)
 			close(fd);
 		return ret;
+	}
+	if (regular && !S_ISREG(st.st_mode)) {
+		snprintf(why, wlen, "%s is not a regular file; refusing it", file);
+		close(fd);
+		return -EINVAL;
 	}
 	if (gw_secret_file_problem(&st, problem, sizeof(problem))) {
 		snprintf(why, wlen, "%s holds a secret and %s; refusing it", file, problem);
@@ -60,6 +68,16 @@ int gw_secret_read_file(const char *file, char *buf, size_t len, char *why, size
 	while (n > 0 && isspace((unsigned char)buf[n - 1]))
 		buf[--n] = 0;
 	return 0;
+}
+
+int gw_secret_read_file(const char *file, char *buf, size_t len, char *why, size_t wlen)
+{
+	return read_secret(file, false, buf, len, why, wlen);
+}
+
+int gw_secret_read_conf_file(const char *file, char *buf, size_t len, char *why, size_t wlen)
+{
+	return read_secret(file, true, buf, len, why, wlen);
 }
 
 bool gw_secret_from_env(const char *name, char *buf, size_t len)

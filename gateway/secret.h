@@ -20,6 +20,12 @@ const char *gw_secret_file_problem(const struct stat *st, char *buf, size_t len)
 /* FILE's first line (trailing space trimmed) into buf: 0, or -errno with
  * *why set for a message (the content is never quoted). */
 int gw_secret_read_file(const char *file, char *buf, size_t len, char *why, size_t wlen);
+/* As gw_secret_read_file, for a file a configuration names: a regular
+ * file only (-EINVAL), and a FIFO is not waited on.  The configuration is
+ * loaded again at a reload, on reactor 0, where a read that blocks stops
+ * every export that reactor serves; the command-line options keep taking
+ * a pipe (--dhchap-secret-file <(...)). */
+int gw_secret_read_conf_file(const char *file, char *buf, size_t len, char *why, size_t wlen);
 
 /* The value of environment variable NAME copied into buf (true), then
  * blanked in place and removed from the environment, so that neither a

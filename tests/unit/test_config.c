@@ -674,6 +674,44 @@ START_TEST(discovery_secret_files)
 }
 END_TEST
 
+/* Review: a FIFO named as a secret file blocked the load in open() for as
+ * long as nothing wrote to it (at a reload: reactor 0, and every export it
+ * serves).  Now it is refused at once, the file named at its line.  The
+ * tcase timeout is the hang guard. */
+START_TEST(secret_fifo_refused)
+{
+	char dir[64], fifo[96], text[1024];
+	struct loaded l;
+	const char *msg;
+
+	strcpy(dir, "/tmp/test_config.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/key", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } );\n"
+		 "  dhchap_secret_file = \"%s\";\n"
+		 "  tls = true;\n"
+		 "  tls_key_file = \"%s\"; } );\n", fifo, fifo);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(count_lines(l.errs), 2);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 3);
+	ck_assert_msg(strstr(msg, "targets[0].dhchap_secret_file: ") &&
+		      strstr(msg, " is not a regular file; refusing it"), "%s", l.errs);
+	ck_assert_ptr_nonnull(strstr(msg, fifo));
+	ck_assert_int_eq(error_line(&l, 1, &msg), 5);
+	ck_assert_msg(strstr(msg, "tls_key_file: ") &&
+		      strstr(msg, " is not a regular file; refusing it"), "%s", l.errs);
+	ck_assert_ptr_nonnull(strstr(msg, fifo));
+	ck_assert_ptr_null(l.cfg);
+	unload(&l);
+	unlink(fifo);
+	rmdir(dir);
+}
+END_TEST
+
 /* Secrets: in the file itself, or in files it names; either file must be
  * private to its owner, and only a file holding a secret is checked. */
 START_TEST(secrets)
@@ -1030,6 +1068,7 @@ int main(void)
 	tcase_add_test(tc, many_errors);
 	tcase_add_test(tc, length_limits);
 	tcase_add_test(tc, secrets);
+	tcase_add_test(tc, secret_fifo_refused);
 	tcase_add_test(tc, discovery_secret_files);
 	tcase_add_test(tc, cannot_open);
 	tcase_add_test(tc, nul_byte);
