@@ -103,11 +103,14 @@ int config_auto_find(const struct gw_config *cfg, const char *subnqn, uint32_t n
 	return -1;
 }
 
+/* As chk_name: "." and ".." (%n of "nqn...:..") cannot name a FUSE file,
+ * and the FUSE mount refuses to start with one. */
 static bool name_ok(const char *s)
 {
 	size_t n = strlen(s);
 
-	return n >= 1 && n <= NAME_MAX_LEN && strspn(s, NAME_CHARS) == n;
+	return n >= 1 && n <= NAME_MAX_LEN && strspn(s, NAME_CHARS) == n && strcmp(s, ".") &&
+	       strcmp(s, "..");
 }
 
 /* ---- parsing ---- */
@@ -364,8 +367,8 @@ static void parse_one(struct ctx *c, const config_setting_t *g, const char *path
 	char out[PATH_MAX];
 	config_auto_expand(p->name, SAMPLE_NQN, 1, SAMPLE_TARGET, out, sizeof(out), NULL);
 	if (!name_ok(out))
-		err_at(c, g, "%s.name: \"%s\" gives \"%s\": use 1-64 characters of A-Z a-z 0-9 . _ -",
-		       path, p->name, out);
+		err_at(c, g, "%s.name: \"%s\" gives \"%s\": use 1-64 characters of A-Z a-z 0-9 . _ -, "
+		       "not \".\" or \"..\"", path, p->name, out);
 }
 
 void cfg_parse_auto(struct ctx *c, const config_setting_t *s, const char *path, void *dst)

@@ -34,6 +34,9 @@ static const char *chk_name(const char *s)
 
 	if (n < 1 || n > NAME_MAX_LEN || strspn(s, NAME_CHARS) != n)
 		return "use 1-64 characters of A-Z a-z 0-9 . _ -";
+	/* An export's FUSE file takes its name: no file is called "." or "..". */
+	if (!strcmp(s, ".") || !strcmp(s, ".."))
+		return "\".\" and \"..\" are not names (they cannot name a file)";
 	return NULL;
 }
 

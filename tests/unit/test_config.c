@@ -441,6 +441,11 @@ static const struct bad_case bad_cases[] = {
 	  "targets[0].name: invalid value \"a b\": use 1-64 characters of A-Z a-z 0-9 . _ -" },
 	{ "targets = ( { name = \"\"; #!\n subnqn = \"nqn.x\"; " PATH_TCP " } );\n",
 	  "use 1-64 characters" },
+	/* Review: they passed check, and the FUSE mount then failed whole. */
+	{ TARGETS("") "exports = ( { name = \".\"; #!\n target = \"t1\"; nsid = 1; fuse = true; } );\n",
+	  "exports[0].name: invalid value \".\": \".\" and \"..\" are not names" },
+	{ TARGETS("") "exports = ( { name = \"..\"; #!\n target = \"t1\"; nsid = 1; fuse = true; } );\n",
+	  "exports[0].name: invalid value \"..\": \".\" and \"..\" are not names" },
 	{ "targets = ( { name = \"t\"; subnqn = \"iqn.2001-04.com.example\"; #!\n " PATH_TCP " } );\n",
 	  "targets[0].subnqn: invalid value \"iqn.2001-04.com.example\": an NQN starts with \"nqn.\"" },
 	{ "gateway = { hostnqn = \"host1\"; }; #!\n", "gateway.hostnqn: invalid value \"host1\"" },

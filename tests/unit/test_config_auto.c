@@ -182,6 +182,33 @@ START_TEST(load_errors)
 }
 END_TEST
 
+/* Review: %n of a subsystem "nqn...:.." is "..", an export name the FUSE
+ * mount refuses (failing whole); a policy naming "." passed check too. */
+START_TEST(dot_names_refused)
+{
+	char errs[2048], why[256];
+	struct gw_config *cfg, *one = NULL;
+
+	ck_assert_int_eq(load("auto_export = ( { subnqn = \"nqn.x:a\"; nsid = 1; name = \".\";\n"
+			      " fuse = true; } );\n", &cfg, errs, sizeof(errs)), -EINVAL);
+	ck_assert_msg(strstr(errs, ":1: auto_export[0].name: \".\" gives \".\": "), "%s", errs);
+	ck_assert_msg(strstr(errs, "not \".\" or \"..\""), "%s", errs);
+	ck_assert_msg(load("auto_export = ( { subnqn = \"nqn.x:*\"; name = \"%n\"; fuse = true; } );\n",
+			   &cfg, errs, sizeof(errs)) == 0, "%s", errs);
+	struct gw_target t = { .name = "tg", .subnqn = "nqn.x:.." };
+	ck_assert_int_eq(config_auto_build(cfg, 0, &t, 1, &one, why, sizeof(why)), -EINVAL);
+	ck_assert_ptr_null(one);
+	ck_assert_str_eq(why, "name template \"%n\" gives \"..\", not a valid export name");
+	t.subnqn = "nqn.x:.";
+	ck_assert_int_eq(config_auto_build(cfg, 0, &t, 1, &one, why, sizeof(why)), -EINVAL);
+	t.subnqn = "nqn.x:..a";
+	ck_assert_int_eq(config_auto_build(cfg, 0, &t, 1, &one, why, sizeof(why)), 0);
+	ck_assert_str_eq(one->exports[0].name, "..a");
+	config_free(one);
+	config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("config_auto");
@@ -194,6 +221,7 @@ int main(void)
 	tcase_add_test(tc, glob_and_nsid);
 	tcase_add_test(tc, load_and_build);
 	tcase_add_test(tc, load_errors);
+	tcase_add_test(tc, dot_names_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
