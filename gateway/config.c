@@ -118,10 +118,10 @@ bool cfg_is_int(const config_setting_t *s)
 	return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
 }
 
-bool cfg_line_is_wide(const struct ctx *c, int line)
+bool cfg_line_is_wide(const struct ctx *c, const char *file, int line)
 {
 	for (size_t i = 0; i < c->nr_wide; i++)
-		if (c->wide_lines[i] == line)
+		if (c->wide[i].line == line && !strcmp(c->wide[i].file, file))
 			return true;
 	return false;
 }
@@ -134,7 +134,7 @@ bool cfg_int_in_range(struct ctx *c, const config_setting_t *s,
 	*v = config_setting_get_int64(s);
 	/* A wrapped literal was reported by scan_wide_ints already. */
 	if (config_setting_type(s) == CONFIG_TYPE_INT &&
-	    cfg_line_is_wide(c, config_setting_source_line(s)))
+	    cfg_line_is_wide(c, cfg_setting_file(c, s), config_setting_source_line(s)))
 		return false;
 	if (*v >= min && *v <= max)
 		return true;
@@ -308,7 +308,7 @@ int config_load_running(const char *path, const struct gw_config *running,
 	for (size_t i = 0; i < c.nr_errs; i++)
 		free(c.errs[i].msg);
 	free(c.errs);
-	free(c.wide_lines);
+	cfg_scan_free(&c);
 	free(text);
 	if (ret) {
 		config_free(cfg);

@@ -37,8 +37,13 @@ struct ctx {
 	const char *path;
 	struct cfg_error *errs;
 	size_t nr_errs, cap_errs;
-	int *wide_lines;	/* lines holding a literal libconfig wrapped */
+	struct cfg_wide {	/* lines holding a literal libconfig wrapped */
+		const char *file;
+		int line;
+	} *wide;
 	size_t nr_wide, cap_wide;
+	char **inc_files;	/* @include'd files scanned (names as written) */
+	size_t nr_inc, cap_inc;
 	bool nomem;
 	const struct gw_config *running;	/* config_load_running, else NULL */
 };
@@ -54,7 +59,7 @@ const char *cfg_setting_file(const struct ctx *c, const config_setting_t *s);
 const char *cfg_type_name(int type);
 void cfg_err_type(struct ctx *c, const config_setting_t *s, const char *path, const char *want);
 bool cfg_is_int(const config_setting_t *s);
-bool cfg_line_is_wide(const struct ctx *c, int line);
+bool cfg_line_is_wide(const struct ctx *c, const char *file, int line);
 bool cfg_int_in_range(struct ctx *c, const config_setting_t *s, const char *path, long long lo,
 		      long long hi, long long *out);
 
@@ -110,8 +115,12 @@ void cfg_parse_auto(struct ctx *c, const config_setting_t *s, const char *path, 
 void cfg_release_auto(void *dst);
 void cfg_check_auto(struct ctx *c, struct gw_config *cfg, const config_setting_t *list);
 
-/* config_intscan.c: records in c->wide_lines the lines of TEXT holding an
- * integer literal that libconfig 1.5 wrapped, and reports them. */
+/* config_intscan.c: records in c->wide the lines of TEXT (the main file)
+ * and of the files it @includes holding an integer literal that libconfig
+ * 1.5 wrapped, and reports them. */
 void cfg_scan_wide_ints(struct ctx *c, const char *text);
+/* Frees what the scan kept (c->wide, c->inc_files): after the errors,
+ * which may name an included file, are reported. */
+void cfg_scan_free(struct ctx *c);
 
 #endif

@@ -679,6 +679,69 @@ START_TEST(discovery_secret_files)
 }
 END_TEST
 
+/* Review: the libconfig 1.5 wrap check scanned the main file only, so
+ * nsid = 4294967297 in an @include'd file passed and served nsid 1.  Now
+ * included files are scanned too (nested ones as well), each error at the
+ * included file's own line. */
+START_TEST(include_wide_int)
+{
+	char dir[64], inc[96], inner[96], text[1024];
+	struct loaded l;
+	FILE *f;
+
+	strcpy(dir, "/tmp/test_config.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(inc, sizeof(inc), "%s/exports.inc", dir);
+	snprintf(inner, sizeof(inner), "%s/qos.inc", dir);
+	ck_assert_ptr_nonnull(f = fopen(inc, "w"));
+	fprintf(f, "# the export\n  nsid = 4294967297;\n@include \"%s\"\n", inner);
+	fclose(f);
+	ck_assert_ptr_nonnull(f = fopen(inner, "w"));
+	fprintf(f, "  qos = { iops = 100;\n    bandwidth = -5000000000; };\n");
+	fclose(f);
+	snprintf(text, sizeof(text),
+		 TARGETS("") "exports = ( { name = \"e1\"; target = \"t1\"; fuse = true;\n"
+		 "@include \"%s\"\n"
+		 "} );\n", inc);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_msg(count_lines(l.errs) == 2, "%s", l.errs);
+	snprintf(text, sizeof(text),
+		 "%s:2: integer 4294967297 does not fit in 32 bits and libconfig would wrap "
+		 "it: write 4294967297L\n", inc);
+	ck_assert_msg(strstr(l.errs, text), "%s", l.errs);
+	snprintf(text, sizeof(text), "%s:2: integer -5000000000 does not fit", inner);
+	ck_assert_msg(strstr(l.errs, text), "%s", l.errs);
+	unload(&l);
+
+	/* With the L suffix it is a 64-bit integer, and out of range. */
+	ck_assert_ptr_nonnull(f = fopen(inc, "w"));
+	fprintf(f, "  nsid = 4294967297L;\n");
+	fclose(f);
+	snprintf(text, sizeof(text),
+		 TARGETS("") "exports = ( { name = \"e1\"; target = \"t1\"; fuse = true;\n"
+		 "@include \"%s\"\n"
+		 "} );\n", inc);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_msg(strstr(l.errs, ":1: exports[0].nsid = 4294967297 is out of range"), "%s",
+		      l.errs);
+	unload(&l);
+
+	/* A file without such a literal loads. */
+	ck_assert_ptr_nonnull(f = fopen(inc, "w"));
+	fprintf(f, "  nsid = 7;\n");
+	fclose(f);
+	load(&l, text);
+	ck_assert_msg(l.rc == 0, "%s", l.errs);
+	ck_assert_uint_eq(l.cfg->exports[0].nsid, 7);
+	unload(&l);
+	unlink(inc);
+	unlink(inner);
+	rmdir(dir);
+}
+END_TEST
+
 /* Review: a FIFO named as a secret file blocked the load in open() for as
  * long as nothing wrote to it (at a reload: reactor 0, and every export it
  * serves).  Now it is refused at once, the file named at its line.  The
@@ -1074,6 +1137,7 @@ int main(void)
 	tcase_add_test(tc, length_limits);
 	tcase_add_test(tc, secrets);
 	tcase_add_test(tc, secret_fifo_refused);
+	tcase_add_test(tc, include_wide_int);
 	tcase_add_test(tc, discovery_secret_files);
 	tcase_add_test(tc, cannot_open);
 	tcase_add_test(tc, nul_byte);
