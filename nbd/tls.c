@@ -223,15 +223,40 @@ static int find_psk(SSL *ssl, const unsigned char *identity, size_t identity_len
 	return 1;
 }
 
+/* Asked for a passphrase: none is given.  Without this callback OpenSSL
+ * prompts on the terminal or reads stdin, on the thread reloading the keys
+ * (reactor 0), which then waits for someone to type. */
+static int no_passphrase(char *buf, int size, int rwflag, void *asked)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	if (asked)
+		*(bool *)asked = true;
+	return -1;
+}
+
 static int load_x509(struct tls_keys *t, const char *dir, bool verify, char *err, size_t errlen)
 {
 	char path[4096], e[256];
+	bool asked = false;
+	int ret;
 
+	SSL_CTX_set_default_passwd_cb_userdata(t->ctx, &asked);
 	snprintf(path, sizeof(path), "%s/server-cert.pem", dir);
-	if (SSL_CTX_use_certificate_chain_file(t->ctx, path) != 1)
-		goto bad;
-	snprintf(path, sizeof(path), "%s/server-key.pem", dir);
-	if (SSL_CTX_use_PrivateKey_file(t->ctx, path, SSL_FILETYPE_PEM) != 1)
+	ret = SSL_CTX_use_certificate_chain_file(t->ctx, path);
+	if (ret == 1) {
+		snprintf(path, sizeof(path), "%s/server-key.pem", dir);
+		ret = SSL_CTX_use_PrivateKey_file(t->ctx, path, SSL_FILETYPE_PEM);
+	}
+	SSL_CTX_set_default_passwd_cb_userdata(t->ctx, NULL);
+	if (ret != 1 && asked) {
+		ERR_clear_error();
+		snprintf(err, errlen, "%s is encrypted (a passphrase-protected key is not supported)",
+			 path);
+		return -EINVAL;
+	}
+	if (ret != 1)
 		goto bad;
 	if (SSL_CTX_check_private_key(t->ctx) != 1)
 		goto bad;
@@ -334,6 +359,7 @@ static int keys_new(const struct nbd_tls_opts *o, struct tls_keys **out, char *e
 	SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_options(t->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
 					    SSL_OP_NO_TICKET);
+	SSL_CTX_set_default_passwd_cb(t->ctx, no_passphrase);
 	SSL_CTX_set_min_proto_version(t->ctx, o->psk_file ? TLS1_3_VERSION : TLS1_2_VERSION);
 	SSL_CTX_set_ciphersuites(t->ctx, "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:"
 					 "TLS_AES_256_GCM_SHA384");
