@@ -28,9 +28,14 @@ static int listen_unix(const char *path, int backlog, const struct gw_access *ac
 	if (fd < 0)
 		return -errno;
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		/* Replace a stale socket file, never a live server's. */
-		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool live = probe >= 0 && connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0;
+		/* Replace a stale socket file, never a live server's.  The
+		 * probe does not block: a server that does not accept, its
+		 * backlog full, would hold a blocking connect forever (the
+		 * daemon's start, or reactor 0 at a reload); EAGAIN is that
+		 * server, alive. */
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		bool live = probe >= 0 && (connect(probe, (struct sockaddr *)&a, sizeof(a)) == 0 ||
+					   errno == EAGAIN);
 		if (probe >= 0)
 			close(probe);
 		if (live) {
