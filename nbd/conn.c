@@ -835,6 +835,7 @@ static void housekeep(struct reactor_timer *t)
 		size_t held = c->buf_bytes;
 
 		drop_cached(c);
+		nbd_tls_idle(c);
 		/* t_reclaim_nofault checks the rule by this line. */
 		if (held)
 			log_debug("nbd %s: no request for %llu ms: %zu KiB of cached buffers back "

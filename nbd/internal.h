@@ -317,6 +317,17 @@ int nbd_tls_seal(struct nbd_conn *c, unsigned n);
 int nbd_tls_seal_more(struct nbd_conn *c);
 void nbd_tls_conn_closing(struct nbd_conn *c);
 void nbd_tls_conn_free(struct nbd_conn *c);
+/* The connection is quiet (housekeep): the ciphertext buffers go back. */
+void nbd_tls_idle(struct nbd_conn *c);
+struct ssl_st;
+/* Seals up to 256 KiB of v[*first..cnt) (advanced past what is sealed),
+ * after what TLS itself has to say, with ssl (memory BIOs) into *buf,
+ * grown to what that needs (a mapping of *cap bytes): the length, 0 if
+ * nothing, -EPROTO
+ * with *ssl_err (SSL_get_error's), -ENOMEM, -EIO.  seal_some's; tests
+ * bound the buffer with it. */
+ssize_t nbd_tls_seal_iov(struct ssl_st *ssl, struct iovec *v, unsigned *first, unsigned cnt,
+			 uint8_t **buf, size_t *cap, int *ssl_err);
 /* Before an orderly close outside transmission (the server stopping during
  * option haggling): close_notify, sent at once if nothing of ours is being
  * sent (bounded as an alert is).  Nothing without an established session. */

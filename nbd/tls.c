@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <openssl/err.h>
@@ -32,6 +33,12 @@
  * (write BIO and send buffer, outside the buffer budget) whatever the
  * size of the replies. */
 #define TLS_SEAL_MAX (256u * 1024)
+/* Plaintext of one record (the TLS maximum) and the most a record adds:
+ * header, explicit nonce or IV, tag or MAC, padding (22 bytes for TLS 1.3
+ * AES-GCM, 85 for TLS 1.2 CBC with SHA-384).  The send buffer is sized
+ * by them. */
+#define TLS_RECORD_PLAIN (16u * 1024)
+#define TLS_RECORD_OVERHEAD 96u
 /* What TLS may have to say by itself (answers to the client's key
  * updates) before the connection stops reading: a client that sends key
  * update requests and never reads its socket must not grow the write BIO
@@ -464,6 +471,36 @@ enum nbd_tls_mode nbd_tls_mode(const struct nbd_tls *t)
 	return t ? t->mode : NBD_TLS_OFF;
 }
 
+/* buf holds at least need bytes, grown to need (rounded to a page), not
+ * doubled: it is outside the buffer budget, held by every connection.
+ * Its own mapping, so that nbd_tls_idle gives the pages back to the
+ * system: freed to malloc's heap they stayed resident. */
+static int txc_reserve(uint8_t **buf, size_t *cap, size_t need)
+{
+	void *nb;
+
+	if (need <= *cap)
+		return 0;
+	need = (need + 4095) & ~(size_t)4095;
+	if (*buf)
+		nb = mremap(*buf, *cap, need, MREMAP_MAYMOVE);
+	else
+		nb = mmap(NULL, need, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (nb == MAP_FAILED)
+		return -ENOMEM;
+	*buf = nb;
+	*cap = need;
+	return 0;
+}
+
+static void txc_release(struct nbd_tls_conn *tc)
+{
+	if (tc->txc)
+		munmap(tc->txc, tc->txc_cap);
+	tc->txc = NULL;
+	tc->txc_cap = 0;
+}
+
 /* ---- a connection ---- */
 
 /* The connection's handshake is over (done, failed or abandoned). */
@@ -510,9 +547,31 @@ void nbd_tls_conn_free(struct nbd_conn *c)
 	SSL_free(tc->ssl);
 	keys_put(tc->keys);
 	free(tc->rxc);
-	free(tc->txc);
+	txc_release(tc);
 	free(tc);
 	c->tls = NULL;
+}
+
+/* The send buffer (up to TLS_SEAL_MAX and its records' overhead) is not
+ * kept for a quiet connection, nor the BIOs' buffers, which keep the most
+ * they ever held (the receive BIO up to a receive and a record): a fresh
+ * BIO for an empty one.  Not while a send of txc is in flight. */
+void nbd_tls_idle(struct nbd_conn *c)
+{
+	struct nbd_tls_conn *tc = c->tls;
+	BIO *b;
+
+	if (!tc || c->tx_busy)
+		return;
+	txc_release(tc);
+	if (!BIO_ctrl_pending(tc->wbio) && (b = BIO_new(BIO_s_mem()))) {
+		SSL_set0_wbio(tc->ssl, b);
+		tc->wbio = b;
+	}
+	if (!BIO_ctrl_pending(tc->rbio) && (b = BIO_new(BIO_s_mem()))) {
+		SSL_set0_rbio(tc->ssl, b);
+		tc->rbio = b;
+	}
 }
 
 /* Before a hard close: the alert TLS wrote (why it gives up) goes to the
@@ -754,49 +813,87 @@ bool nbd_tls_rx_arm(struct nbd_conn *c)
 	}
 }
 
+/* Moves what the write BIO holds to the end of buf (len bytes used). */
+static int txc_take(SSL *ssl, uint8_t **buf, size_t *cap, size_t *len)
+{
+	BIO *wbio = SSL_get_wbio(ssl);
+	size_t pending = BIO_ctrl_pending(wbio);
+
+	if (!pending)
+		return 0;
+	if (txc_reserve(buf, cap, *len + pending))
+		return -ENOMEM;
+	if (BIO_read(wbio, *buf + *len, (int)pending) != (int)pending)
+		return -EIO;
+	*len += pending;
+	return 0;
+}
+
+ssize_t nbd_tls_seal_iov(struct ssl_st *ssl, struct iovec *v, unsigned *first, unsigned cnt,
+			 uint8_t **buf, size_t *cap, int *ssl_err)
+{
+	size_t len = 0, budget = TLS_SEAL_MAX, plain = 0;
+	int ret;
+
+	/* Room for all of it at once (one realloc, not one per record). */
+	for (unsigned i = *first; i < cnt && plain < budget; i++)
+		plain += v[i].iov_len;
+	plain = plain < budget ? plain : budget;
+	if (txc_reserve(buf, cap, BIO_ctrl_pending(SSL_get_wbio(ssl)) + plain +
+				      (plain / TLS_RECORD_PLAIN + 1) * TLS_RECORD_OVERHEAD))
+		return -ENOMEM;
+	/* What TLS itself has to say goes first. */
+	ret = txc_take(ssl, buf, cap, &len);
+	if (ret)
+		return ret;
+	/* A record at a time, each taken out of the write BIO at once: the
+	 * BIO's buffer keeps the most it ever held for the connection's
+	 * life (sealing TLS_SEAL_MAX at once left ~350 KiB there). */
+	ERR_clear_error();
+	while (*first < cnt && budget) {
+		struct iovec *p = &v[*first];
+		size_t n = p->iov_len < budget ? p->iov_len : budget;
+		n = n < TLS_RECORD_PLAIN ? n : TLS_RECORD_PLAIN;
+		if (n) {
+			ret = SSL_write(ssl, p->iov_base, (int)n);
+			if (ret <= 0) {
+				*ssl_err = SSL_get_error(ssl, ret);
+				return -EPROTO;
+			}
+			ret = txc_take(ssl, buf, cap, &len);
+			if (ret)
+				return ret;
+		}
+		p->iov_base = (uint8_t *)p->iov_base + n;
+		p->iov_len -= n;
+		budget -= n;
+		if (!p->iov_len)
+			(*first)++;
+	}
+	return (ssize_t)len;
+}
+
 /* Seals up to TLS_SEAL_MAX of what is left in pv, plus what TLS itself
  * has to say, into txc; txv[0] points at it.  1, 0 (nothing), -1. */
 static int seal_some(struct nbd_conn *c)
 {
 	struct nbd_tls_conn *tc = c->tls;
-	size_t pending, budget = TLS_SEAL_MAX;
+	int e = 0;
+	ssize_t n = nbd_tls_seal_iov(tc->ssl, tc->pv, &tc->pv_first, tc->pv_cnt, &tc->txc,
+				     &tc->txc_cap, &e);
 
-	ERR_clear_error();
-	while (tc->pv_first < tc->pv_cnt && budget) {
-		struct iovec *v = &tc->pv[tc->pv_first];
-		size_t n = v->iov_len < budget ? v->iov_len : budget;
-		int ret = SSL_write(tc->ssl, v->iov_base, (int)n);
-		if (ret <= 0) {
-			fail_ssl(c, "write", SSL_get_error(tc->ssl, ret));
-			return -1;
-		}
-		v->iov_base = (uint8_t *)v->iov_base + n;
-		v->iov_len -= n;
-		budget -= n;
-		if (!v->iov_len)
-			tc->pv_first++;
-	}
-	pending = BIO_ctrl_pending(tc->wbio);
-	if (!pending)
-		return 0;
-	if (pending > tc->txc_cap) {
-		size_t cap = tc->txc_cap ? tc->txc_cap : 64 * 1024;
-		while (cap < pending)
-			cap *= 2;
-		uint8_t *nb = realloc(tc->txc, cap);
-		if (!nb) {
-			nbd_conn_fail(c, -ENOMEM, "TLS: out of memory for %zu bytes", pending);
-			return -1;
-		}
-		tc->txc = nb;
-		tc->txc_cap = cap;
-	}
-	if (BIO_read(tc->wbio, tc->txc, (int)pending) != (int)pending) {
-		nbd_conn_fail(c, -EIO, "TLS: cannot take %zu sealed bytes", pending);
+	if (n == -EPROTO) {
+		fail_ssl(c, "write", e);
 		return -1;
 	}
+	if (n < 0) {
+		nbd_conn_fail(c, (int)n, "TLS: cannot take the sealed bytes: %s", strerror((int)-n));
+		return -1;
+	}
+	if (!n)
+		return 0;
 	c->txv[0].iov_base = tc->txc;
-	c->txv[0].iov_len = pending;
+	c->txv[0].iov_len = (size_t)n;
 	return 1;
 }
 

@@ -4,16 +4,19 @@
  * The protocol itself is tested against libnbd and qemu (t_nbd_tls_*). */
 #include "gateway/config.h"
 #include "gateway/config_diff.h"
+#include "nbd/internal.h"
 #include "nbd/nbd.h"
 
 #include <check.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char K32[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -300,6 +303,87 @@ START_TEST(x509_encrypted_key)
 }
 END_TEST
 
+/* Moves what a's write BIO holds into b's read BIO. */
+static void pump(SSL *a, SSL *b)
+{
+	char buf[16384];
+	int n;
+
+	while ((n = BIO_read(SSL_get_wbio(a), buf, sizeof(buf))) > 0)
+		ck_assert_int_eq(BIO_write(SSL_get_rbio(b), buf, n), n);
+}
+
+/* A large reply batch is sealed into a send buffer of TLS_SEAL_MAX
+ * (256 KiB) and its records' overhead, and the write BIO never holds
+ * more than a record or so: both are outside the buffer budget, kept per
+ * connection.  Sealing 256 KiB at once into a buffer that doubled made
+ * them 512 KiB and ~350 KiB.  The ciphertext opens to the plaintext. */
+START_TEST(seal_buffer_bounded)
+{
+	char tdir[] = "/tmp/test_nbd_tls_seal.XXXXXX";
+	char p[300];
+	size_t total = 1u << 20, got = 0, cap = 0;
+	uint8_t *plain = malloc(total), *back = malloc(total), *buf = NULL;
+	SSL_CTX *sc = SSL_CTX_new(TLS_server_method()), *cc = SSL_CTX_new(TLS_client_method());
+	SSL *s, *c;
+	unsigned first = 0, seals = 0;
+	int e = 0;
+
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	make_x509(tdir);
+	snprintf(p, sizeof(p), "%s/server-cert.pem", tdir);
+	ck_assert_int_eq(SSL_CTX_use_certificate_file(sc, p, SSL_FILETYPE_PEM), 1);
+	snprintf(p, sizeof(p), "%s/server-key.pem", tdir);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(sc, p, SSL_FILETYPE_PEM), 1);
+	s = SSL_new(sc);
+	c = SSL_new(cc);
+	SSL_set_bio(s, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));
+	SSL_set_bio(c, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));
+	SSL_set_accept_state(s);
+	SSL_set_connect_state(c);
+	for (int i = 0; i < 10 && !(SSL_is_init_finished(s) && SSL_is_init_finished(c)); i++) {
+		SSL_do_handshake(c);
+		pump(c, s);
+		SSL_do_handshake(s);
+		pump(s, c);
+	}
+	ck_assert(SSL_is_init_finished(s) && SSL_is_init_finished(c));
+
+	for (size_t i = 0; i < total; i++)
+		plain[i] = (uint8_t)(i * 7 + i / 251);
+	struct iovec v[2] = { { plain, 4096 }, { plain + 4096, total - 4096 } };
+	while (first < 2) {
+		ssize_t n = nbd_tls_seal_iov(s, v, &first, 2, &buf, &cap, &e);
+		BUF_MEM *bm;
+
+		ck_assert_int_gt(n, 0);
+		seals++;
+		ck_assert_msg(cap <= (256u + 8) * 1024, "send buffer of %zu bytes", cap);
+		BIO_get_mem_ptr(SSL_get_wbio(s), &bm);
+		ck_assert_msg(bm->max <= 64u * 1024, "write BIO of %zu bytes", bm->max);
+		ck_assert_int_eq(BIO_write(SSL_get_rbio(c), buf, (int)n), (int)n);
+		int r;
+		while (got < total && (r = SSL_read(c, back + got, (int)(total - got))) > 0)
+			got += (size_t)r;
+	}
+	ck_assert_uint_eq(seals, 4);
+	ck_assert_uint_eq(got, total);
+	ck_assert(!memcmp(plain, back, total));
+	/* Nothing left: nothing sealed. */
+	ck_assert_int_eq(nbd_tls_seal_iov(s, v, &first, 2, &buf, &cap, &e), 0);
+
+	munmap(buf, cap);
+	SSL_free(s);
+	SSL_free(c);
+	SSL_CTX_free(sc);
+	SSL_CTX_free(cc);
+	free(plain);
+	free(back);
+	snprintf(p, sizeof(p), "rm -rf %s", tdir);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
 /* tls_max_handshakes is applied in place by a reload, not a restart. */
 START_TEST(max_handshakes_no_restart)
 {
@@ -324,6 +408,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, reload_by_content);
 	tcase_add_test(tc, reload_x509_by_content);
 	tcase_add_test(tc, x509_encrypted_key);
+	tcase_add_test(tc, seal_buffer_bounded);
 	tcase_add_test(tc, max_handshakes_no_restart);
 	suite_add_tcase(s, tc);
 	return s;
