@@ -106,13 +106,25 @@ static const char *check_cred(const struct gw_access *a, int fd, char *peer, siz
 		return NULL;
 	if (a->nr_gids) {
 		/* Supplementary groups (Linux 4.13+); on older kernels only
-		 * the primary group counts. */
-		gid_t groups[64];
+		 * the primary group counts.  More than fit here: ERANGE, with
+		 * the length they need (up to NGROUPS_MAX), read again. */
+		gid_t groups[64], *g = groups;
+		bool found = false;
 		l = sizeof(groups);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &l) == 0)
-			for (unsigned i = 0; i < l / sizeof(gid_t); i++)
-				if (in_list(a->gids, a->nr_gids, groups[i]))
-					return NULL;
+		int ret = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &l);
+		if (ret < 0 && errno == ERANGE && l > sizeof(groups) &&
+		    l <= NGROUPS_MAX * sizeof(gid_t) && (g = malloc(l)))
+			ret = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &l);
+		if (ret == 0)
+			for (unsigned i = 0; i < l / sizeof(gid_t) && !found; i++)
+				found = in_list(a->gids, a->nr_gids, g[i]);
+		if (g != groups)
+			free(g);
+		if (found)
+			return NULL;
+		if (ret < 0)
+			return "neither its uid nor its primary group is in allow_users/allow_groups "
+			       "(its supplementary groups cannot be read: SO_PEERGROUPS)";
 	}
 	return "neither its uid nor its groups are in allow_users/allow_groups";
 }

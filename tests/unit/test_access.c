@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "unit_netns.h"
@@ -119,6 +121,39 @@ START_TEST(unix_peer_refused_and_allowed)
 	ck_assert_int_eq(write(sv[0], "x", 1), 1);
 	close(sv[0]);
 	close(sv[1]);
+}
+END_TEST
+
+/* A member of many supplementary groups (more than 64) is allowed by the
+ * 90th: SO_PEERGROUPS is read whole.  It used to go into 64 entries; the
+ * kernel's ERANGE made only the primary group count, and the member was
+ * refused.  setgroups needs root: in a child of ours, whose groups these
+ * are, on a socketpair (its credentials are the creator's). */
+START_TEST(unix_peer_many_groups)
+{
+	pid_t pid = fork();
+	int st;
+
+	ck_assert_int_ge(pid, 0);
+	if (!pid) {
+		gid_t g[100];
+		int sv[2];
+		struct gw_access a = { .nr_gids = 1, .gids = { 50089 } };
+
+		for (unsigned i = 0; i < 100; i++)
+			g[i] = 50000 + i;
+		if (setgroups(100, g) < 0 || setgid(50200) < 0)
+			_exit(2);
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+			_exit(3);
+		if (gw_access_refused(&a, sv[0], "test", "pair"))
+			_exit(1);
+		a.gids[0] = 50100; /* not one of them: still refused */
+		_exit(gw_access_refused(&a, sv[0], "test", "pair") ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "child status %d (1: refused by its 90th group, 2: setgroups failed)", st);
 }
 END_TEST
 
@@ -240,6 +275,10 @@ int main(void)
 	tcase_add_test(tc, equality);
 	tcase_add_test(tc, unix_peer_refused_and_allowed);
 	tcase_add_test(tc, peer_local_loopback);
+	if (geteuid() == 0)
+		tcase_add_test(tc, unix_peer_many_groups);
+	else
+		printf("SKIP access/unix_peer_many_groups: setgroups needs root\n");
 	if (unit_netns_possible())
 		tcase_add_test(tc, peer_local_own_address);
 	else
