@@ -155,10 +155,30 @@ int nbd_tls_psk_parse_line(const char *line, char *id, size_t id_len, uint8_t *k
 	return 0;
 }
 
+/* What is left of a line longer than the buffer: true if there is some. */
+static bool line_rest(FILE *f, const char *line, bool drop)
+{
+	int ch;
+
+	if (strchr(line, '\n'))
+		return false;
+	ch = getc(f);
+	if (ch == EOF)
+		return false; /* the last line, without its newline */
+	while (drop && ch != '\n' && ch != EOF)
+		ch = getc(f);
+	if (!drop)
+		ungetc(ch, f);
+	return true;
+}
+
 static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errlen)
 {
 	FILE *f = fopen(file, "re");
-	char line[1024];
+	/* The file's keys pass through these and stdio's buffer (ours, so
+	 * that it can be cleansed too). */
+	char line[1024], iobuf[4096];
+	struct psk_entry e = { 0 };
 	unsigned lineno = 0;
 	int ret = 0;
 
@@ -166,14 +186,25 @@ static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errl
 		snprintf(err, errlen, "%s: %s", file, strerror(errno));
 		return -errno;
 	}
+	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
 	while (fgets(line, sizeof(line), f)) {
-		struct psk_entry e = { 0 };
 		char id[256];
 		const char *why;
 
 		lineno++;
-		if (line[0] == '\n' || line[0] == '#' || line[0] == 0)
+		if (line[0] == '#') {
+			line_rest(f, line, true);
 			continue;
+		}
+		if (line[0] == '\n' || line[0] == 0 || (line[0] == '\r' && (line[1] == '\n' || !line[1])))
+			continue;
+		if (line_rest(f, line, false)) {
+			snprintf(err, errlen, "%s:%u: line longer than %zu characters", file, lineno,
+				 sizeof(line) - 2);
+			ret = -EINVAL;
+			break;
+		}
+		e = (struct psk_entry){ 0 };
 		if (nbd_tls_psk_parse_line(line, id, sizeof(id), e.key, &e.key_len, &why) < 0) {
 			snprintf(err, errlen, "%s:%u: %s", file, lineno, why);
 			ret = -EINVAL;
@@ -191,6 +222,9 @@ static int load_psk(struct tls_keys *t, const char *file, char *err, size_t errl
 		t->psk[t->nr_psk++] = e;
 	}
 	fclose(f);
+	OPENSSL_cleanse(line, sizeof(line));
+	OPENSSL_cleanse(iobuf, sizeof(iobuf));
+	OPENSSL_cleanse(&e, sizeof(e));
 	if (!ret && !t->nr_psk) {
 		snprintf(err, errlen, "%s: no IDENTITY:HEXKEY line", file);
 		ret = -EINVAL;
@@ -283,16 +317,21 @@ bad:
 static int digest_file(EVP_MD_CTX *md, const char *path, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "re");
+	/* Keys pass through both: cleansed after. */
 	unsigned char buf[4096];
+	char iobuf[4096];
 	size_t n;
 
 	if (!f) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
+	setvbuf(f, iobuf, _IOFBF, sizeof(iobuf));
 	while ((n = fread(buf, 1, sizeof(buf), f)))
 		EVP_DigestUpdate(md, buf, n);
 	fclose(f);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	OPENSSL_cleanse(iobuf, sizeof(iobuf));
 	return 0;
 }
 

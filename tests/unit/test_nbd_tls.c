@@ -53,16 +53,21 @@ END_TEST
 
 static char dir[] = "/tmp/test_nbd_tls.XXXXXX";
 
-static void write_file(const char *name, const char *text)
+static void write_in(const char *d, const char *name, const char *text)
 {
 	char p[256];
 	FILE *f;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	snprintf(p, sizeof(p), "%s/%s", d, name);
 	f = fopen(p, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs(text, f);
 	fclose(f);
+}
+
+static void write_file(const char *name, const char *text)
+{
+	write_in(dir, name, text);
 }
 
 START_TEST(psk_file_errors)
@@ -103,6 +108,46 @@ START_TEST(psk_file_errors)
 	ck_assert_ptr_null(t);
 	ck_assert_int_eq(nbd_tls_mode(NULL), NBD_TLS_OFF);
 	snprintf(p, sizeof(p), "rm -rf %s", dir);
+	ck_assert_int_eq(system(p), 0);
+}
+END_TEST
+
+/* Files written on Windows (CRLF) have blank lines of "\r\n": skipped as
+ * "\n" is.  A comment longer than the line buffer is one line: the error
+ * after it names the right line.  Both used to fail at line 2 ("expected
+ * IDENTITY:HEXKEY": the CR, the comment's tail). */
+START_TEST(psk_file_crlf_long_comment)
+{
+	struct nbd_tls *t = NULL;
+	char tdir[] = "/tmp/test_nbd_tls_psk.XXXXXX";
+	char err[512], p[256], text[4096];
+	int n;
+
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	snprintf(p, sizeof(p), "%s/crlf.psk", tdir);
+	snprintf(text, sizeof(text), "# keys\r\n\r\nalice:%s\r\n\r\n", K32);
+	write_in(tdir, "crlf.psk", text);
+	struct nbd_tls_opts o = { .mode = NBD_TLS_REQUIRE, .psk_file = p };
+	ck_assert_msg(nbd_tls_new(&o, &t, err, sizeof(err)) == 0, "%s", err);
+	nbd_tls_free(t);
+
+	n = snprintf(text, sizeof(text), "# ");
+	memset(text + n, 'c', 1500);
+	snprintf(text + n + 1500, sizeof(text) - n - 1500, "\nalice:%s\nbob:12\n", K32);
+	write_in(tdir, "long.psk", text);
+	snprintf(p, sizeof(p), "%s/long.psk", tdir);
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "long.psk:3: the key is shorter"), "%s", err);
+
+	/* A key line that long is an error of its own line. */
+	n = snprintf(text, sizeof(text), "alice:%s\nbob:", K32);
+	memset(text + n, '0', 1500);
+	snprintf(text + n + 1500, sizeof(text) - n - 1500, "\n");
+	write_in(tdir, "longkey.psk", text);
+	snprintf(p, sizeof(p), "%s/longkey.psk", tdir);
+	ck_assert_int_eq(nbd_tls_new(&o, &t, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "longkey.psk:2: "), "%s", err);
+	snprintf(p, sizeof(p), "rm -rf %s", tdir);
 	ck_assert_int_eq(system(p), 0);
 }
 END_TEST
@@ -402,6 +447,7 @@ static Suite *suite(void)
 
 	tcase_add_test(tc, psk_line);
 	tcase_add_test(tc, psk_file_errors);
+	tcase_add_test(tc, psk_file_crlf_long_comment);
 	tcase_add_test(tc, x509_missing);
 	tcase_add_test(tc, mode_names);
 	tcase_add_test(tc, reload_sees_tls_change);
