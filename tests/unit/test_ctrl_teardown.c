@@ -11,6 +11,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -253,6 +254,31 @@ static bool mailbox_empty(struct reactor *r)
 	return e;
 }
 
+/* R2 held in a message until the test lets it go: its I/O queue cannot
+ * connect (and post its result) before reactor 0 is at that step, however
+ * the threads are scheduled. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static bool hold_go;
+static struct reactor_msg hold_msg;
+
+static void r2_hold(struct reactor_msg *m)
+{
+	(void)m;
+	pthread_mutex_lock(&hold_mu);
+	while (!hold_go)
+		pthread_cond_wait(&hold_cv, &hold_mu);
+	pthread_mutex_unlock(&hold_mu);
+}
+
+static void r2_release(void)
+{
+	pthread_mutex_lock(&hold_mu);
+	hold_go = true;
+	pthread_cond_signal(&hold_cv);
+	pthread_mutex_unlock(&hold_mu);
+}
+
 START_TEST(shutdown_with_connect_result_queued_two_reactors)
 {
 	struct reactor *io_r[1] = { &R2 };
@@ -260,12 +286,16 @@ START_TEST(shutdown_with_connect_result_queued_two_reactors)
 
 	ck_assert_int_eq(reactor_init(&R2, 1, 64), 0);
 	ck_assert_int_eq(reactor_start_thread(&R2), 0);
+	hold_go = false;
+	hold_msg.fn = r2_hold;
+	reactor_send_msg(&R2, &hold_msg);
 	opts_fill(&o, 1);
 	ck_assert_int_eq(nvmf_ctrl_connect(&C, &o, &R, io_r, on_ready), 0);
 	uint64_t end = reactor_now_ns() + (uint64_t)GUARD_MS * NSEC_PER_MSEC;
 	while (C.step != INIT_IO_QUEUES && !ready_calls && reactor_now_ns() < end)
 		reactor_poll(&R, NSEC_PER_MSEC / 10);
 	ck_assert_int_eq(C.step, INIT_IO_QUEUES);
+	r2_release();
 	/* Only the I/O queue's thread posts to R from here. */
 	while (mailbox_empty(&R) && reactor_now_ns() < end)
 		usleep(1000);
