@@ -71,10 +71,30 @@ struct nvmf_ns *nvmf_ctrl_find_ns(struct nvmf_ctrl *c, uint32_t nsid)
 
 struct abort_msg {
 	struct reactor_msg m;
+	struct list_node link; /* on c->abort_wait */
 	struct nvmf_ctrl *c;
 	unsigned resets; /* the incarnation the command belonged to */
 	uint16_t sqid, cid;
 };
+
+static void abort_send(struct abort_msg *a);
+
+/* The controller takes ACL + 1 Aborts at a time (Identify ACL, 0's based;
+ * more are failed with Abort Command Limit Exceeded).  Those beyond wait
+ * here for one to complete; a command whose Abort waits too long is
+ * still bounded by its queue's grace timer, which resets the controller. */
+static unsigned abort_limit(const struct nvmf_ctrl *c)
+{
+	return c->id ? c->id->acl + 1u : 1u;
+}
+
+static void abort_next(struct nvmf_ctrl *c)
+{
+	struct list_node *n;
+
+	while (c->nr_aborts < abort_limit(c) && (n = list_pop(&c->abort_wait)))
+		abort_send(container_of(n, struct abort_msg, link));
+}
 
 static void abort_done(struct nvmf_req *req, int err)
 {
@@ -85,6 +105,9 @@ static void abort_done(struct nvmf_req *req, int err)
 	char why[160], sbuf[96];
 
 	nvmf_req_put(req);
+	c->nr_aborts--;
+	/* Not live any more: the waiting ones are stale and freed here. */
+	abort_next(c);
 	if (err || c->state != NVMF_CTRL_LIVE)
 		return;
 	if (!st && !not_aborted) {
@@ -97,9 +120,8 @@ static void abort_done(struct nvmf_req *req, int err)
 	nvmf_ctrl_reset(c, -ETIMEDOUT, why);
 }
 
-static void abort_start(struct reactor_msg *m)
+static void abort_send(struct abort_msg *a)
 {
-	struct abort_msg *a = container_of(m, struct abort_msg, m);
 	struct nvmf_ctrl *c = a->c;
 	struct nvmf_req *req;
 
@@ -108,12 +130,26 @@ static void abort_start(struct reactor_msg *m)
 			req->sqe.opcode = NVME_ADMIN_ABORT;
 			req->sqe.cdw10 = a->sqid | ((uint32_t)a->cid << 16);
 			req->done = abort_done;
+			c->nr_aborts++;
 			nvmf_req_submit(req);
 		} else {
 			nvmf_ctrl_reset(c, -ETIMEDOUT, "an I/O command timed out (no admin slot to abort it)");
 		}
 	}
 	free(a);
+}
+
+static void abort_start(struct reactor_msg *m)
+{
+	struct abort_msg *a = container_of(m, struct abort_msg, m);
+	struct nvmf_ctrl *c = a->c;
+
+	if (c->nr_aborts >= abort_limit(c) && c->state == NVMF_CTRL_LIVE &&
+	    c->resets == a->resets) {
+		list_add_tail(&c->abort_wait, &a->link);
+		return;
+	}
+	abort_send(a);
 }
 
 void nvmf_ctrl_abort(struct nvmf_ctrl *c, uint16_t sqid, uint16_t cid)
@@ -416,6 +452,7 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 	c->state = NVMF_CTRL_NEW;
 	reactor_timer_init(&c->step_timer, ctrl_step_timeout);
 	reactor_timer_init(&c->kato_timer, kato_tick);
+	list_init(&c->abort_wait);
 	ctrl_ns_change_init(c);
 	c->id = aligned_alloc(4096, sizeof(*c->id));
 	c->admin_buf = aligned_alloc(4096, 4096);
@@ -760,6 +797,9 @@ void nvmf_ctrl_free(struct nvmf_ctrl *c)
 	reactor_timer_cancel(&c->step_timer);
 	reactor_timer_cancel(&c->kato_timer);
 	release_queues(c);
+	/* Left only if the admin queue never completed the Abort before. */
+	for (struct list_node *n; c->abort_wait.next && (n = list_pop(&c->abort_wait));)
+		free(container_of(n, struct abort_msg, link));
 	free(c->id);
 	free(c->admin_buf);
 	free(c->ns_list);

@@ -182,6 +182,10 @@ struct nvmf_ctrl {
 	unsigned ana_regroups;
 	unsigned kato_missed;
 	unsigned resets; /* times this controller was reset */
+	/* Aborts sent and not completed; those over the controller's limit
+	 * (ACL) wait on abort_wait (ctrl.c). */
+	unsigned nr_aborts;
+	struct list_node abort_wait;
 };
 
 /* Start connecting; cb(ctrl, 0) when LIVE with all I/O queues, or

@@ -67,53 +67,56 @@ bool nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s)
 
 static void queue_wake(struct reactor_msg *m);
 
-/* One timer per queue, not per command: requests are in flight in submit
- * order, so the head of the list is the one to expire first. */
+/* One timer per queue, not per command, armed for the earliest deadline.
+ * Every request expired at a fire is handled at that fire: with one at a
+ * time, K stuck commands had their Aborts go out a grace period apart.
+ * Requests are in flight in submit order, so past the first that has
+ * neither expired nor been aborted none has. */
 static void io_timer_fire(struct reactor_timer *t)
 {
 	struct nvmf_queue *q = container_of(t, struct nvmf_queue, io_timer);
 	uint64_t now = reactor_now_ns(), tmo = (uint64_t)q->io_timeout_ms * NSEC_PER_MSEC;
-	struct nvmf_req *req;
-
-	if (list_empty(&q->in_flight) || q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
-		return;
-	req = NULL;
-	for (struct list_node *n = q->in_flight.next; n != &q->in_flight; n = n->next) {
-		struct nvmf_req *r = container_of(n, struct nvmf_req, link);
-		if (!r->no_timeout) {
-			req = r;
-			break;
-		}
-	}
-	if (!req)
-		return; /* re-armed by the next submit */
 	/* An I/O command that times out is aborted first (the Linux host
 	 * resets at once; an Abort keeps the other commands going when the
 	 * controller can do it); if it is still there a grace period later,
 	 * the connection is closed and the controller reset. */
 	uint64_t grace = tmo < 5 * NSEC_PER_SEC ? tmo : 5 * NSEC_PER_SEC;
-	char st[200] = "";
-	if (now - req->submit_ns >= tmo && q->ops->req_state)
-		q->ops->req_state(q, req, st, sizeof(st));
-	if (now - req->submit_ns >= tmo && q->qid && q->ctrl && !req->abort_sent) {
-		req->abort_sent = true;
-		log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s; aborting it",
-			 q->name, req->cid, req->sqe.opcode, q->io_timeout_ms, *st ? " (" : "", st,
-			 *st ? ")" : "");
-		nvmf_ctrl_abort(q->ctrl, q->qid, req->cid);
-		reactor_timer_arm(q->r, &q->io_timer, grace);
+	uint64_t next = UINT64_MAX;
+
+	if (list_empty(&q->in_flight) || q->state == NVMF_Q_DRAINING || q->state == NVMF_Q_DEAD)
 		return;
-	}
-	if (req->abort_sent)
-		tmo += grace;
-	if (now - req->submit_ns >= tmo) {
+	for (struct list_node *n = q->in_flight.next; n != &q->in_flight; n = n->next) {
+		struct nvmf_req *req = container_of(n, struct nvmf_req, link);
+		uint64_t due = req->submit_ns + tmo + (req->abort_sent ? grace : 0);
+		char st[200] = "";
+
+		if (req->no_timeout)
+			continue;
+		if (now < due) {
+			next = due < next ? due : next;
+			if (!req->abort_sent)
+				break;
+			continue;
+		}
+		if (q->ops->req_state)
+			q->ops->req_state(q, req, st, sizeof(st));
+		if (q->qid && q->ctrl && !req->abort_sent) {
+			req->abort_sent = true;
+			log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s; aborting it",
+				 q->name, req->cid, req->sqe.opcode, q->io_timeout_ms, *st ? " (" : "",
+				 st, *st ? ")" : "");
+			nvmf_ctrl_abort(q->ctrl, q->qid, req->cid);
+			next = due + grace < next ? due + grace : next;
+			continue;
+		}
 		nvmf_queue_transport_error(q, -ETIMEDOUT,
 					   "CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s",
 					   req->cid, req->sqe.opcode, q->io_timeout_ms,
 					   *st ? " (" : "", st, *st ? ")" : "");
 		return;
 	}
-	reactor_timer_arm(q->r, &q->io_timer, req->submit_ns + tmo - now);
+	if (next != UINT64_MAX) /* else re-armed by the next submit */
+		reactor_timer_arm(q->r, &q->io_timer, next - now);
 }
 
 int nvmf_queue_init(struct nvmf_queue *q, struct nvmf_ctrl *ctrl, struct reactor *r,

@@ -298,6 +298,13 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.dsm_noop = !strcmp(w[1], "on");
 		return 0;
 	}
+	if (!strcmp(w[0], "abort-honour") && nw == 2 &&
+	    (!strcmp(w[1], "on") || !strcmp(w[1], "off"))) {
+		T.f.abort_honour = !strcmp(w[1], "on");
+		log_notice("fault: Abort %s", T.f.abort_honour ? "honoured for delayed commands"
+							       : "never honoured");
+		return 0;
+	}
 	if (!strcmp(w[0], "lose-cache") && nw == 1) {
 		nvme_lose_cache();
 		T.f.nr_injected++;
@@ -313,18 +320,22 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.corrupt_hdgst = T.f.corrupt_ddgst = false;
 		T.f.malformed = BAD_NONE;
 		T.f.dsm_noop = false;
+		T.f.abort_honour = false;
 		return 0;
 	}
 	if (!strcmp(w[0], "stats") && nw == 1) {
 		unsigned conns = (unsigned)list_len(&T.conns), ctrls = (unsigned)list_len(&T.ctrls);
 		size_t o = (size_t)snprintf(reply, len,
 					    "ok conns=%u ctrls=%u connections=%llu commands=%llu "
-					    "injected=%llu wz_deac=%llu wz_nodeac=%llu",
+					    "injected=%llu wz_deac=%llu wz_nodeac=%llu "
+					    "abort_cmds=%llu aborted=%llu",
 					    conns, ctrls, (unsigned long long)T.nr_conns_total,
 					    (unsigned long long)T.nr_cmds_total,
 					    (unsigned long long)T.f.nr_injected,
 					    (unsigned long long)T.f.nr_wz_deac,
-					    (unsigned long long)T.f.nr_wz_nodeac);
+					    (unsigned long long)T.f.nr_wz_nodeac,
+					    (unsigned long long)T.f.nr_abort_cmds,
+					    (unsigned long long)T.f.nr_aborted);
 		/* Per port: which path carried the I/O. */
 		for (unsigned i = 0; i < T.nr_ports && o < len; i++)
 			o += (size_t)snprintf(reply + o, len - o, " port%u_io=%llu", i + 1,

@@ -430,7 +430,8 @@ static void usage(FILE *out)
 		"  arrived, as a controller still working on it after its host gave up),\n"
 		"  ana-after-pieces NQN NSID STATE\n"
 		"  [PORT] (one shot, no event: after a read on PORT of the ANA log at an offset\n"
-		"  reaching its end)\n");
+		"  reaching its end), abort-honour on|off (an Abort of a command waiting for\n"
+		"  its delayed completion completes it with Command Abort Requested)\n");
 }
 
 int main(int argc, char **argv)
@@ -468,6 +469,7 @@ int main(int argc, char **argv)
 		{ "status", required_argument, 0, O_FAULT },
 		{ "corrupt", required_argument, 0, O_FAULT },
 		{ "malformed", required_argument, 0, O_FAULT },
+		{ "abort-honour", required_argument, 0, O_FAULT },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};

@@ -934,6 +934,38 @@ bad:
 	nvme_complete(cmd, SC_INVALID_FIELD | ST_DNR, 0);
 }
 
+/* The abort-honour knob: a command of ctrl's I/O queue still waiting for
+ * its delayed completion completes now with Command Abort Requested, as
+ * SPDK does for a queued command; anything else is not aborted (as Linux's
+ * target always answers). */
+static bool abort_victim(struct tgt_ctrl *ctrl, uint32_t cdw10)
+{
+	uint16_t sqid = (uint16_t)cdw10, cid = (uint16_t)(cdw10 >> 16);
+
+	if (!T.f.abort_honour || !sqid)
+		return false;
+	for (struct list_node *n = T.conns.next; n != &T.conns; n = n->next) {
+		struct tgt_conn *c = container_of(n, struct tgt_conn, link);
+		if (c->ctrl != ctrl || c->qid != sqid || c->closing)
+			continue;
+		for (unsigned i = 0; i < c->nr_cmds; i++) {
+			struct tgt_cmd *v = &c->cmds[i];
+			if (v->state != CMD_DELAYED || v->exec_pending || v->sqe.cid != cid)
+				continue;
+			list_del(&v->link);
+			v->cqe.result.u64 = 0;
+			v->cqe.status = (uint16_t)(0x07 << 1);
+			if (!v->h2c)
+				v->data_len = 0;
+			T.f.nr_aborted++;
+			log_notice("fault: q%u CID 0x%04x aborted (abort-honour)", sqid, cid);
+			cmd_send_completion(v);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void admin_cmd(struct tgt_cmd *cmd)
 {
 	struct tgt_ctrl *ctrl = cmd->conn->ctrl;
@@ -989,7 +1021,8 @@ static void admin_cmd(struct tgt_cmd *cmd)
 		aen_deliver(ctrl);
 		return;
 	case NVME_ADMIN_ABORT:
-		nvme_complete(cmd, 0, 1); /* not aborted */
+		T.f.nr_abort_cmds++;
+		nvme_complete(cmd, 0, abort_victim(ctrl, cmd->sqe.cdw10) ? 0 : 1);
 		return;
 	}
 	nvme_complete(cmd, SC_INVALID_OPCODE | ST_DNR, 0);

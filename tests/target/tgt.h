@@ -280,6 +280,10 @@ struct tgt_faults {
 	bool dsm_noop;
 	uint64_t nr_wz_deac, nr_wz_nodeac; /* Write Zeroes by DEAC (stats) */
 	int malformed; /* enum malformed_kind, 0: none */
+	/* Abort of a command waiting for its delayed completion completes
+	 * it with Command Abort Requested (abort-honour on). */
+	bool abort_honour;
+	uint64_t nr_abort_cmds, nr_aborted; /* Aborts received, honoured */
 	uint64_t rng;
 	uint64_t nr_injected;
 };
