@@ -679,55 +679,79 @@ void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 
 /* ---- orderly shutdown: I/O queues, CC.SHN, admin queue ---- */
 
-static void shn_poll(struct nvmf_ctrl *c);
-
+/* The shutdown's commands (the CC.SHN Property Set, then CSTS polls) are
+ * one at a time, c->poll_req the one in flight.  The step timer is the
+ * poll tick between two of them and, while one is in flight, the 5 s
+ * deadline: an unanswered command used to wait the admin io_timeout (up
+ * to an hour), keep-alive already stopped. */
 static void shn_cmd_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_ctrl *c = req->ctx;
 	uint32_t csts = req->cqe.result.dw0;
 	uint16_t st = (uint16_t)(req->cqe.status >> 1);
 	bool was_set = ((struct nvmf_property_cmd *)&req->sqe)->fctype == NVMF_FCTYPE_PROPERTY_SET;
+	bool mine = req == c->poll_req;
 
 	nvmf_req_put(req);
+	if (!mine)
+		return; /* completed by the teardown its deadline started */
+	c->poll_req = NULL;
 	if (err || st) {
 		ctrl_log(WARN, c, "shutdown notification failed; closing anyway");
+		reactor_timer_cancel(&c->step_timer);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
 	if (!was_set && (csts & NVME_CSTS_SHST_MASK) == NVME_CSTS_SHST_CMPLT) {
 		ctrl_log(INFO, c, "shutdown complete");
+		reactor_timer_cancel(&c->step_timer);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
-	if (reactor_now_ns() >= c->deadline_ns) {
+	uint64_t now = reactor_now_ns();
+	if (now >= c->deadline_ns) {
+		ctrl_log(WARN, c, "shutdown not complete after %u ms; closing anyway",
+			 SHUTDOWN_TIMEOUT_MS);
+		reactor_timer_cancel(&c->step_timer);
+		ctrl_teardown(c, c->shutdown_cb);
+		return;
+	}
+	uint64_t left = c->deadline_ns - now;
+	reactor_timer_arm(c->r, &c->step_timer, left < 10 * NSEC_PER_MSEC ? left : 10 * NSEC_PER_MSEC);
+}
+
+static void shn_submit(struct nvmf_ctrl *c, struct nvmf_req *req)
+{
+	uint64_t now = reactor_now_ns();
+
+	req->done = shn_cmd_done;
+	c->poll_req = req;
+	reactor_timer_arm(c->r, &c->step_timer, c->deadline_ns > now ? c->deadline_ns - now : 0);
+	nvmf_req_submit(req);
+}
+
+static void shn_timer(struct reactor_timer *t)
+{
+	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
+	struct nvmf_req *req;
+
+	if (c->poll_req || reactor_now_ns() >= c->deadline_ns) {
+		/* Its late completion, if any, is the teardown's. */
+		c->poll_req = NULL;
 		ctrl_log(WARN, c, "shutdown not complete after %u ms; closing anyway",
 			 SHUTDOWN_TIMEOUT_MS);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
-	shn_poll(c);
-}
-
-static void shn_poll_timer(struct reactor_timer *t)
-{
-	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
-	struct nvmf_req *req = nvmf_admin_req(c);
-
+	req = nvmf_admin_req(c);
 	if (!req || c->adminq.state != NVMF_Q_LIVE) {
 		if (req)
 			nvmf_req_put(req);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
-	req->done = shn_cmd_done;
 	ctrl_prep_property_get(req, NVME_REG_CSTS, false);
-	nvmf_req_submit(req);
-}
-
-static void shn_poll(struct nvmf_ctrl *c)
-{
-	reactor_timer_init(&c->step_timer, shn_poll_timer);
-	reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);
+	shn_submit(c, req);
 }
 
 /* The I/O queues are closed: tell the controller it is shutting down. */
@@ -740,9 +764,10 @@ static void shn_start(struct nvmf_ctrl *c)
 		return;
 	}
 	c->deadline_ns = reactor_now_ns() + SHUTDOWN_TIMEOUT_MS * NSEC_PER_MSEC;
-	req->done = shn_cmd_done;
+	reactor_timer_cancel(&c->step_timer);
+	reactor_timer_init(&c->step_timer, shn_timer);
 	ctrl_prep_property_set(req, NVME_REG_CC, (c->cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);
-	nvmf_req_submit(req);
+	shn_submit(c, req);
 }
 
 void nvmf_ctrl_shutdown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)

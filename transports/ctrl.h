@@ -131,7 +131,7 @@ struct nvmf_ctrl {
 	nvmf_ctrl_cb shutdown_cb;
 	bool teardown_running; /* queues closing; shutdown_cb runs at the end */
 	void (*ioq_close_then)(struct nvmf_ctrl *ctrl);
-	struct nvmf_req *poll_req;
+	struct nvmf_req *poll_req; /* the shutdown's or CSTS.RDY wait's command in flight */
 	/* Recovery (set by the owner before connecting).  With lost_cb set a
 	 * live controller that fails goes to RESETTING, closes every queue
 	 * (their in-flight commands complete with the transport error) and
