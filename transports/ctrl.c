@@ -176,6 +176,7 @@ static void kato_done(struct nvmf_req *req, int err)
 
 	nvmf_req_put(req);
 	c->kato_outstanding = false;
+	c->poll_req = NULL;
 	c->kato_missed = 0;
 	if (!err && st)
 		ctrl_log(WARN, c, "keep-alive failed: %s",

@@ -42,7 +42,8 @@ void ctrl_step_timeout(struct reactor_timer *t)
 {
 	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
 
-	if (c->step == INIT_WAIT_RDY && reactor_now_ns() < c->deadline_ns) {
+	/* The poll tick, or CAP.TO passed (a poll in flight: unanswered). */
+	if (c->step == INIT_WAIT_RDY && !c->poll_req && reactor_now_ns() < c->deadline_ns) {
 		ctrl_init_next(c); /* poll CSTS again */
 		return;
 	}
@@ -238,6 +239,8 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	uint16_t st = (uint16_t)(cqe.status >> 1);
 	char sbuf[96];
 
+	if (req == c->poll_req)
+		c->poll_req = NULL;
 	nvmf_req_put(req);
 	if (c->state != NVMF_CTRL_CONNECTING)
 		return;
@@ -421,9 +424,17 @@ void ctrl_init_next(struct nvmf_ctrl *c)
 			NVME_CC_IOCQES;
 		ctrl_prep_property_set(req, NVME_REG_CC, c->cc);
 		break;
-	case INIT_WAIT_RDY:
+	case INIT_WAIT_RDY: {
+		/* Bounded by CAP.TO, not by the admin io_timeout: between
+		 * polls the step timer is the poll tick, so it is armed for
+		 * what is left while one is in flight. */
+		uint64_t now = reactor_now_ns();
 		ctrl_prep_property_get(req, NVME_REG_CSTS, false);
+		c->poll_req = req;
+		reactor_timer_arm(c->r, &c->step_timer,
+				  c->deadline_ns > now ? c->deadline_ns - now : 0);
 		break;
+	}
 	case INIT_IDENTIFY_CTRL:
 		ctrl_prep_identify(req, NVME_ID_CNS_CTRL, 0, c->id);
 		break;

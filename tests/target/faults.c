@@ -305,6 +305,13 @@ int faults_command(char *line, char *reply, size_t len)
 							       : "never honoured");
 		return 0;
 	}
+	if (!strcmp(w[0], "rdy-stall") && nw == 2 &&
+	    (!strcmp(w[1], "on") || !strcmp(w[1], "off"))) {
+		T.f.rdy_stall = !strcmp(w[1], "on");
+		log_notice("fault: CSTS after CC.EN %s", T.f.rdy_stall ? "not ready once, then unanswered"
+								: "answered");
+		return 0;
+	}
 	if (!strcmp(w[0], "lose-cache") && nw == 1) {
 		nvme_lose_cache();
 		T.f.nr_injected++;
@@ -321,6 +328,7 @@ int faults_command(char *line, char *reply, size_t len)
 		T.f.malformed = BAD_NONE;
 		T.f.dsm_noop = false;
 		T.f.abort_honour = false;
+		T.f.rdy_stall = false;
 		return 0;
 	}
 	if (!strcmp(w[0], "stats") && nw == 1) {

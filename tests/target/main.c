@@ -431,7 +431,9 @@ static void usage(FILE *out)
 		"  ana-after-pieces NQN NSID STATE\n"
 		"  [PORT] (one shot, no event: after a read on PORT of the ANA log at an offset\n"
 		"  reaching its end), abort-honour on|off (an Abort of a command waiting for\n"
-		"  its delayed completion completes it with Command Abort Requested)\n");
+		"  its delayed completion completes it with Command Abort Requested),\n"
+		"  rdy-stall on|off (after CC.EN the first CSTS read says not ready, later\n"
+		"  ones are never answered)\n");
 }
 
 int main(int argc, char **argv)
@@ -470,6 +472,7 @@ int main(int argc, char **argv)
 		{ "corrupt", required_argument, 0, O_FAULT },
 		{ "malformed", required_argument, 0, O_FAULT },
 		{ "abort-honour", required_argument, 0, O_FAULT },
+		{ "rdy-stall", required_argument, 0, O_FAULT },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};

@@ -473,6 +473,15 @@ static void fabrics_cmd(struct tgt_cmd *cmd)
 			break;
 		case NVME_REG_CSTS:
 			v = ctrl->csts;
+			if (T.f.rdy_stall && (ctrl->cc & NVME_CC_EN) &&
+			    ctrl->csts_reads_enabled++ > 0) {
+				log_notice("fault: CSTS read %u after CC.EN not answered (rdy-stall)",
+					   ctrl->csts_reads_enabled);
+				cmd->state = CMD_HELD;
+				return;
+			}
+			if (T.f.rdy_stall && (ctrl->cc & NVME_CC_EN))
+				v &= ~(uint64_t)NVME_CSTS_RDY;
 			break;
 		default:
 			goto bad;

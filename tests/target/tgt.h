@@ -127,6 +127,7 @@ struct tgt_ctrl {
 	uint8_t hostid[16];
 	uint32_t kato_ms;
 	uint64_t kato_deadline_ns; /* 0: keep-alive off */
+	unsigned csts_reads_enabled; /* CSTS reads since CC.EN (the rdy-stall knob) */
 	uint32_t cc, csts;
 	uint16_t nr_ioq; /* granted by Set Features Number of Queues */
 	uint32_t aec; /* Asynchronous Event Configuration */
@@ -283,6 +284,9 @@ struct tgt_faults {
 	/* Abort of a command waiting for its delayed completion completes
 	 * it with Command Abort Requested (abort-honour on). */
 	bool abort_honour;
+	/* rdy-stall on: after CC.EN the first CSTS read answers "not ready"
+	 * and later ones are never answered. */
+	bool rdy_stall;
 	uint64_t nr_abort_cmds, nr_aborted; /* Aborts received, honoured */
 	uint64_t rng;
 	uint64_t nr_injected;

@@ -1,7 +1,8 @@
-/* Timed-out I/O commands against the in-tree test target (build/
- * nvmf-test-target on loopback, started per test case) that honours
- * Abort: every command that times out at the same moment has its Abort
- * sent at that moment, not one per grace period. */
+/* Commands that get no answer, against the in-tree test target (build/
+ * nvmf-test-target on loopback, started per test case): timed-out I/O
+ * commands on a target that honours Abort all have their Abort sent at
+ * the moment they time out, not one per grace period; an unanswered
+ * CSTS poll at bring-up ends at CAP.TO, not at io_timeout. */
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
@@ -249,6 +250,32 @@ START_TEST(stuck_reads_aborted_together)
 }
 END_TEST
 
+/* ---- the CSTS.RDY wait: a poll never answered ---- */
+
+START_TEST(rdy_poll_unanswered)
+{
+	const char *const faults[] = { "--rdy-stall", "on", NULL };
+	struct nvmf_ctrl_opts o;
+
+	target_start(faults);
+	opts_fill(&o, 1);
+	o.io_timeout_ms = 60000; /* what an unanswered poll used to wait */
+	/* Longer than CAP.TO: no keep-alive goes out before the bring-up
+	 * ends, and the target counts from the Connect. */
+	o.kato_ms = 30000;
+	uint64_t t0 = reactor_now_ns();
+	ck_assert_int_eq(nvmf_ctrl_connect(&C, &o, &R, NULL, on_ready), 0);
+	/* The target's CAP.TO is 7.5 s; 20 s is a wide margin under 60. */
+	ck_assert_msg(poll_until(&ready_calls, 20000),
+		      "bring-up still waiting 20 s after it started (CAP.TO 7.5 s, io_timeout 60 s)");
+	ck_assert_int_eq(ready_err, -ETIMEDOUT);
+	ck_assert_uint_ge((reactor_now_ns() - t0) / NSEC_PER_MSEC, 7000);
+	nvmf_ctrl_shutdown(&C, on_done);
+	ck_assert(poll_until(&done_calls, GUARD_MS));
+	nvmf_ctrl_free(&C);
+}
+END_TEST
+
 static void setup(void)
 {
 	log_init();
@@ -271,6 +298,7 @@ static Suite *ctrl_abort_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, stuck_reads_aborted_together);
+	tcase_add_test(tc, rdy_poll_unanswered);
 	suite_add_tcase(s, tc);
 	return s;
 }
