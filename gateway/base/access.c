@@ -240,10 +240,13 @@ int gw_access_apply_file(const struct gw_access *a, const char *path, unsigned d
 {
 	unsigned mode = a && a->mode ? a->mode : default_mode;
 
+	/* The mode first: once the file is another user's, changing it takes
+	 * CAP_FOWNER, which the shipped unit does not grant (CAP_CHOWN it
+	 * does). */
+	if (mode && chmod(path, mode) < 0)
+		return -errno;
 	if (a && (a->has_owner || a->has_group) &&
 	    chown(path, a->has_owner ? a->owner : (uid_t)-1, a->has_group ? a->group : (gid_t)-1) < 0)
-		return -errno;
-	if (mode && chmod(path, mode) < 0)
 		return -errno;
 	return 0;
 }

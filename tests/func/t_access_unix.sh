@@ -77,4 +77,14 @@ wait_for 10 '[ "$(as_nobody $probe "unix:$tmp/a.sock")" = served ]' ||
 	fail "nobody not served after the reload allowed it"
 [ "$(stat -c '%a %u %g' "$tmp/a.sock")" = "666 65534 65534" ] || fail "a.sock after reload"
 gw_stop
+
+# Without CAP_FOWNER, as under the shipped unit (CAP_CHOWN, not FOWNER):
+# the owner is given all the same, since the mode is set before the file
+# becomes nobody's (chmod of another user's file takes CAP_FOWNER).
+# Before, a.sock's export failed with "Operation not permitted".
+SOCKS="$tmp/a.sock $tmp/b.sock" gw_start run "$tmp/gw.conf" "setpriv --bounding-set=-fowner"
+[ "$(stat -c '%a %u %g' "$tmp/a.sock")" = "666 65534 65534" ] ||
+	fail "a.sock without CAP_FOWNER: $(stat -c '%a %u %g' "$tmp/a.sock")"
+[ "$($probe "unix:$tmp/a.sock")" = served ] || fail "root not served without CAP_FOWNER"
+gw_stop
 echo "unix access: OK"
