@@ -110,7 +110,8 @@ static bool reload_not_started(const struct gw_batch *b, const struct gw_exp *e)
 
 	for (size_t i = 0; i < b->nr_exps && !ours; i++)
 		ours = b->exps[i] == e;
-	return ours && !e->waiting && !e->removing && !gw_exp_running(e);
+	/* One whose namespace went during the reload is going, not failed. */
+	return ours && !e->waiting && !e->removing && !e->ns_gone_pending && !gw_exp_running(e);
 }
 
 static void reload_done(struct gw_batch *b)
