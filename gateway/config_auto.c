@@ -436,7 +436,7 @@ void cfg_check_auto(struct ctx *c, struct gw_config *cfg, const config_setting_t
 					  p->tls != GW_TLS_OFF, false, p->tls_key_file, &p->tls_key, NULL);
 		}
 		if (!p->nbd_connections)
-			p->nbd_connections = cfg->dflt_reactors;
+			p->nbd_connections = 1; /* as an export's (config_checks.c) */
 		if (p->nbd_iface < 0)
 			p->nbd_iface = cfg->dflt_nbd_interface;
 	}

@@ -227,8 +227,10 @@ static void check_export(struct ctx *c, struct gw_config *cfg,
 
 	if (!config_setting_is_group(el))
 		return;
+	/* One: the kernel's request timeout (nbd/kdev.h) waits with the
+	 * gateway on one connection only. */
 	if (!e->nbd.connections)
-		e->nbd.connections = cfg->dflt_reactors;
+		e->nbd.connections = 1;
 	if (e->nbd.iface < 0)
 		e->nbd.iface = cfg->dflt_nbd_interface;
 	e->has_nbd = nbd && config_setting_is_group(nbd);

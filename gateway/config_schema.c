@@ -530,7 +530,7 @@ static void export_init(struct ctx *c, void *elem)
 	struct gw_export *e = elem;
 
 	(void)c;
-	/* nbd.connections stays 0 until check_exports knows the reactors. */
+	/* nbd.connections stays 0 until check_exports gives it its default. */
 	e->nsid = 1;
 	e->nbd.device = GW_NBD_NONE;
 	e->nbd.iface = -1; /* gateway.nbd_interface unless set */

@@ -186,7 +186,7 @@ int nbd_kdev_msg_build(int family, const struct nbd_kdev_req *req, struct nl_msg
 	if (req->dead_conn_timeout_s &&
 	    nla_put_u64(msg, NBD_ATTR_DEAD_CONN_TIMEOUT, req->dead_conn_timeout_s) < 0)
 		goto full;
-	if (req->timeout_s && nla_put_u64(msg, NBD_ATTR_TIMEOUT, req->timeout_s) < 0)
+	if (req->set_timeout && nla_put_u64(msg, NBD_ATTR_TIMEOUT, req->timeout_s) < 0)
 		goto full;
 	if (req->backend && nla_put_string(msg, NBD_ATTR_BACKEND_IDENTIFIER, req->backend) < 0)
 		goto full;
@@ -815,9 +815,10 @@ struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t si
 		 * must outlive us for a restart to pick it up. */
 		.client_flags = 0,
 		.dead_conn_timeout_s = dead_conn_timeout_s,
-		/* Also at a reconfigure: a device attached by an older gateway
-		 * still has the kernel's 30 s. */
-		.timeout_s = NBD_KDEV_REQ_TIMEOUT_S,
+		/* nbd/kdev.h: none with one connection, said outright (also at a
+		 * reconfigure); the kernel's default with several. */
+		.timeout_s = 0,
+		.set_timeout = nr_fds == 1,
 		.backend = backend,
 		.fds = fds,
 		.nr_fds = nr_fds,
@@ -1043,6 +1044,12 @@ static void kdev_job_done(struct reactor_msg *m)
 	}
 	kdev_set_state(d, KDEV_ATTACHED);
 	d->kernel_size = d->job_size;
+	if (d->live > 1)
+		log_notice("nbd%d: %u connections: past the kernel's 30 s request timeout "
+			   "(a path lost that long) it closes a connection and resends its "
+			   "requests on another, which the gateway may still hold; one connection "
+			   "(nbd.connections = 1, the default) waits with the gateway",
+			   d->index, d->live);
 	if (d->iface == NBD_IFACE_IOCTL) {
 		log_notice("/dev/nbd%d attached: export '%s', %llu bytes, block %u, "
 			   "%u connection%s, flags 0x%llx, interface ioctl",

@@ -94,29 +94,32 @@ struct nbd_kdev_req {
 	uint64_t server_flags; /* CONNECT only */
 	uint64_t client_flags; /* CONNECT / RECONFIGURE */
 	uint64_t dead_conn_timeout_s; /* CONNECT / RECONFIGURE; 0: omitted */
-	uint64_t timeout_s; /* NBD_ATTR_TIMEOUT, the request timeout; 0: omitted */
+	uint64_t timeout_s; /* NBD_ATTR_TIMEOUT, the request timeout, if set_timeout */
+	bool set_timeout;
 	const char *backend; /* NULL: omitted */
 	const int *fds;
 	unsigned nr_fds;
 };
 
-/* The kernel's request timeout given to every device the gateway attaches
- * (netlink and ioctl), in seconds.  The gateway bounds each request itself
- * (README "Every I/O completes": up to ctrl_loss_tmo, 600 s by default, or
- * for ever when asked); the kernel's own timeout must never cut in first.
- * Past it the kernel marks the request's socket dead and sends the request
- * again on another connection (Linux nbd_xmit_timeout, with several
- * connections, or with one and a timeout set; before Linux 5.2 also with
- * one and none set), while the gateway may still hold the first: a write
- * could land twice, the older after a newer; and once every socket is dead
- * the device fails all I/O after dead_conn_timeout.  Without the attribute
- * the kernel uses the block layer's 30 s.  There is no "never" for several
- * connections, so this is as long as the kernel keeps (jiffies in 32 bits:
- * 2^31 / HZ 1000 s is 24.8 days). */
-#define NBD_KDEV_REQ_TIMEOUT_S 2000000u
+/* The kernel's request timeout (NBD_ATTR_TIMEOUT, NBD_SET_TIMEOUT).  With
+ * one connection it is set to 0, explicitly (the kernel keeps a device's
+ * last value across uses): a request the gateway holds is then only logged
+ * as stuck every 30 s, never resent, and once the gateway has restarted
+ * (a fresh socket, RECONFIGURE) the requests of the dead socket are sent
+ * again at their next 30 s tick (Linux nbd_xmit_timeout; kernels before
+ * about 5.2 shut the connection down instead, as they always did).  With
+ * several connections there is no such setting: past the timeout the
+ * kernel closes the request's socket and resends it on another while the
+ * gateway may still hold the first (a write could land twice, the older
+ * after a newer), and once all are closed the device fails its I/O after
+ * dead_conn_timeout; yet the same timeout is the only thing that resends
+ * the requests of a crashed gateway's sockets, so a long one would hold
+ * them that long.  Several connections keep the kernel's default (30 s),
+ * and the attach says so (README "Kernel NBD device"). */
 
 /* The CONNECT (reconfigure false) or RECONFIGURE with fresh sockets of an
- * attach. */
+ * attach: with the request timeout 0 when nr_fds is 1, without it
+ * otherwise. */
 struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t size,
 				       uint32_t block_size, uint64_t server_flags,
 				       unsigned dead_conn_timeout_s, const char *backend,

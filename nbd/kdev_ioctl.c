@@ -1,6 +1,5 @@
 /* /dev/nbdN through the ioctl interface; see kdev_ioctl.h. */
 #include "nbd/kdev_ioctl.h"
-#include "nbd/kdev.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -153,12 +152,10 @@ int kdev_ioctl_setup(struct kdev_doit *t, const char *sysblock, const char *dev_
 			   t->index, i, n, strerror(-r));
 		break;
 	}
-	/* As the netlink attach (nbd/kdev.h): the kernel's 30 s must not cut
-	 * in before the gateway's own bound. */
-	if (nbd_ioctl(t, NBD_SET_TIMEOUT, NBD_KDEV_REQ_TIMEOUT_S, "NBD_SET_TIMEOUT"))
-		log_warn("nbd%d: the kernel keeps its own request timeout: a request the "
-			 "gateway holds longer is sent again on another connection",
-			 t->index);
+	/* As the netlink attach (nbd/kdev.h): none with one connection, said
+	 * outright since the device keeps the last user's. */
+	if (*taken == 1)
+		nbd_ioctl(t, NBD_SET_TIMEOUT, 0, "NBD_SET_TIMEOUT");
 	return 0;
 }
 

@@ -106,7 +106,7 @@ START_TEST(load_and_build)
 	ck_assert_msg(load(text, &cfg, errs, sizeof(errs)) == 0, "%s", errs);
 	ck_assert_uint_eq(cfg->auto_export.nr, 2);
 	ck_assert_int_eq(cfg->auto_export.v[0].nbd_device, GW_NBD_AUTO);
-	ck_assert_int_eq(cfg->auto_export.v[0].nbd_connections, 2);
+	ck_assert_int_eq(cfg->auto_export.v[0].nbd_connections, 1);
 	ck_assert_uint_eq(cfg->auto_export.v[0].qos_bandwidth, 1 << 20);
 	ck_assert_int_eq(cfg->auto_export.v[1].line, 5);
 	/* First match wins: nsid 3 takes policy 0, the others policy 1. */

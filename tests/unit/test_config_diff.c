@@ -205,8 +205,8 @@ END_TEST
 
 START_TEST(restart_keys_keep_inheritors)
 {
-	/* The target's nr_io_queues and the export's nbd.connections come
-	 * from reactors, its nbd.interface from nbd_interface.  Loaded for a
+	/* The target's nr_io_queues comes from reactors, an export's
+	 * nbd.interface from nbd_interface.  Loaded for a
 	 * reload they are the running ones: nothing changes until the
 	 * restart that applies the keys. */
 	const char *objs =
