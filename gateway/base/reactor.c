@@ -133,11 +133,14 @@ static const unsigned needed_opcodes[] = {
 static int uring_setup(struct reactor *r, unsigned entries, unsigned flags)
 {
 	struct io_uring_params p;
+	int ret;
 
 	memset(&p, 0, sizeof(p));
 	p.flags = IORING_SETUP_CQSIZE | flags;
 	p.cq_entries = entries * 4;
-	return io_uring_queue_init_params(entries, &r->ring, &p);
+	ret = io_uring_queue_init_params(entries, &r->ring, &p);
+	r->cq_entries = p.cq_entries;
+	return ret;
 }
 
 /* 0 with the ring ready, or -errno with *why saying why not. */
@@ -242,6 +245,7 @@ static void backend_fini(struct reactor *r)
 #ifndef GW_NO_IO_URING
 	if (r->backend == REACTOR_IO_URING) {
 		io_uring_queue_exit(&r->ring);
+		free(r->backlog);
 		return;
 	}
 #endif
@@ -296,24 +300,114 @@ void reactor_fini(struct reactor *r)
 	pthread_mutex_destroy(&r->mbox_lock);
 }
 
+void reactor_test_fail_submits(struct reactor *r, unsigned n)
+{
 #ifndef GW_NO_IO_URING
-/* An SQE ready to prepare, submitting the ring first when it is full
- * (aborts on a broken ring: a bug, not a peer error). */
+	r->test_fail_submits = n;
+#else
+	(void)r;
+	(void)n;
+#endif
+}
+
+#ifndef GW_NO_IO_URING
+/* refill: to make room in a full SQ, the submits the test seam fails. */
+static int sq_submit(struct reactor *r, bool refill)
+{
+	int ret;
+
+	if (refill && r->test_fail_submits) {
+		r->test_fail_submits--;
+		return -EBUSY;
+	}
+	ret = io_uring_submit(&r->ring);
+	r->pending_submit = io_uring_sq_ready(&r->ring) + r->backlog_tail - r->backlog_head;
+	return ret;
+}
+
+/* Moves the backlog, oldest first, into the SQ, handing the SQ to the
+ * kernel whenever it fills; for an operation call (for_op), then returns a
+ * free SQE for the new operation.  A submit that takes nothing ends it:
+ * NULL, with *err the submit's answer, and what is left waits for the next
+ * submit point. */
+static struct io_uring_sqe *sq_refill(struct reactor *r, bool for_op, int *err)
+{
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	for (;;) {
+		if (r->backlog_head == r->backlog_tail) {
+			r->backlog_head = r->backlog_tail = 0;
+			if (!for_op)
+				return NULL;
+			if ((sqe = io_uring_get_sqe(&r->ring)))
+				return sqe;
+		} else if ((sqe = io_uring_get_sqe(&r->ring))) {
+			*sqe = r->backlog[r->backlog_head++];
+			continue;
+		}
+		ret = sq_submit(r, true);
+		if (ret <= 0) {
+			*err = ret;
+			return NULL;
+		}
+	}
+}
+
+/* Where an operation goes when the kernel takes no more for now. */
+static struct io_uring_sqe *backlog_push(struct reactor *r, int err)
+{
+	struct io_uring_sqe *sqe;
+	uint64_t now = reactor_now_ns();
+
+	if (r->backlog_tail == r->backlog_cap) {
+		if (r->backlog_head) {
+			memmove(r->backlog, r->backlog + r->backlog_head,
+				(r->backlog_tail - r->backlog_head) * sizeof(*r->backlog));
+			r->backlog_tail -= r->backlog_head;
+			r->backlog_head = 0;
+		} else {
+			unsigned cap = r->backlog_cap ? r->backlog_cap * 2 : 64;
+			void *p = reallocarray(r->backlog, cap, sizeof(*r->backlog));
+			/* Nowhere left to keep the operation, and its caller
+			 * cannot be told: the one failure left to abort on. */
+			if (!p) {
+				log_err("reactor %u: SQ full (%s) and no memory for %u queued operations: aborting",
+					r->id, strerror(err ? -err : EBUSY), cap);
+				abort();
+			}
+			r->backlog = p;
+			r->backlog_cap = cap;
+		}
+	}
+	sqe = &r->backlog[r->backlog_tail++];
+	memset(sqe, 0, sizeof(*sqe));
+	r->backlog_unlogged++;
+	if (!r->backlog_logged_ns || now - r->backlog_logged_ns >= 10 * NSEC_PER_SEC) {
+		log_warn("reactor %u: SQ full and the kernel takes no more for now (io_uring_submit: %s): %lu operation(s) wait in user space for the next submit",
+			 r->id, err ? strerror(-err) : "took none", r->backlog_unlogged);
+		r->backlog_logged_ns = now;
+		r->backlog_unlogged = 0;
+	}
+	return sqe;
+}
+
+/* An SQE ready to prepare.  When the SQ is full it is submitted first;
+ * when the kernel refuses it (a mass of completions overflowed the CQ on a
+ * kernel before 5.19: EBUSY; no memory: EAGAIN), the SQE is one of the
+ * backlog's, and so is every one after it until the backlog drained, so
+ * that operations reach the kernel in the order they were queued. */
 static struct io_uring_sqe *reactor_sqe(struct reactor *r, struct reactor_op *op)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	struct io_uring_sqe *sqe = NULL;
+	int err = 0;
 
-	if (!sqe) {
-		int ret = io_uring_submit(&r->ring);
-		if (ret < 0) {
-			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
-			abort();
-		}
-		r->pending_submit = 0;
+	if (__builtin_expect(!r->backlog_tail, 1))
 		sqe = io_uring_get_sqe(&r->ring);
-		if (!sqe)
-			abort();
-	}
+	if (!sqe)
+		sqe = sq_refill(r, true, &err);
+	if (!sqe)
+		sqe = backlog_push(r, err);
 	io_uring_sqe_set_data(sqe, op);
 	r->pending_submit++;
 	return sqe;
@@ -446,10 +540,11 @@ void reactor_submit(struct reactor *r)
 
 	if (r->backend == REACTOR_EPOLL)
 		return;
-	ret = io_uring_submit(&r->ring);
+	if (r->backlog_tail)
+		(void)sq_refill(r, false, &ret);
+	ret = sq_submit(r, false);
 	if (ret < 0)
 		log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
-	r->pending_submit = 0;
 #else
 	(void)r;
 #endif
@@ -515,41 +610,68 @@ static void run_deferred(struct reactor *r)
 }
 
 #ifndef GW_NO_IO_URING
+static struct io_uring_cqe *cq_first(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head;
+
+	io_uring_for_each_cqe(ring, head, cqe)
+		return cqe;
+	return NULL;
+}
+
 /* Runs the completions in the ring; returns how many ran a callback.
  * That is the busy window's measure of work: liburing's own timeouts and
- * the answers to cancels are not. */
+ * the answers to cancels are not.
+ *
+ * Each CQE leaves the ring before its callback runs: a callback's
+ * operations may complete at once (the SQ full, reactor_sqe submits), and
+ * a CQ still full of the batch would send them to the overflow list, where
+ * before 5.19 the next submit answers EBUSY until the kernel can flush it.
+ * At most a CQ's worth per call, as when the batch was advanced at its end,
+ * so that timers and deferred work get their turn. */
 static unsigned uring_complete(struct reactor *r)
 {
 	struct io_uring_cqe *cqe;
-	unsigned head, count = 0, ran = 0;
+	unsigned budget = r->cq_entries, ran = 0;
 
-	io_uring_for_each_cqe(&r->ring, head, cqe) {
+	while (budget-- && (cqe = cq_first(&r->ring))) {
 		struct reactor_op *op = io_uring_cqe_get_data(cqe);
-		count++;
+		uint64_t user_data = cqe->user_data;
+		int res = cqe->res;
+		uint32_t flags = cqe->flags;
+
+		io_uring_cqe_seen(&r->ring, cqe);
 		/* Before 5.11 (no IORING_FEAT_EXT_ARG) liburing bounds the
 		 * wait with a timeout request of its own; one that outlived its
 		 * wait completes here, among ours, and is no reactor_op (nor
 		 * work that opens the busy-poll window). */
-		if (op && cqe->user_data != LIBURING_UDATA_TIMEOUT) {
-			op->fn(op, cqe->res, cqe->flags);
+		if (op && user_data != LIBURING_UDATA_TIMEOUT) {
+			op->fn(op, res, flags);
 			ran++;
 		}
 	}
-	io_uring_cq_advance(&r->ring, count);
 	return ran;
 }
 
 static unsigned uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 {
 	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts = {
-		.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC),
-		.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC),
-	};
-	int ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
-						   timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+	struct __kernel_timespec ts;
+	int ret;
 
-	r->pending_submit = 0;
+	/* What is still left after the refill goes on the next pass: not
+	 * long from now, whatever else the wait is for. */
+	if (r->backlog_tail) {
+		(void)sq_refill(r, false, &ret);
+		if (r->backlog_tail && timeout_ns > NSEC_PER_MSEC)
+			timeout_ns = NSEC_PER_MSEC;
+	}
+	ts.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC);
+	ts.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC);
+	ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
+					       timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+	r->pending_submit = io_uring_sq_ready(&r->ring) + r->backlog_tail - r->backlog_head;
 	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
 	    ret != -EBUSY)
 		log_err("reactor %u: wait: %s", r->id, strerror(-ret));
@@ -594,13 +716,16 @@ static unsigned spin(struct reactor *r, uint64_t end_ns)
 	unsigned n = 0;
 
 #ifndef GW_NO_IO_URING
-	if (r->backend == REACTOR_IO_URING && io_uring_sq_ready(&r->ring)) {
-		int ret = io_uring_submit(&r->ring);
+	if (r->backend == REACTOR_IO_URING && (io_uring_sq_ready(&r->ring) || r->backlog_tail)) {
+		int ret;
+
+		if (r->backlog_tail)
+			(void)sq_refill(r, false, &ret);
+		ret = sq_submit(r, false);
 		/* As in the wait: EBUSY (a kernel before 5.19 with an
 		 * overflowed CQ) and EAGAIN leave the SQEs for the next pass. */
 		if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR)
 			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
-		r->pending_submit = 0;
 	}
 #endif
 	while (now < end_ns && !r->stop) {

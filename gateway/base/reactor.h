@@ -82,7 +82,19 @@ struct reactor {
 	uint64_t mbox_val;
 	struct reactor_op mbox_op;
 	bool mbox_armed;
-	unsigned pending_submit;
+	unsigned pending_submit; /* queued, not yet handed to the kernel */
+#ifndef GW_NO_IO_URING
+	unsigned cq_entries;
+	/* Operations queued while the SQ was full and the kernel would not
+	 * take it (EBUSY: a kernel before 5.19 with an overflowed CQ; EAGAIN:
+	 * no memory): prepared here instead, they go to the ring oldest first
+	 * at the next submit.  Empty iff backlog_tail is 0. */
+	struct io_uring_sqe *backlog;
+	unsigned backlog_head, backlog_tail, backlog_cap;
+	uint64_t backlog_logged_ns;
+	unsigned long backlog_unlogged;
+	unsigned test_fail_submits; /* reactor_test_fail_submits */
+#endif
 	enum reactor_backend backend;
 	const char *backend_why; /* for the log and status */
 	/* epoll backend */
@@ -180,6 +192,12 @@ void reactor_cancel(struct reactor *r, struct reactor_op *target);
 /* Hands what was queued to the kernel now rather than at the next wait:
  * for a cancellation made just before the reactor stops being run. */
 void reactor_submit(struct reactor *r);
+
+/* Tests only: the next n submits made to free a full SQ (by an operation
+ * call such as reactor_recv, or while moving queued operations into the
+ * ring) fail with -EBUSY without submitting, as a kernel before 5.19 with
+ * an overflowed CQ answers.  The loop's own submit still submits. */
+void reactor_test_fail_submits(struct reactor *r, unsigned n);
 
 /* Runs until reactor_stop(), or once when once is true (for tests and
  * nested waits: process what is ready, waiting up to timeout_ns). */

@@ -691,6 +691,138 @@ START_TEST(liburing_timeout_is_no_hit)
 }
 END_TEST
 
+
+/* Each CQE leaves the ring before its callback runs, so that a batch
+ * frees CQ space as it goes: the completions a callback's own operations
+ * produce then land in the ring, not on the overflow list (which before
+ * 5.19 makes the next submit fail with EBUSY). */
+enum { SEEN_N = 3 };
+static unsigned seen_ready[SEEN_N], seen_calls;
+
+static void seen_fn(struct reactor_op *op, int res, uint32_t flags)
+{
+	(void)op;
+	(void)res;
+	(void)flags;
+	if (seen_calls < SEEN_N)
+		seen_ready[seen_calls] = io_uring_cq_ready(&R.ring);
+	seen_calls++;
+}
+
+START_TEST(cqe_leaves_the_ring_before_its_callback)
+{
+	struct reactor_op ops[SEEN_N];
+
+	seen_calls = 0;
+	for (int i = 0; i < SEEN_N; i++) {
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].fn = seen_fn;
+		reactor_nop(&R, &ops[i]);
+	}
+	reactor_submit(&R); /* all three CQEs are in the ring before the pass */
+	reactor_poll(&R, UINT64_MAX);
+	ck_assert_uint_eq(seen_calls, SEEN_N);
+	for (unsigned i = 0; i < SEEN_N; i++)
+		ck_assert_uint_eq(seen_ready[i], SEEN_N - 1 - i);
+}
+END_TEST
+
+/* A mass event on a tiny ring: 40 completions overflow a 16-entry CQ, and
+ * each callback queues another operation into a 4-entry SQ that the kernel
+ * refuses to take (EBUSY: a kernel before 5.19 whose overflowed CQ it
+ * cannot flush; EAGAIN: memory pressure).  reactor_sqe aborted there,
+ * taking every export with it.  Now the operations wait in user space and
+ * reach the kernel, in the order they were queued, at the next submit. */
+enum { CHAINS = 40 };
+struct chain_op {
+	struct reactor_op op;
+	struct reactor *r;
+	struct chain_op *next; /* queued by this one's callback */
+	unsigned seq;	       /* queue order */
+	int calls;
+	int res;
+};
+static struct chain_op heads[CHAINS], tails[CHAINS];
+static unsigned chain_queued, chain_done, chain_misordered;
+
+static void chain_queue(struct reactor *r, struct chain_op *c)
+{
+	c->r = r;
+	c->seq = chain_queued++;
+	reactor_nop(r, &c->op);
+}
+
+static void chain_fn(struct reactor_op *op, int res, uint32_t flags)
+{
+	struct chain_op *c = container_of(op, struct chain_op, op);
+
+	(void)flags;
+	c->calls++;
+	c->res = res;
+	if (c->seq != chain_done)
+		chain_misordered++;
+	chain_done++;
+	if (c->next)
+		chain_queue(c->r, c->next);
+}
+
+static void chains_run(unsigned poll_us, unsigned fail_submits)
+{
+	struct reactor r;
+	uint64_t deadline;
+
+	reactor_set_poll_us(poll_us);
+	reactor_set_backend_mode(REACTOR_FORCE_IO_URING);
+	ck_assert_int_eq(reactor_init(&r, 1, 4), 0);
+	ck_assert_str_eq(reactor_backend_name(&r), "io_uring");
+	chain_queued = chain_done = chain_misordered = 0;
+	memset(heads, 0, sizeof(heads));
+	memset(tails, 0, sizeof(tails));
+	for (int i = 0; i < CHAINS; i++) {
+		heads[i].op.fn = tails[i].op.fn = chain_fn;
+		heads[i].next = &tails[i];
+		chain_queue(&r, &heads[i]); /* the SQ fills: submitted 4 at a time */
+	}
+	/* The heads overflowed the CQ; from here the submits that would free
+	 * the full SQ for the tails are refused (the loop's own still go
+	 * through, as the kernel's would once the CQ has room again). */
+	reactor_test_fail_submits(&r, fail_submits);
+	deadline = reactor_now_ns() + 10 * NSEC_PER_SEC;
+	while (chain_done < 2 * CHAINS && reactor_now_ns() < deadline)
+		reactor_poll(&r, 100 * NSEC_PER_MSEC);
+	/* Nothing more comes on later passes. */
+	for (int i = 0; i < 3; i++)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	ck_assert_msg(r.test_fail_submits < fail_submits,
+		      "poll_us %u: no submit was refused: the backlog was not exercised", poll_us);
+	ck_assert_uint_eq(chain_queued, 2 * CHAINS);
+	ck_assert_uint_eq(chain_done, 2 * CHAINS);
+	for (int i = 0; i < CHAINS; i++) {
+		ck_assert_int_eq(heads[i].calls, 1);
+		ck_assert_int_eq(tails[i].calls, 1);
+		ck_assert_int_eq(heads[i].res, 0);
+		ck_assert_int_eq(tails[i].res, 0);
+	}
+	ck_assert_msg(chain_misordered == 0, "poll_us %u, %u refused: %u completions out of queue order",
+		      poll_us, fail_submits, chain_misordered);
+	ck_assert_uint_eq(r.pending_submit, 0);
+	reactor_fini(&r);
+	reactor_set_poll_us(0);
+}
+
+START_TEST(sq_full_and_refused_keeps_every_op)
+{
+	/* Every refusal (the backlog only drains at the loop's own submit,
+	 * a ring's worth per pass, and the SQ has room while operations still
+	 * wait: new ones must queue behind them), and two (the backlog also
+	 * drains from an operation call), with and without the window. */
+	chains_run(0, 1000);
+	chains_run(0, 2);
+	chains_run(200, 1000);
+	chains_run(200, 2);
+}
+END_TEST
+
 #endif
 
 /* Whether the kernel lets a reactor have io_uring here. */
@@ -767,6 +899,12 @@ int main(void)
 		tcase_add_checked_fixture(tc, setup_uring_no_ext_arg, teardown);
 		add_contract(tc);
 		tcase_add_test(tc, bounded_waits_between_operations);
+		suite_add_tcase(s, tc);
+		tc = tcase_create("io_uring_backlog");
+		tcase_add_checked_fixture(tc, setup_uring, teardown);
+		tcase_add_test(tc, cqe_leaves_the_ring_before_its_callback);
+		tcase_add_test(tc, sq_full_and_refused_keeps_every_op);
+		tcase_set_timeout(tc, 60);
 		suite_add_tcase(s, tc);
 		tc = tcase_create("io_uring_poll_overflow");
 		tcase_add_checked_fixture(tc, setup_uring_poll, teardown);
