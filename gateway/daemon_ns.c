@@ -55,6 +55,8 @@ static void ns_event_run(struct reactor_msg *m)
 			/* The stop takes every export down already; a second
 			 * takedown here would free the volume under the
 			 * exporters still draining it. */
+			log_notice("export %s: its namespace was removed; the stop takes the export "
+				   "down", e->name);
 			e->failed = true;
 		} else if (ev->gone && (ev->gw->state != GW_RUNNING || ev->gw->busy)) {
 			/* A batch (start, reload, a target coming up) lists

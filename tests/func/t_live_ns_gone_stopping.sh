@@ -43,4 +43,7 @@ grep -E 'AddressSanitizer|runtime error' "$tmp/gw.log" && fail "sanitizer report
 grep -n 'namespace was removed\|export e1: removed\|state .*stopping\|stopping' "$tmp/gw.log" | head
 grep -q 'export e1: its namespace was removed; taking the export down$' "$tmp/gw.log" &&
 	fail "the namespace event took the export down a second time during the stop"
+# The event did arrive during the stop (else this test proved nothing).
+grep -q 'export e1: its namespace was removed; the stop takes the export down' "$tmp/gw.log" ||
+	fail "the namespace event was not seen during the stop"
 echo pass
