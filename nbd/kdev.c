@@ -2,6 +2,7 @@
 #include "nbd/kdev.h"
 #include "nbd/kdev_ioctl.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nbd-netlink.h>
@@ -715,8 +716,20 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 	}
 	for (unsigned i = 0; i < d->nr_conns; i++)
 		fds[i] = d->conns[i].kfd;
+	unsigned kconns = d->nr_conns;
+	if (reconf) {
+		unsigned have = nbd_kdev_sysfs_conns(d->sysblock, index);
+		if (have && have != d->nr_conns) {
+			log_warn("nbd%d: the kernel keeps the %u connection%s it was attached with; "
+				 "%u handed%s: detach and attach it again (export-remove and "
+				 "export-add while idle) for %u", index, have, have == 1 ? "" : "s",
+				 d->nr_conns, have > d->nr_conns ? ", the rest stay dead" : "",
+				 d->nr_conns);
+			kconns = have;
+		}
+	}
 	req = nbd_kdev_attach_req(reconf, index, d->job_size, v->block_size, d->server_flags,
-				  d->dead_conn_timeout_s, d->backend, fds, d->nr_conns);
+				  d->dead_conn_timeout_s, d->backend, fds, d->nr_conns, kconns);
 	r = nbd_kdev_msg_build(family, &req, &msg);
 	if (r == 0)
 		r = kdev_exchange(sk, msg, reconf ? NULL : kdev_connect_parse, &index);
@@ -763,7 +776,7 @@ static int kdev_do_detach(struct nbd_kdev *d)
 	 * netlink DISCONNECT of someone else) and given to another user
 	 * since: its flush and its DISCONNECT would be theirs. */
 	if (d->iface == NBD_IFACE_NETLINK) {
-		char text[300] = "none", shown[300];
+		char text[512] = "none", shown[512];
 		bool have = kdev_read_backend(d->sysblock, d->index, text, sizeof(text));
 
 		if (!have || !nbd_kdev_backend_matches(text, d->backend)) {
@@ -803,7 +816,7 @@ static int kdev_do_detach(struct nbd_kdev *d)
 struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t size,
 				       uint32_t block_size, uint64_t server_flags,
 				       unsigned dead_conn_timeout_s, const char *backend,
-				       const int *fds, unsigned nr_fds)
+				       const int *fds, unsigned nr_fds, unsigned kernel_conns)
 {
 	return (struct nbd_kdev_req){
 		.cmd = reconfigure ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT,
@@ -817,12 +830,28 @@ struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t si
 		.dead_conn_timeout_s = dead_conn_timeout_s,
 		/* nbd/kdev.h: none with one connection, said outright (also at a
 		 * reconfigure); the kernel's default with several. */
-		.timeout_s = 0,
-		.set_timeout = nr_fds == 1,
+		.timeout_s = kernel_conns == 1 ? 0 : 30,
+		.set_timeout = true,
 		.backend = backend,
 		.fds = fds,
 		.nr_fds = nr_fds,
 	};
+}
+
+unsigned nbd_kdev_sysfs_conns(const char *sysblock, int index)
+{
+	char path[256];
+	struct dirent *de;
+	unsigned n = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/nbd%d/mq", sysblock, index);
+	if (!(dir = opendir(path)))
+		return 0;
+	while ((de = readdir(dir)))
+		n += de->d_name[0] >= '0' && de->d_name[0] <= '9';
+	closedir(dir);
+	return n;
 }
 
 struct nbd_kdev_req nbd_kdev_resize_req(int index, uint64_t size, uint32_t block_size,

@@ -118,12 +118,17 @@ struct nbd_kdev_req {
  * and the attach says so (README "Kernel NBD device"). */
 
 /* The CONNECT (reconfigure false) or RECONFIGURE with fresh sockets of an
- * attach: with the request timeout 0 when nr_fds is 1, without it
- * otherwise. */
+ * attach, for a device of kernel_conns connections (at a reconfigure the
+ * kernel keeps the count it was connected with, whatever nr_fds is): the
+ * request timeout 0 with one, the kernel's default 30 s, said outright,
+ * with several (a device keeps its last user's). */
 struct nbd_kdev_req nbd_kdev_attach_req(bool reconfigure, int index, uint64_t size,
 				       uint32_t block_size, uint64_t server_flags,
 				       unsigned dead_conn_timeout_s, const char *backend,
-				       const int *fds, unsigned nr_fds);
+				       const int *fds, unsigned nr_fds, unsigned kernel_conns);
+/* The connections the kernel's device N has (its sysfs mq/ queues, one per
+ * connection), or 0 when that cannot be read. */
+unsigned nbd_kdev_sysfs_conns(const char *sysblock, int index);
 
 /* The live resize of device index to size bytes (nbd_kdev_resize): a
  * RECONFIGURE with the size, the block size and the backend, no sockets. */

@@ -170,28 +170,27 @@ START_TEST(resize_message)
 }
 END_TEST
 
-/* The request timeout (nbd/kdev.h): 0, said outright, with one
- * connection, at a connect and at a reconfigure (a device keeps its last
- * user's); the kernel's default with several (a long one would hold a
- * crashed gateway's requests that long).  A resize leaves it alone. */
+/* The request timeout (nbd/kdev.h), said outright at a connect and at a
+ * reconfigure (a device keeps its last user's): 0 with one connection; the
+ * kernel's default 30 s with several (a long one would hold a crashed
+ * gateway's requests that long), also when a reconfigure hands one socket
+ * to a device the kernel keeps several for (an older gateway attached it
+ * so): 0 there would not stop the kernel closing its one live socket.  A
+ * resize leaves it alone. */
 START_TEST(attach_request_timeout)
 {
 	static const int fds[2] = { 7, 8 };
 	for (int reconf = 0; reconf <= 1; reconf++) {
 		for (unsigned n = 1; n <= 2; n++) {
 			struct nbd_kdev_req rq = nbd_kdev_attach_req(
-				reconf, 4, 1ull << 30, 512, 0x16d, 120, "nvmf-gateway:e1", fds, n);
+				reconf, 4, 1ull << 30, 512, 0x16d, 120, "nvmf-gateway:e1", fds, n, n);
 			struct nlattr *tb[NBD_ATTR_MAX + 1];
 			struct nl_msg *msg;
 
 			ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &rq, &msg), 0);
 			parse(msg, tb, reconf ? NBD_CMD_RECONFIGURE : NBD_CMD_CONNECT);
-			if (n == 1) {
-				ck_assert_ptr_nonnull(tb[NBD_ATTR_TIMEOUT]);
-				ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_TIMEOUT]), 0);
-			} else {
-				ck_assert_ptr_null(tb[NBD_ATTR_TIMEOUT]);
-			}
+			ck_assert_ptr_nonnull(tb[NBD_ATTR_TIMEOUT]);
+			ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_TIMEOUT]), n == 1 ? 0 : 30);
 			ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_DEAD_CONN_TIMEOUT]), 120);
 			ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_CLIENT_FLAGS]), 0);
 			ck_assert_ptr_nonnull(tb[NBD_ATTR_SOCKETS]);
@@ -202,9 +201,15 @@ START_TEST(attach_request_timeout)
 			nlmsg_free(msg);
 		}
 	}
-	struct nbd_kdev_req rz = nbd_kdev_resize_req(4, 2ull << 30, 512, "nvmf-gateway:e1");
 	struct nlattr *tb[NBD_ATTR_MAX + 1];
 	struct nl_msg *msg;
+	struct nbd_kdev_req rq = nbd_kdev_attach_req(true, 4, 1ull << 30, 512, 0x16d, 120,
+						     "nvmf-gateway:e1", fds, 1, 4);
+	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &rq, &msg), 0);
+	parse(msg, tb, NBD_CMD_RECONFIGURE);
+	ck_assert_uint_eq(nla_get_u64(tb[NBD_ATTR_TIMEOUT]), 30);
+	nlmsg_free(msg);
+	struct nbd_kdev_req rz = nbd_kdev_resize_req(4, 2ull << 30, 512, "nvmf-gateway:e1");
 	ck_assert_int_eq(nbd_kdev_msg_build(FAMILY, &rz, &msg), 0);
 	parse(msg, tb, NBD_CMD_RECONFIGURE);
 	ck_assert_ptr_null(tb[NBD_ATTR_TIMEOUT]);
@@ -421,6 +426,22 @@ START_TEST(plan_refuses_busy)
 	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 0, "nvmf-gateway:new", NULL, &rc, &lg), -EBUSY);
 	/* This export is already attached elsewhere. */
 	ck_assert_int_eq(nbd_kdev_plan(sysblock, devs5, 5, 4, "nvmf-gateway:mine", NULL, &rc, &lg), -EEXIST);
+}
+END_TEST
+
+/* A device's connection count, from its sysfs mq/ queues. */
+START_TEST(sysfs_conns_counted)
+{
+	char path[160];
+
+	ck_assert_uint_eq(nbd_kdev_sysfs_conns(sysblock, 2), 0); /* no mq/ */
+	snprintf(path, sizeof(path), "%s/nbd2/mq", sysblock);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "%s/nbd2/mq/%d", sysblock, i);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+	}
+	ck_assert_uint_eq(nbd_kdev_sysfs_conns(sysblock, 2), 4);
 }
 END_TEST
 
@@ -765,6 +786,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, plan_connects_fresh);
 	tcase_add_test(tc, plan_refuses_busy);
 	tcase_add_test(tc, plan_identity_and_legacy);
+	tcase_add_test(tc, sysfs_conns_counted);
 	tcase_add_test(tc, resize_verified_in_sysfs);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("reactor");
