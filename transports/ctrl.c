@@ -125,7 +125,11 @@ static void abort_send(struct abort_msg *a)
 	struct nvmf_ctrl *c = a->c;
 	struct nvmf_req *req;
 
-	if (c->state == NVMF_CTRL_LIVE && c->resets == a->resets) {
+	/* Only on a live admin queue: a submit that fails at once completes
+	 * the Abort inside this call, which would send the next waiting one
+	 * from there, one stack frame per waiting Abort. */
+	if (c->state == NVMF_CTRL_LIVE && c->resets == a->resets &&
+	    c->adminq.state == NVMF_Q_LIVE) {
 		if ((req = nvmf_admin_req(c))) {
 			req->sqe.opcode = NVME_ADMIN_ABORT;
 			req->sqe.cdw10 = a->sqid | ((uint32_t)a->cid << 16);
@@ -176,7 +180,6 @@ static void kato_done(struct nvmf_req *req, int err)
 
 	nvmf_req_put(req);
 	c->kato_outstanding = false;
-	c->poll_req = NULL;
 	c->kato_missed = 0;
 	if (!err && st)
 		ctrl_log(WARN, c, "keep-alive failed: %s",
@@ -645,6 +648,9 @@ static void teardown_finish(struct nvmf_ctrl *c)
 	 * own down_cb after its commands failed) starts no second teardown. */
 	c->step = INIT_NONE;
 	c->teardown_running = false;
+	/* Every queue is dead: no poll is in flight any more, and the next
+	 * bring-up must not take a stale one for its own. */
+	c->poll_req = NULL;
 	nvmf_ctrl_cb cb = c->shutdown_cb;
 	c->shutdown_cb = NULL;
 	if (cb)
