@@ -7,6 +7,7 @@
 #include <libconfig.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gateway/config_priv.h"
 #include "nbd/nbd.h"
@@ -64,6 +65,18 @@ void cfg_check_nbd_tls(struct ctx *c, struct gw_export *e, const config_setting_
 		snprintf(key, sizeof(key), "%s/server-key.pem", n->tls_certificates);
 		if (!cfg_secret_file_private(c, at(nbd, "tls_certificates"), path, key, -1))
 			return;
+		/* The public halves are opened by OpenSSL, blocking: a FIFO
+		 * there would hold reactor 0 at a reload. */
+		static const char *const pub[] = { "server-cert.pem", "ca-cert.pem" };
+		for (size_t k = 0; k < sizeof(pub) / sizeof(pub[0]); k++) {
+			struct stat st;
+			snprintf(key, sizeof(key), "%s/%s", n->tls_certificates, pub[k]);
+			if (stat(key, &st) == 0 && !S_ISREG(st.st_mode)) {
+				err_at(c, at(nbd, "tls_certificates"),
+				       "%s: %s is not a regular file; refusing it", path, key);
+				return;
+			}
+		}
 	}
 	if (nbd_tls_new(&(struct nbd_tls_opts){ .mode = (enum nbd_tls_mode)n->tls,
 						 .psk_file = n->tls_psk_file,

@@ -322,6 +322,11 @@ bool cfg_secret_file_private(struct ctx *c, const config_setting_t *s,
 		err_at(c, s, "%s: cannot stat %s: %s", path, file, strerror(errno));
 		return false;
 	}
+	/* A FIFO would block whoever opens it next (reactor 0, at a reload). */
+	if (!S_ISREG(st.st_mode)) {
+		err_at(c, s, "%s: %s is not a regular file; refusing it", path, file);
+		return false;
+	}
 	if (!gw_secret_file_problem(&st, problem, sizeof(problem)))
 		return true;
 	if (st.st_mode & (S_IRWXG | S_IRWXO))

@@ -781,6 +781,55 @@ START_TEST(secret_fifo_refused)
 }
 END_TEST
 
+/* The NBD TLS keys too: a FIFO as the PSK file, or as a certificate of
+ * tls_certificates, is refused, never opened (OpenSSL and the PSK loader
+ * open them blocking, on reactor 0 at a reload). */
+START_TEST(nbd_tls_fifo_refused)
+{
+	char dir[64], fifo[96], cert[96], text[1024];
+	struct loaded l;
+	const char *msg;
+
+	strcpy(dir, "/tmp/test_config.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/psk", dir);
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } ); } );\n"
+		 "exports = ( { name = \"e\"; target = \"t1\";\n"
+		 "  nbd = { listen = \"tcp:127.0.0.1:10809\"; tls = \"require\"; tls_psk_file = \"%s\"; }; } );\n",
+		 fifo);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_int_eq(error_line(&l, 0, &msg), 4);
+	ck_assert_msg(strstr(msg, " is not a regular file; refusing it"), "%s", l.errs);
+	unload(&l);
+	/* A certificate directory whose server-cert.pem is a FIFO. */
+	snprintf(cert, sizeof(cert), "%s/server-cert.pem", dir);
+	ck_assert_int_eq(mkfifo(cert, 0600), 0);
+	snprintf(text, sizeof(text), "%s/server-key.pem", dir);
+	FILE *f = fopen(text, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	ck_assert_int_eq(chmod(text, 0600), 0);
+	snprintf(text, sizeof(text),
+		 "targets = ( { name = \"t1\"; subnqn = \"nqn.x\";\n"
+		 "  paths = ( { transport = \"tcp\"; traddr = \"::1\"; } ); } );\n"
+		 "exports = ( { name = \"e\"; target = \"t1\";\n"
+		 "  nbd = { listen = \"tcp:127.0.0.1:10809\"; tls = \"require\"; tls_certificates = \"%s\"; }; } );\n",
+		 dir);
+	load(&l, text);
+	ck_assert_int_eq(l.rc, -EINVAL);
+	ck_assert_msg(strstr(l.errs, "server-cert.pem is not a regular file; refusing it"), "%s",
+		      l.errs);
+	unload(&l);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* Secrets: in the file itself, or in files it names; either file must be
  * private to its owner, and only a file holding a secret is checked. */
 START_TEST(secrets)
@@ -1138,6 +1187,7 @@ int main(void)
 	tcase_add_test(tc, length_limits);
 	tcase_add_test(tc, secrets);
 	tcase_add_test(tc, secret_fifo_refused);
+	tcase_add_test(tc, nbd_tls_fifo_refused);
 	tcase_add_test(tc, include_wide_int);
 	tcase_add_test(tc, discovery_secret_files);
 	tcase_add_test(tc, cannot_open);
