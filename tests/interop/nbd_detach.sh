@@ -34,11 +34,26 @@ nbd_detached /dev/nbd3
 # gateway (nothing but SIGKILL did).
 relink() { [ -e "$NVMET/ports/1/subsystems/$nqn" ] || nvmet_link "$nqn" 1; }
 trap 'relink; nbd_cleanup' EXIT
+# First the outage lasts past the kernel's 30 s request tick: with one
+# connection and no request timeout the kernel waits with the gateway
+# (it logs the request as stuck) and keeps the connection.  With the
+# kernel's default timeout it closed it ("Connection timed out"), and
+# with several connections resent the writes on another (nbd/kdev.h).
 NBD_START_ARGS="-l -1" nbd_start "$nqn" auto detach-wait
+dmesg -c > /dev/null 2>&1 || true
 nvmet_unlink "$nqn" 1
 dd if=/dev/urandom of="$NBD_DEV" bs=64k count=4 oflag=direct status=none 2> /dev/null &
 ddp=$!
-sleep 3
+sleep 40
+kmsg=$(dmesg 2> /dev/null | grep "${NBD_DEV#/dev/}" || true)
+echo "kernel, 40 s into the outage: ${kmsg:-nothing}"
+if grep -q 'closed by the kernel' "$NBD_LOG" || grep -q 'Connection timed out' <<< "$kmsg"; then
+	cat "$NBD_LOG"
+	echo "the kernel closed the connection during a 40 s outage"
+	kill -KILL "$GW_PID"
+	exit 1
+fi
+kill -0 "$ddp" 2> /dev/null || { echo "the writes ended during the outage (no path: they must wait)"; exit 1; }
 kill -TERM "$GW_PID"
 for _ in $(seq 300); do kill -0 "$GW_PID" 2> /dev/null || break; sleep 0.2; done
 if kill -0 "$GW_PID" 2> /dev/null; then
