@@ -56,6 +56,7 @@ struct control_srv {
 	struct gw_access access;
 	struct list_node conns;
 	unsigned nr_conns, next_id;
+	uint64_t deadline_ns; /* CONTROL_CLIENT_DEADLINE_NS */
 	bool stopping, finishing;
 	struct reactor_timer stop_timer;
 	void (*done)(void *);
@@ -124,7 +125,7 @@ static void deadline_over(struct reactor_timer *t)
 		return;
 	log_warn("control: client %u: %s in %llu s; closing it", c->id,
 		 sending ? "the reply was not taken" : "no complete request",
-		 (unsigned long long)(CONTROL_CLIENT_DEADLINE_NS / NSEC_PER_SEC));
+		 (unsigned long long)(c->s->deadline_ns / NSEC_PER_SEC));
 	c->timed_out = true;
 	c->eof = true;
 	shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
@@ -169,7 +170,7 @@ static void conn_send(struct control_conn *c, char *text, size_t len)
 	reactor_send(c->s->r, &c->op, c->fd, c->out, c->out_len, MSG_NOSIGNAL);
 	c->busy = true;
 	/* The whole reply, however many sends it takes. */
-	reactor_timer_arm(c->s->r, &c->deadline, CONTROL_CLIENT_DEADLINE_NS);
+	reactor_timer_arm(c->s->r, &c->deadline, c->s->deadline_ns);
 }
 
 int control_call_join(struct control_call *lead, struct control_call *call)
@@ -430,8 +431,7 @@ static void conn_next(struct control_conn *c)
 			/* From when the request is awaited to its newline,
 			 * not per recv: a byte now and then keeps no place. */
 			if (!c->deadline.armed)
-				reactor_timer_arm(c->s->r, &c->deadline,
-						  CONTROL_CLIENT_DEADLINE_NS);
+				reactor_timer_arm(c->s->r, &c->deadline, c->s->deadline_ns);
 			return;
 		case CONTROL_TAKE_TOO_LONG:
 			reactor_timer_cancel(&c->deadline);
@@ -563,6 +563,7 @@ int control_start_access(struct reactor *r, const char *path, const struct gw_ac
 		return fd;
 	}
 	s->r = r;
+	s->deadline_ns = CONTROL_CLIENT_DEADLINE_NS;
 	s->lfd = fd;
 	if (acc)
 		s->access = *acc;
@@ -628,4 +629,9 @@ void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
 	if (s->nr_conns)
 		reactor_timer_arm(s->r, &s->stop_timer, STOP_GRACE_NS);
 	srv_maybe_done(s);
+}
+
+void control_set_client_deadline(struct control_srv *s, uint64_t ns)
+{
+	s->deadline_ns = ns;
 }

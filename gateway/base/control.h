@@ -62,6 +62,8 @@ int control_parse_request(const char *line, size_t len, struct json_val **req, c
  * not: -EADDRINUSE) and serves on r.  0 or -errno (logged). */
 int control_start(struct reactor *r, const char *path, control_handle_fn *fn, void *arg,
 		  struct control_srv **out);
+/* Another client deadline than CONTROL_CLIENT_DEADLINE_NS, for tests. */
+void control_set_client_deadline(struct control_srv *s, uint64_t ns);
 /* As control_start, the socket guarded by acc (file owner, group, mode
  * 0600 unless named; peer uid/gid allow-list); acc may be NULL. */
 int control_start_access(struct reactor *r, const char *path, const struct gw_access *acc,
