@@ -85,6 +85,7 @@ struct nbd_kdev {
 	unsigned dead_conn_timeout_s;
 	uint64_t server_flags;
 	char backend[320], legacy_backend[320];
+	bool backend_file; /* the kernel showed it once attached (5.14+) */
 	const char *family_name;
 	const char *dev_dir, *sysblock;
 	enum nbd_kdev_iface want_iface, iface; /* iface: set by the attach job */
@@ -757,6 +758,8 @@ static int kdev_do_attach_netlink(struct nbd_kdev *d, struct nl_sock *sk, int fa
 	}
 	d->index = index;
 	d->reattached = reconf;
+	char text[512];
+	d->backend_file = kdev_read_backend(d->sysblock, index, text, sizeof(text));
 out:
 	kdev_close_kfds(d);
 	free(st.devs);
@@ -774,8 +777,10 @@ static int kdev_do_detach(struct nbd_kdev *d)
 
 	/* The device may have been disconnected under us (nbd-client -d, a
 	 * netlink DISCONNECT of someone else) and given to another user
-	 * since: its flush and its DISCONNECT would be theirs. */
-	if (d->iface == NBD_IFACE_NETLINK) {
+	 * since: its flush and its DISCONNECT would be theirs.  Told by the
+	 * device's backend file, where the kernel has one (5.14+: it had
+	 * one once attached); before, nothing tells. */
+	if (d->iface == NBD_IFACE_NETLINK && d->backend_file) {
 		char text[512] = "none", shown[512];
 		bool have = kdev_read_backend(d->sysblock, d->index, text, sizeof(text));
 
