@@ -686,11 +686,17 @@ void ctrl_teardown(struct nvmf_ctrl *c, nvmf_ctrl_cb cb)
 
 /* ---- orderly shutdown: I/O queues, CC.SHN, admin queue ---- */
 
+static unsigned shn_timeout_ms(const struct nvmf_ctrl *c)
+{
+	return c->shutdown_timeout_ms ? c->shutdown_timeout_ms : SHUTDOWN_TIMEOUT_MS;
+}
+
 /* The shutdown's commands (the CC.SHN Property Set, then CSTS polls) are
  * one at a time, c->poll_req the one in flight.  The step timer is the
  * poll tick between two of them and, while one is in flight, the 5 s
  * deadline: an unanswered command used to wait the admin io_timeout (up
  * to an hour), keep-alive already stopped. */
+
 static void shn_cmd_done(struct nvmf_req *req, int err)
 {
 	struct nvmf_ctrl *c = req->ctx;
@@ -718,7 +724,7 @@ static void shn_cmd_done(struct nvmf_req *req, int err)
 	uint64_t now = reactor_now_ns();
 	if (now >= c->deadline_ns) {
 		ctrl_log(WARN, c, "shutdown not complete after %u ms; closing anyway",
-			 SHUTDOWN_TIMEOUT_MS);
+			 shn_timeout_ms(c));
 		reactor_timer_cancel(&c->step_timer);
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
@@ -746,7 +752,7 @@ static void shn_timer(struct reactor_timer *t)
 		/* Its late completion, if any, is the teardown's. */
 		c->poll_req = NULL;
 		ctrl_log(WARN, c, "shutdown not complete after %u ms; closing anyway",
-			 SHUTDOWN_TIMEOUT_MS);
+			 shn_timeout_ms(c));
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
@@ -770,7 +776,7 @@ static void shn_start(struct nvmf_ctrl *c)
 		ctrl_teardown(c, c->shutdown_cb);
 		return;
 	}
-	c->deadline_ns = reactor_now_ns() + SHUTDOWN_TIMEOUT_MS * NSEC_PER_MSEC;
+	c->deadline_ns = reactor_now_ns() + (uint64_t)shn_timeout_ms(c) * NSEC_PER_MSEC;
 	reactor_timer_cancel(&c->step_timer);
 	reactor_timer_init(&c->step_timer, shn_timer);
 	ctrl_prep_property_set(req, NVME_REG_CC, (c->cc & ~NVME_CC_SHN_MASK) | NVME_CC_SHN_NORMAL);

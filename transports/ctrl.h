@@ -124,6 +124,7 @@ struct nvmf_ctrl {
 	uint8_t ana_chk[16];
 	int vwc_before; /* VWC of the previous bring-up, -1 before the first */
 	uint64_t deadline_ns; /* of the current waiting step */
+	unsigned shutdown_timeout_ms; /* the CC.SHN wait; 0: SHUTDOWN_TIMEOUT_MS (tests set less) */
 	struct reactor_timer step_timer;
 	struct reactor_timer kato_timer;
 	bool kato_outstanding;
