@@ -5,16 +5,12 @@
  * CSTS poll at bring-up ends at CAP.TO, not at io_timeout. */
 #include <check.h>
 #include <errno.h>
-#include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,78 +20,12 @@
 #include "transports/nvme_spec.h"
 #include "transports/transport.h"
 
+#include "target_proc.h"
+
 #define SUBNQN "nqn.2026-01.test:abort"
 #define GUARD_MS 15000u /* bring-up and shutdown; a hang is a failure */
 
-static pid_t tgt_pid;
-static char tgt_dir[64], tgt_port[16];
-
-/* build/tests/unit/test_x -> build/nvmf-test-target */
-static void target_start(const char *const *extra)
-{
-	char exe[PATH_MAX], bin[PATH_MAX + 32], ready[128], logf[128];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	ck_assert_int_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++) {
-		char *s = strrchr(exe, '/');
-		ck_assert_ptr_nonnull(s);
-		*s = 0;
-	}
-	snprintf(bin, sizeof(bin), "%s/nvmf-test-target", exe);
-	ck_assert_msg(access(bin, X_OK) == 0, "%s: not built (make all)", bin);
-	strcpy(tgt_dir, "/tmp/ctrl-abort-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tgt_dir));
-	snprintf(ready, sizeof(ready), "%s/ready", tgt_dir);
-	snprintf(logf, sizeof(logf), "%s/target.log", tgt_dir);
-	tgt_pid = fork();
-	ck_assert_int_ge(tgt_pid, 0);
-	if (!tgt_pid) {
-		/* Gone with the test case's process, whatever ends it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (!freopen(logf, "w", stderr) || !freopen(logf, "a", stdout))
-			_exit(127);
-		char ctl[128];
-		snprintf(ctl, sizeof(ctl), "%s/ctl", tgt_dir);
-		const char *argv[32] = { bin, "-a", "127.0.0.1", "-s", "0", "--subsys",
-					 SUBNQN ":16M", "--ready-file", ready, "--control", ctl };
-		unsigned n = 11;
-		while (extra && *extra && n < 31)
-			argv[n++] = *extra++;
-		execv(bin, (char *const *)argv);
-		_exit(127);
-	}
-	for (unsigned ms = 0; ms < GUARD_MS; ms += 10) {
-		FILE *f = fopen(ready, "r");
-		if (f) {
-			bool ok = fgets(tgt_port, sizeof(tgt_port), f);
-			fclose(f);
-			if (ok) {
-				tgt_port[strcspn(tgt_port, "\n")] = 0;
-				return;
-			}
-		}
-		ck_assert_int_eq(waitpid(tgt_pid, NULL, WNOHANG), 0);
-		usleep(10000);
-	}
-	ck_abort_msg("the test target did not start");
-}
-
-static void target_stop(void)
-{
-	char p[128];
-
-	kill(tgt_pid, SIGTERM);
-	waitpid(tgt_pid, NULL, 0);
-	snprintf(p, sizeof(p), "%s/ready", tgt_dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/target.log", tgt_dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/ctl", tgt_dir);
-	unlink(p);
-	rmdir(tgt_dir);
-}
+static struct target_proc tgt;
 
 /* One fault command over the target's control socket; its reply. */
 static void target_ctl(const char *cmd, char *reply, size_t len)
@@ -105,7 +35,7 @@ static void target_ctl(const char *cmd, char *reply, size_t len)
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 
 	ck_assert_int_ge(fd, 0);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ctl", tgt_dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ctl", tgt.dir);
 	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	ck_assert_int_eq(write(fd, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
 	ck_assert_int_eq(write(fd, "\n", 1), 1);
@@ -128,7 +58,7 @@ static void opts_fill(struct nvmf_ctrl_opts *o, unsigned nioq)
 		 "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000cd");
 	o->path.trtype = NVMF_TR_TCP;
 	strcpy(o->path.traddr, "127.0.0.1");
-	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", tgt_port);
+	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", tgt.port);
 	o->path.tos = -1;
 	o->nr_io_queues = nioq;
 	o->queue_size = 32;
@@ -190,7 +120,7 @@ START_TEST(stuck_reads_aborted_together)
 	struct nvmf_ctrl_opts o;
 	char reply[640];
 
-	target_start(faults);
+	target_proc_start(&tgt, "ctrl-abort", SUBNQN, true, faults, GUARD_MS);
 	opts_fill(&o, 1);
 	o.io_timeout_ms = IO_TIMEOUT_MS;
 	ck_assert_int_eq(nvmf_ctrl_connect(&C, &o, &R, NULL, on_ready), 0);
@@ -257,7 +187,7 @@ START_TEST(rdy_poll_unanswered)
 	const char *const faults[] = { "--rdy-stall", "on", NULL };
 	struct nvmf_ctrl_opts o;
 
-	target_start(faults);
+	target_proc_start(&tgt, "ctrl-abort", SUBNQN, true, faults, GUARD_MS);
 	opts_fill(&o, 1);
 	o.io_timeout_ms = 60000; /* what an unanswered poll used to wait */
 	/* Longer than CAP.TO: no keep-alive goes out before the bring-up
@@ -286,7 +216,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	target_stop();
+	target_proc_stop(&tgt);
 }
 
 static Suite *ctrl_abort_suite(void)

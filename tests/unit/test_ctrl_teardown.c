@@ -10,14 +10,10 @@
  * every queue is dead, and the controller can be connected again. */
 #include <check.h>
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,70 +21,12 @@
 #include "gateway/base/reactor.h"
 #include "transports/ctrl.h"
 
+#include "target_proc.h"
+
 #define SUBNQN "nqn.2026-01.test:teardown"
 #define GUARD_MS 15000u /* far past any step here; a hang is a failure */
 
-static pid_t tgt_pid;
-static char tgt_dir[64], tgt_port[16];
-
-/* build/tests/unit/test_x -> build/nvmf-test-target */
-static void target_start(void)
-{
-	char exe[PATH_MAX], bin[PATH_MAX + 32], ready[128], logf[128];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	ck_assert_int_gt(n, 0);
-	exe[n] = 0;
-	for (int i = 0; i < 3; i++) {
-		char *s = strrchr(exe, '/');
-		ck_assert_ptr_nonnull(s);
-		*s = 0;
-	}
-	snprintf(bin, sizeof(bin), "%s/nvmf-test-target", exe);
-	ck_assert_msg(access(bin, X_OK) == 0, "%s: not built (make all)", bin);
-	strcpy(tgt_dir, "/tmp/ctrl-teardown-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tgt_dir));
-	snprintf(ready, sizeof(ready), "%s/ready", tgt_dir);
-	snprintf(logf, sizeof(logf), "%s/target.log", tgt_dir);
-	tgt_pid = fork();
-	ck_assert_int_ge(tgt_pid, 0);
-	if (!tgt_pid) {
-		/* Gone with the test case's process, whatever ends it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (!freopen(logf, "w", stderr) || !freopen(logf, "a", stdout))
-			_exit(127);
-		execl(bin, bin, "-a", "127.0.0.1", "-s", "0", "--subsys", SUBNQN ":16M",
-		      "--ready-file", ready, (char *)NULL);
-		_exit(127);
-	}
-	for (unsigned ms = 0; ms < GUARD_MS; ms += 10) {
-		FILE *f = fopen(ready, "r");
-		if (f) {
-			bool ok = fgets(tgt_port, sizeof(tgt_port), f);
-			fclose(f);
-			if (ok) {
-				tgt_port[strcspn(tgt_port, "\n")] = 0;
-				return;
-			}
-		}
-		ck_assert_int_eq(waitpid(tgt_pid, NULL, WNOHANG), 0);
-		usleep(10000);
-	}
-	ck_abort_msg("the test target did not start");
-}
-
-static void target_stop(void)
-{
-	char p[128];
-
-	kill(tgt_pid, SIGTERM);
-	waitpid(tgt_pid, NULL, 0);
-	snprintf(p, sizeof(p), "%s/ready", tgt_dir);
-	unlink(p);
-	snprintf(p, sizeof(p), "%s/target.log", tgt_dir);
-	unlink(p);
-	rmdir(tgt_dir);
-}
+static struct target_proc tgt;
 
 static void opts_fill(struct nvmf_ctrl_opts *o, unsigned nioq)
 {
@@ -99,7 +37,7 @@ static void opts_fill(struct nvmf_ctrl_opts *o, unsigned nioq)
 		 "nqn.2014-08.org.nvmexpress:uuid:00000000-0000-4000-8000-0000000000cc");
 	o->path.trtype = NVMF_TR_TCP;
 	strcpy(o->path.traddr, "127.0.0.1");
-	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", tgt_port);
+	snprintf(o->path.trsvcid, sizeof(o->path.trsvcid), "%s", tgt.port);
 	o->path.tos = -1;
 	o->nr_io_queues = nioq;
 	o->queue_size = 32;
@@ -177,14 +115,14 @@ static void setup(void)
 {
 	log_init();
 	ck_assert_int_eq(reactor_init(&R, 0, 64), 0);
-	target_start();
+	target_proc_start(&tgt, "ctrl-teardown", SUBNQN, false, NULL, GUARD_MS);
 	reset_counts();
 	memset(&C, 0, sizeof(C));
 }
 
 static void teardown(void)
 {
-	target_stop();
+	target_proc_stop(&tgt);
 }
 
 /* After the case: the controller comes up again and shuts down cleanly
