@@ -144,6 +144,9 @@ asan:
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -DNVMF_DEBUG_INVARIANTS" \
 		all unit-bins
 
+# Two binaries at a time, as func runs two tests (UNIT_JOBS=1: one by one).
+UNIT_JOBS ?= 2
+export UNIT_JOBS
 unit: all unit-bins
 	tests/unit/run.sh $(BUILD)
 

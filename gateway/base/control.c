@@ -57,6 +57,7 @@ struct control_srv {
 	struct list_node conns;
 	unsigned nr_conns, next_id;
 	uint64_t deadline_ns; /* CONTROL_CLIENT_DEADLINE_NS */
+	uint64_t grace_ns;    /* STOP_GRACE_NS */
 	bool stopping, finishing;
 	struct reactor_timer stop_timer;
 	void (*done)(void *);
@@ -564,6 +565,7 @@ int control_start_access(struct reactor *r, const char *path, const struct gw_ac
 	}
 	s->r = r;
 	s->deadline_ns = CONTROL_CLIENT_DEADLINE_NS;
+	s->grace_ns = STOP_GRACE_NS;
 	s->lfd = fd;
 	if (acc)
 		s->access = *acc;
@@ -591,7 +593,7 @@ static void stop_grace_over(struct reactor_timer *t)
 		if (c->call.outstanding || !c->busy)
 			continue;
 		log_warn("control: client %u: the reply is not taken after %llu s of stopping; "
-			 "closing it", c->id, (unsigned long long)(STOP_GRACE_NS / NSEC_PER_SEC));
+			 "closing it", c->id, (unsigned long long)(s->grace_ns / NSEC_PER_SEC));
 		c->eof = true;
 		shutdown(c->fd, SHUT_RDWR); /* its completion frees it */
 	}
@@ -627,11 +629,16 @@ void control_stop(struct control_srv *s, void (*done)(void *), void *arg)
 			conn_maybe_free(c);
 	}
 	if (s->nr_conns)
-		reactor_timer_arm(s->r, &s->stop_timer, STOP_GRACE_NS);
+		reactor_timer_arm(s->r, &s->stop_timer, s->grace_ns);
 	srv_maybe_done(s);
 }
 
 void control_set_client_deadline(struct control_srv *s, uint64_t ns)
 {
 	s->deadline_ns = ns;
+}
+
+void control_set_stop_grace(struct control_srv *s, uint64_t ns)
+{
+	s->grace_ns = ns;
 }

@@ -64,6 +64,8 @@ int control_start(struct reactor *r, const char *path, control_handle_fn *fn, vo
 		  struct control_srv **out);
 /* Another client deadline than CONTROL_CLIENT_DEADLINE_NS, for tests. */
 void control_set_client_deadline(struct control_srv *s, uint64_t ns);
+/* Another stop grace than STOP_GRACE_NS (5 s), for tests. */
+void control_set_stop_grace(struct control_srv *s, uint64_t ns);
 /* As control_start, the socket guarded by acc (file owner, group, mode
  * 0600 unless named; peer uid/gid allow-list); acc may be NULL. */
 int control_start_access(struct reactor *r, const char *path, const struct gw_access *acc,

@@ -371,7 +371,7 @@ START_TEST(stop_delivers_reply_being_sent)
 }
 END_TEST
 
-/* A call still owed when the 5 s stop grace ends keeps its connection
+/* A call still owed when the stop grace (5 s; 1 s here) ends keeps its connection
  * (the call lives in it): answered later, it is delivered, then the server
  * finishes.  Freed at the grace, the late reply was a use-after-free. */
 START_TEST(owed_call_outlives_grace)
@@ -383,10 +383,12 @@ START_TEST(owed_call_outlives_grace)
 	for (int i = 0; i < 50 && !later_call; i++)
 		reactor_poll(&r, 10 * NSEC_PER_MSEC);
 	ck_assert_ptr_nonnull(later_call);
+	control_set_stop_grace(srv, NSEC_PER_SEC);
 	control_stop(srv, on_stopped, NULL);
 	srv = NULL;
-	for (int i = 0; i < 600; i++)
-		reactor_poll(&r, 10 * NSEC_PER_MSEC); /* past the grace */
+	/* Half a second past the grace, by the reactor's clock. */
+	for (uint64_t t0 = reactor_now_ns(); reactor_now_ns() - t0 < 1500 * NSEC_PER_MSEC;)
+		reactor_poll(&r, 10 * NSEC_PER_MSEC);
 	ck_assert(!stopped);
 	control_reply_ok(later_call);
 	ck_assert_str_eq(recv_lines(fd, 1), "{\"ok\":true}\n");
@@ -398,7 +400,7 @@ START_TEST(owed_call_outlives_grace)
 END_TEST
 
 /* A client that does not read its reply cannot hold the stop: cut after
- * the grace (counted in reactor polls of 10 ms, bounded at 15 s). */
+ * the grace (1 s here; counted in reactor polls of 10 ms, bounded at 15 s). */
 START_TEST(unread_reply_cut_after_grace)
 {
 	int fd = client();
@@ -406,11 +408,15 @@ START_TEST(unread_reply_cut_after_grace)
 	send_str(fd, "{\"cmd\":\"big\"}\n");
 	for (int i = 0; i < 50; i++)
 		reactor_poll(&r, 10 * NSEC_PER_MSEC);
+	control_set_stop_grace(srv, NSEC_PER_SEC);
+	uint64_t t0 = reactor_now_ns();
 	control_stop(srv, on_stopped, NULL);
 	srv = NULL;
 	for (int i = 0; i < 1500 && !stopped; i++)
 		reactor_poll(&r, 10 * NSEC_PER_MSEC);
 	ck_assert(stopped);
+	/* Cut at the grace, not before it. */
+	ck_assert_uint_ge(reactor_now_ns() - t0, 900 * NSEC_PER_MSEC);
 	close(fd);
 }
 END_TEST
