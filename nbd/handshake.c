@@ -118,7 +118,7 @@ int nbd_hs_opt_hdr(struct nbd_conn *c, const uint8_t *p)
 
 void nbd_hs_opt_too_big(struct nbd_conn *c)
 {
-	log_notice("nbd %s: option %u with %u bytes of data refused", c->peer, c->opt, c->opt_len);
+	log_rl(NOTICE, "nbd %s: option %u with %u bytes of data refused", c->peer, c->opt, c->opt_len);
 	put_error(c, NBD_REP_ERR_TOO_BIG, "option data too long");
 }
 
@@ -342,8 +342,8 @@ static bool tls_refused(struct nbd_conn *c)
 		nbd_conn_fail(c, -EACCES, "NBD_OPT_EXPORT_NAME without TLS (%s)", why);
 		return true;
 	}
-	log_notice("nbd %s: option %u (%s) refused: TLS required (%s), the client did not get "
-		   "through NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt), why);
+	log_rl(NOTICE, "nbd %s: option %u (%s) refused: TLS required (%s), the client did not get "
+	       "through NBD_OPT_STARTTLS", c->peer, c->opt, opt_name(c->opt), why);
 	put_error(c, NBD_REP_ERR_TLS_REQD, "TLS required: send NBD_OPT_STARTTLS first");
 	return true;
 }

@@ -36,6 +36,7 @@ struct nbd_server {
 	char *unix_path;
 	struct reactor_op accept_op;
 	struct gw_access access; /* the listener's, kept past start */
+	struct log_rl refuse_rl; /* the refusals' lines: a peer can cause them at will */
 	struct sockaddr_storage peer_addr;
 	socklen_t peer_len;
 	bool accepting;
@@ -151,8 +152,9 @@ static void refuse(struct nbd_server *s, int fd, const char *peer)
 			 (int)cr.pid);
 	else
 		snprintf(who, sizeof(who), "%s", peer);
-	log_warn("nbd server %s: refused %s: %u connections already open (max_connections %u)",
-		 s->spec, who, s->conns, s->opts.max_connections);
+	log_rl_msg(&s->refuse_rl, LOG_LVL_WARN,
+		   "nbd server %s: refused %s: %u connections already open (max_connections %u)",
+		   s->spec, who, s->conns, s->opts.max_connections);
 	close(fd);
 }
 
@@ -187,7 +189,7 @@ static void accept_done(struct reactor_op *op, int res, uint32_t flags)
 		accept_arm(s);
 		return;
 	}
-	if (gw_access_refused(&s->access, res, "nbd server", s->spec)) {
+	if (gw_access_refused(&s->access, res, "nbd server", s->spec, &s->refuse_rl)) {
 		accept_arm(s);
 		return;
 	}

@@ -561,8 +561,8 @@ int nbd_tls_slot_take(struct nbd_conn *c)
 
 	if (now > max) {
 		__atomic_sub_fetch(&t->handshakes, 1, __ATOMIC_RELAXED);
-		log_warn("nbd %s: STARTTLS refused: %u TLS handshakes already in progress on this "
-			 "listener (tls_max_handshakes %u)", c->peer, now - 1, max);
+		log_rl(WARN, "nbd %s: STARTTLS refused: %u TLS handshakes already in progress on this "
+		       "listener (tls_max_handshakes %u)", c->peer, now - 1, max);
 		return -EBUSY;
 	}
 	c->tls_counted = true;

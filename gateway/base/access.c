@@ -210,7 +210,8 @@ bool gw_access_eq(const struct gw_access *a, const struct gw_access *b)
 	return true;
 }
 
-bool gw_access_refused(const struct gw_access *a, int fd, const char *what, const char *name)
+bool gw_access_refused(const struct gw_access *a, int fd, const char *what, const char *name,
+		       struct log_rl *rl)
 {
 	struct sockaddr_storage self;
 	socklen_t l = sizeof(self);
@@ -231,7 +232,7 @@ bool gw_access_refused(const struct gw_access *a, int fd, const char *what, cons
 	}
 	if (!why)
 		return false;
-	log_warn("%s %s: refused %s: %s", what, name, peer, why);
+	log_rl_msg(rl, LOG_LVL_WARN, "%s %s: refused %s: %s", what, name, peer, why);
 	close(fd);
 	return true;
 }

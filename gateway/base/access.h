@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "gateway/base/log.h"
+
 #define GW_ACCESS_MAX 16
 
 /* IPv4 is kept as its v4-mapped IPv6 form (::ffff:a.b.c.d, bits + 96), so
@@ -47,7 +49,8 @@ bool gw_access_eq(const struct gw_access *a, const struct gw_access *b);
  * uid/gid/pid) and the rule it failed, under "WHAT NAME:" ("nbd server
  * unix:/run/x.sock:").  a may
  * be NULL (no rules). */
-bool gw_access_refused(const struct gw_access *a, int fd, const char *what, const char *name);
+bool gw_access_refused(const struct gw_access *a, int fd, const char *what, const char *name,
+		       struct log_rl *rl);
 
 /* fd is a TCP socket whose peer is on this host by the one rule a socket
  * can check alone: a loopback address, or the socket's own address (a

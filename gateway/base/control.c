@@ -54,6 +54,7 @@ struct control_srv {
 	struct reactor_op accept_op;
 	bool accepting;
 	struct gw_access access;
+	struct log_rl refuse_rl; /* the refusals' lines: a peer can cause them at will */
 	struct list_node conns;
 	unsigned nr_conns, next_id;
 	uint64_t deadline_ns; /* CONTROL_CLIENT_DEADLINE_NS */
@@ -498,7 +499,7 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		arm_accept(s);
 		return;
 	}
-	if (gw_access_refused(&s->access, res, "control", s->path)) {
+	if (gw_access_refused(&s->access, res, "control", s->path, &s->refuse_rl)) {
 		arm_accept(s);
 		return;
 	}
@@ -508,8 +509,9 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		c = NULL;
 	}
 	if (!c) {
-		log_warn("control %s: %u clients connected already; refusing one", s->path,
-			 s->nr_conns);
+		log_rl_msg(&s->refuse_rl, LOG_LVL_WARN,
+			   "control %s: %u clients connected already; refusing one", s->path,
+			   s->nr_conns);
 		close(res);
 		arm_accept(s);
 		return;

@@ -113,3 +113,44 @@ void log_printable(char *dst, size_t len, const void *src, size_t n)
 		dst[i] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'' ? (char)s[i] : '?';
 	dst[i] = 0;
 }
+
+bool log_rl_pass(struct log_rl *rl, uint64_t now_ns, unsigned *left_out)
+{
+	if (!rl->start_ns || (now_ns >= rl->start_ns &&
+			      now_ns - rl->start_ns >= (uint64_t)LOG_RL_INTERVAL_S * 1000000000ull)) {
+		rl->start_ns = now_ns ? now_ns : 1;
+		rl->n = 0;
+	}
+	if (rl->n >= LOG_RL_BURST) {
+		if (rl->left_out < UINT32_MAX)
+			rl->left_out++;
+		return false;
+	}
+	rl->n++;
+	*left_out = rl->left_out;
+	rl->left_out = 0;
+	return true;
+}
+
+void log_rl_msg(struct log_rl *rl, enum log_level lvl, const char *fmt, ...)
+{
+	struct timespec ts;
+	char text[768];
+	unsigned left_out;
+	va_list ap;
+
+	/* A line below the level is neither shown nor counted. */
+	if (lvl > cur_level)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	if (!log_rl_pass(rl, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, &left_out))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	if (left_out)
+		log_msg(lvl, "%s (and %u more like it, not logged: at most %u lines in %u s)", text,
+			left_out, LOG_RL_BURST, LOG_RL_INTERVAL_S);
+	else
+		log_msg(lvl, "%s", text);
+}

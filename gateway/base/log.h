@@ -5,7 +5,9 @@
 #define GW_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_LVL_ERR = 3,
@@ -53,5 +55,32 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
  * it, becomes '?', so no newline or escape of theirs forges a line.
  * Trailing NULs (a fixed field's padding) are left out. */
 void log_printable(char *dst, size_t len, const void *src, size_t n);
+
+/* Lines a peer can cause at will, one per connection it opens (a refused
+ * connection, a handshake that fails): each call site lets through at
+ * most LOG_RL_BURST lines per LOG_RL_INTERVAL_S seconds on each thread;
+ * the lines left out are counted and the next line let through says how
+ * many.  A flood of connections then costs the journal a few lines a
+ * minute, and never reaches journald's own rate limit, which drops the
+ * service's lines without choosing which (the path-loss lines among
+ * them).  Lines of established clients are not limited. */
+#define LOG_RL_BURST 10
+#define LOG_RL_INTERVAL_S 10
+struct log_rl {
+	uint64_t start_ns; /* the current interval's start, 0 = none yet */
+	unsigned n;        /* lines let through in it */
+	unsigned left_out; /* lines left out since the last one let through */
+};
+/* Whether a line at now_ns passes; when it does, *left_out is how many
+ * were left out before it (then counted from 0 again). */
+bool log_rl_pass(struct log_rl *rl, uint64_t now_ns, unsigned *left_out);
+void log_rl_msg(struct log_rl *rl, enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* log_rl(WARN, ...): rate-limited per call site and thread. */
+#define log_rl(lvl, ...)                                                 \
+	do {                                                             \
+		static __thread struct log_rl log_rl_site_;              \
+		log_rl_msg(&log_rl_site_, LOG_LVL_##lvl, __VA_ARGS__);   \
+	} while (0)
 
 #endif

@@ -288,6 +288,7 @@ struct metrics_srv {
 	struct reactor_op accept_op;
 	bool accepting;
 	struct gw_access access;
+	struct log_rl refuse_rl; /* the refusals' lines: a peer can cause them at will */
 	struct sockaddr_storage peer;
 	socklen_t peer_len;
 	struct list_node conns;
@@ -582,12 +583,13 @@ static void accepted(struct reactor_op *op, int res, uint32_t flags)
 		arm_accept(s);
 		return;
 	}
-	if (gw_access_refused(&s->access, res, "metrics", s->spec)) {
+	if (gw_access_refused(&s->access, res, "metrics", s->spec, &s->refuse_rl)) {
 		arm_accept(s);
 		return;
 	}
 	if (s->nr_conns >= MAX_CONNS || !(c = calloc(1, sizeof(*c)))) {
-		log_warn("metrics %s: %u scrapes open already; refusing one", s->spec, s->nr_conns);
+		log_rl_msg(&s->refuse_rl, LOG_LVL_WARN, "metrics %s: %u scrapes open already; refusing one",
+			   s->spec, s->nr_conns);
 		close(res);
 		arm_accept(s);
 		return;

@@ -5,7 +5,8 @@
 # v4 rule is matched against a v6 socket's peer), and the clients bind
 # their source address, 127.0.0.2 (allowed) or 127.0.0.3 and 127.0.0.1
 # (not).  Each refusal is one log line naming the address; the allowed
-# client is served before and after.
+# client is served before and after.  A flood of refused connections is
+# logged within a rate limit, per listener.
 set -u
 . "$TOP/tests/func/control/lib.sh"
 need jq
@@ -55,6 +56,30 @@ echo "refused: 127.0.0.3, 127.0.0.1 and ::1, one line each"
 [ "$($probe "$nbd" 127.0.0.2)" = served ] || fail "127.0.0.2 not served after the refusals"
 [ "$($probe "$met" 127.0.0.2 "$http")" = served ] || fail "metrics not served after the refusals"
 [ "$(st .exports_running)" = 2 ] || fail "exports not running"
+
+# A flood of refused connections costs a few lines, not one each (a
+# listener's refusals are rate-limited: 10 per 10 s), and the limit is the
+# listener's: the metrics endpoint's next refusal is still logged.
+python3 - 127.0.0.1 "$nport" 127.0.0.3 60 << 'PY' || fail "the flood"
+import socket, sys
+host, port, src, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+for _ in range(n):
+    s = socket.socket()
+    s.bind((src, 0))
+    s.connect((host, port))
+    s.settimeout(10)
+    assert s.recv(1) == b"", "a refused connection got bytes"
+    s.close()
+PY
+[ "$($probe "$met" 127.0.0.3 "$http")" = closed ] || fail "metrics from 127.0.0.3 not closed"
+wait_for 10 '[ "$(grep -c "metrics tcp:$mspec: refused" "$tmp/gw.log")" = 2 ]' ||
+	fail "the metrics refusal after the NBD flood was not logged"
+flood=$(grep -c "nbd server tcp:127.0.0.1:$nport: refused" "$tmp/gw.log")
+echo "62 refused NBD connections: $flood lines"
+# 10 in the first 10 s; a host so slow that the flood spans a second
+# interval logs up to 10 more.
+[ "$flood" -ge 10 ] && [ "$flood" -le 20 ] || fail "$flood refusal lines for 62 refused connections"
+[ "$($probe "$nbd" 127.0.0.2)" = served ] || fail "127.0.0.2 not served after the flood"
 
 # A rule that does not fit its listener is an error of the file.
 sed -i 's|allow_from = \[ "10.0.0.0/8", "127.0.0.2" \]|allow_users = [ 0 ]|' "$tmp/gw.conf"

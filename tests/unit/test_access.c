@@ -12,6 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The refusals' rate limit of a listener (tests/unit/test_log.c tests it). */
+static struct log_rl rl;
+
 #include "unit_netns.h"
 
 static void addr_of(const char *s, uint8_t out[16])
@@ -110,14 +113,14 @@ START_TEST(unix_peer_refused_and_allowed)
 	char c;
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	ck_assert(gw_access_refused(&a, sv[0], "test", "pair"));
+	ck_assert(gw_access_refused(&a, sv[0], "test", "pair", &rl));
 	ck_assert_int_eq(read(sv[1], &c, 1), 0);
 	close(sv[1]);
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
 	a.uids[0] = getuid();
-	ck_assert(!gw_access_refused(&a, sv[0], "test", "pair"));
-	ck_assert(!gw_access_refused(NULL, sv[0], "test", "pair"));
+	ck_assert(!gw_access_refused(&a, sv[0], "test", "pair", &rl));
+	ck_assert(!gw_access_refused(NULL, sv[0], "test", "pair", &rl));
 	ck_assert_int_eq(write(sv[0], "x", 1), 1);
 	close(sv[0]);
 	close(sv[1]);
@@ -146,10 +149,10 @@ START_TEST(unix_peer_many_groups)
 			_exit(2);
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
 			_exit(3);
-		if (gw_access_refused(&a, sv[0], "test", "pair"))
+		if (gw_access_refused(&a, sv[0], "test", "pair", &rl))
 			_exit(1);
 		a.gids[0] = 50100; /* not one of them: still refused */
-		_exit(gw_access_refused(&a, sv[0], "test", "pair") ? 0 : 4);
+		_exit(gw_access_refused(&a, sv[0], "test", "pair", &rl) ? 0 : 4);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
