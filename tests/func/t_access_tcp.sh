@@ -72,7 +72,7 @@ for _ in range(n):
     s.close()
 PY
 [ "$($probe "$met" 127.0.0.3 "$http")" = closed ] || fail "metrics from 127.0.0.3 not closed"
-wait_for 10 '[ "$(grep -c "metrics tcp:$mspec: refused" "$tmp/gw.log")" = 2 ]' ||
+wait_for 10 '[ "$(grep -c "metrics tcp:$mspec: refused" "$tmp/gw.log")" = 3 ]' ||
 	fail "the metrics refusal after the NBD flood was not logged"
 flood=$(grep -c "nbd server tcp:127.0.0.1:$nport: refused" "$tmp/gw.log")
 echo "62 refused NBD connections: $flood lines"
