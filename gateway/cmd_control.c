@@ -18,6 +18,7 @@
 #include "gateway/config.h"
 #include "gateway/base/json.h"
 #include "gateway/tools.h"
+#include "gateway/runtime_control.h"
 
 enum out_fmt { OUT_TABLE, OUT_JSON };
 
@@ -387,7 +388,7 @@ int cmd_control(int argc, char **argv)
 	};
 	const char *cmd = argv[0], *sock = NULL, *conf = NULL, *arg = NULL;
 	enum out_fmt fmt = OUT_TABLE;
-	char def[108];
+	char def[108], recorded[4096];
 	struct gw_config *cfg = NULL;
 	bool needs_arg = !strcmp(cmd, "reset") || !strncmp(cmd, "export-", 7);
 	bool change = !strcmp(cmd, "reload") || !strncmp(cmd, "export-", 7);
@@ -439,7 +440,7 @@ int cmd_control(int argc, char **argv)
 	if (conf) {
 		if (config_load(conf, &cfg, stderr) < 0)
 			return 1;
-		sock = cfg->control;
+		sock = runtime_control_lookup(cfg->control, recorded, sizeof(recorded));
 	} else if (!sock) {
 		config_default_control(def, sizeof(def));
 		sock = def;

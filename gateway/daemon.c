@@ -20,6 +20,7 @@
 #include "gateway/daemon_metrics.h"
 #include "gateway/daemon_priv.h"
 #include "gateway/daemon_discovery.h"
+#include "gateway/runtime_control.h"
 #include "gateway/linkwatch.h"
 #include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
@@ -796,8 +797,12 @@ static void start_control(struct gw *gw)
 		if ((ret = mkdir_p(dir)) < 0)
 			log_err("control: cannot create %s: %s", dir, strerror(-ret));
 	}
-	control_start_access(&gw->reactors[0], gw->cfg->control, &gw->cfg->control_access,
-			     gw_control_handle, gw, &gw->control);
+	if (control_start_access(&gw->reactors[0], gw->cfg->control, &gw->cfg->control_access,
+				 gw_control_handle, gw, &gw->control) == 0 &&
+	    (ret = runtime_control_record(gw->cfg->control)) < 0)
+		log_warn("control: cannot record %s in $RUNTIME_DIRECTORY: %s (a reload with "
+			 "a changed gateway.control will not find it)",
+			 gw->cfg->control, strerror(-ret));
 }
 
 /* ---- batches: connect targets, then start exports ---- */
