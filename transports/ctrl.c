@@ -437,8 +437,10 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 	nvmf_ctrl_cb lost_cb = c->lost_cb;
 	void (*ana_cb)(struct nvmf_ctrl *) = c->ana_cb;
 	void (*ns_cb)(struct nvmf_ctrl *) = c->ns_cb;
+	unsigned attempt_timeout_ms = c->attempt_timeout_ms;
 
 	memset(c, 0, sizeof(*c));
+	c->attempt_timeout_ms = attempt_timeout_ms;
 	c->owner = owner;
 	c->lost_cb = lost_cb;
 	c->ana_cb = ana_cb;
@@ -489,6 +491,7 @@ static int ctrl_start(struct nvmf_ctrl *c)
 	if (c->state != NVMF_CTRL_CONNECTING && !nvmf_ctrl_set_state(c, NVMF_CTRL_CONNECTING))
 		return -EBUSY;
 	c->step = INIT_ADMIN_CONNECT;
+	ctrl_arm_attempt(c);
 	ctrl_arm_step(c, DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms);
 	nvmf_queue_connect(&c->adminq, admin_connected);
 	return 0;

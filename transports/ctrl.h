@@ -124,6 +124,13 @@ struct nvmf_ctrl {
 	uint8_t ana_chk[16];
 	int vwc_before; /* VWC of the previous bring-up, -1 before the first */
 	uint64_t deadline_ns; /* of the current waiting step */
+	/* The bring-up attempt's whole bound (ATTEMPT_CMDS_MS), which caps
+	 * every step's; attempt_ms is its length, for the log. */
+	uint64_t attempt_deadline_ns;
+	unsigned attempt_ms;
+	/* attempt_ms itself, CAP.TO included; 0: computed.  Tests set less;
+	 * kept across nvmf_ctrl_connect like the owner's hooks. */
+	unsigned attempt_timeout_ms;
 	unsigned shutdown_timeout_ms; /* the CC.SHN wait; 0: SHUTDOWN_TIMEOUT_MS (tests set less) */
 	struct reactor_timer step_timer;
 	struct reactor_timer kato_timer;

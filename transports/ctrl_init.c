@@ -2,7 +2,8 @@
  * Fabrics specification gives: admin Connect, CAP/VS, CC.EN and CSTS.RDY
  * within CAP.TO, Identify, queue count, namespaces, I/O queue Connects.
  * Every step is one admin command whose completion starts the next; the
- * step timer bounds each wait. */
+ * step timer bounds each wait, and never past the whole attempt's bound
+ * (ATTEMPT_CMDS_MS). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,9 +39,27 @@ static const char *step_name(enum nvmf_init_step s)
 /* ---- bring-up ---- */
 
 
+static unsigned cap_to_ms(const struct nvmf_ctrl *c)
+{
+	/* CAP.TO is in 500 ms units; 0 would be a broken target, give it
+	 * the minimum rather than no time at all. */
+	return (NVME_CAP_TO(c->cap) ? NVME_CAP_TO(c->cap) : 1) * 500u;
+}
+
+/* A step's wait ended at its own bound (why) or at the attempt's. */
+static void step_expired(struct nvmf_ctrl *c, const char *why)
+{
+	if (reactor_now_ns() >= c->attempt_deadline_ns)
+		ctrl_init_fail(c, -ETIMEDOUT, "the whole attempt's bound of %u ms passed",
+			       c->attempt_ms);
+	else
+		ctrl_init_fail(c, -ETIMEDOUT, "%s", why);
+}
+
 void ctrl_step_timeout(struct reactor_timer *t)
 {
 	struct nvmf_ctrl *c = container_of(t, struct nvmf_ctrl, step_timer);
+	char why[96];
 
 	/* The poll tick, or CAP.TO passed (a poll in flight: unanswered). */
 	if (c->step == INIT_WAIT_RDY && !c->poll_req && reactor_now_ns() < c->deadline_ns) {
@@ -49,13 +68,32 @@ void ctrl_step_timeout(struct reactor_timer *t)
 	}
 	if (c->step == INIT_DONE && c->shutdown_cb)
 		return; /* the shutdown's own wait handles it */
-	ctrl_init_fail(c, -ETIMEDOUT, "%s timed out", step_name(c->step));
+	snprintf(why, sizeof(why), "%s timed out", step_name(c->step));
+	step_expired(c, why);
+}
+
+void ctrl_arm_attempt(struct nvmf_ctrl *c)
+{
+	uint64_t ms = c->attempt_timeout_ms
+		? c->attempt_timeout_ms
+		: 2 * ((uint64_t)DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms) +
+			  ATTEMPT_CMDS_MS;
+
+	/* A huge connect timeout: room left for CAP.TO's 127.5 s at most. */
+	c->attempt_ms = ms > UINT32_MAX - 127500u ? UINT32_MAX - 127500u : (unsigned)ms;
+	c->attempt_deadline_ns = reactor_now_ns() + (uint64_t)c->attempt_ms * NSEC_PER_MSEC;
 }
 
 void ctrl_arm_step(struct nvmf_ctrl *c, unsigned ms)
 {
-	c->deadline_ns = reactor_now_ns() + (uint64_t)ms * NSEC_PER_MSEC;
-	reactor_timer_arm(c->r, &c->step_timer, (uint64_t)ms * NSEC_PER_MSEC);
+	uint64_t now = reactor_now_ns(), ns = (uint64_t)ms * NSEC_PER_MSEC;
+
+	/* Never past the attempt's bound: each answer starting a fresh
+	 * step bound alone is what let a slow target stretch an attempt. */
+	if (now + ns > c->attempt_deadline_ns)
+		ns = c->attempt_deadline_ns > now ? c->attempt_deadline_ns - now : 0;
+	c->deadline_ns = now + ns;
+	reactor_timer_arm(c->r, &c->step_timer, ns);
 }
 
 void ctrl_init_failed_down(struct nvmf_ctrl *c, int err)
@@ -277,6 +315,11 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 	switch (c->step) {
 	case INIT_GET_CAP:
 		c->cap = cqe.result.u64;
+		/* The target's own CSTS.RDY time joins the attempt's bound. */
+		if (!c->attempt_timeout_ms) {
+			c->attempt_ms += cap_to_ms(c);
+			c->attempt_deadline_ns += (uint64_t)cap_to_ms(c) * NSEC_PER_MSEC;
+		}
 		c->step = INIT_GET_VS;
 		break;
 	case INIT_GET_VS:
@@ -285,9 +328,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		break;
 	case INIT_SET_CC:
 		c->step = INIT_WAIT_RDY;
-		/* CAP.TO is in 500 ms units; 0 would be a broken target, give
-		 * it the minimum rather than no time at all. */
-		ctrl_arm_step(c, (NVME_CAP_TO(c->cap) ? NVME_CAP_TO(c->cap) : 1) * 500u);
+		ctrl_arm_step(c, cap_to_ms(c));
 		break;
 	case INIT_WAIT_RDY:
 		if (cqe.result.dw0 & NVME_CSTS_CFS) {
@@ -298,7 +339,7 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 			/* Not ready yet: ask again shortly, within CAP.TO. */
 			uint64_t now = reactor_now_ns();
 			if (now >= c->deadline_ns) {
-				ctrl_init_fail(c, -ETIMEDOUT, "CSTS.RDY not set within CAP.TO");
+				step_expired(c, "CSTS.RDY not set within CAP.TO");
 				return;
 			}
 			reactor_timer_arm(c->r, &c->step_timer, 10 * NSEC_PER_MSEC);

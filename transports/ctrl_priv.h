@@ -16,6 +16,15 @@
 #define DEFAULT_STEP_TIMEOUT_MS 10000u
 #define DEFAULT_MAX_XFER (256u * 1024)
 #define SHUTDOWN_TIMEOUT_MS 5000u
+/* A bring-up attempt's whole bound, besides each step's own: the two
+ * connect steps at their step bounds (DEFAULT_STEP_TIMEOUT_MS + the connect
+ * timeout each), CAP.TO for CSTS.RDY, and this for every other admin
+ * command together: 1024 namespaces take about 2050 of them, 29 ms each
+ * on average.  Without it each command's fresh 10 s let a target
+ * answering just in time keep one attempt going for hours (1024
+ * namespaces: (8 + 2 x 1024) x 10 s), ctrl_loss_tmo and the daemon's
+ * start waiting behind it. */
+#define ATTEMPT_CMDS_MS 60000u
 
 /* fabrics.c: the admin commands' setup.  ctrl_admin_req_reserved may take
  * one of the admin queue's reserved requests (NVMF_ADMIN_RESERVED): only
@@ -44,6 +53,8 @@ void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 void ctrl_init_next(struct nvmf_ctrl *c);
 void ctrl_step_timeout(struct reactor_timer *t);
 void ctrl_arm_step(struct nvmf_ctrl *c, unsigned ms);
+/* The attempt's deadline, from its start (ctrl.c's ctrl_start). */
+void ctrl_arm_attempt(struct nvmf_ctrl *c);
 void ctrl_init_failed_down(struct nvmf_ctrl *c, int err);
 
 /* ctrl.c: the I/O queues, LIVE, teardown. */

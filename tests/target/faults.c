@@ -117,6 +117,11 @@ int faults_command(char *line, char *reply, size_t len)
 		log_notice("fault: I/O completions delayed by %llu ms", v);
 		return 0;
 	}
+	if (!strcmp(w[0], "admin-delay") && nw == 2 && !parse_num(w[1], 600000, &v)) {
+		T.f.admin_delay_ms = (uint32_t)v;
+		log_notice("fault: admin queue answers delayed by %llu ms", v);
+		return 0;
+	}
 	if (!strcmp(w[0], "reorder") && nw == 2 && !parse_num(w[1], 600000, &v)) {
 		T.f.reorder_ms = (uint32_t)v;
 		log_notice("fault: I/O commands executed after a random 0..%llu ms", v);
@@ -320,6 +325,7 @@ int faults_command(char *line, char *reply, size_t len)
 	if (!strcmp(w[0], "clear") && nw == 1) {
 		T.f.drop_after = -1;
 		T.f.delay_ms = 0;
+		T.f.admin_delay_ms = 0;
 		T.f.reorder_ms = 0;
 		T.f.late_ms = 0;
 		T.f.status = 0;
@@ -403,7 +409,7 @@ int faults_command(char *line, char *reply, size_t len)
 bad:
 	snprintf(reply, len,
 		 "err unknown or malformed command; one of: ping | drop | drop-after N | "
-		 "refuse SECS | delay MS | reorder MS | late MS | cqt MS | status SCT SC [dnr] [FRACTION] | status off | "
+		 "refuse SECS | delay MS | admin-delay MS | reorder MS | late MS | cqt MS | status SCT SC [dnr] [FRACTION] | status off | "
 		 "corrupt hdgst|ddgst [io] | malformed type|hlen|cid|plen | "
 		 "ana NQN NSID optimized|non-optimized|inaccessible|persistent-loss|change [PORT] [noaen] | "
 		 "ana-group NQN NSID GRP [noaen] | "

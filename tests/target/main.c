@@ -433,7 +433,8 @@ static void usage(FILE *out)
 		"  reaching its end), abort-honour on|off (an Abort of a command waiting for\n"
 		"  its delayed completion completes it with Command Abort Requested),\n"
 		"  rdy-stall on|off (after CC.EN the first CSTS read says not ready, later\n"
-		"  ones are never answered)\n");
+		"  ones are never answered), admin-delay MS (every answer on an admin queue,\n"
+		"  its Connect's included, sent MS ms late: a slow controller's bring-up)\n");
 }
 
 int main(int argc, char **argv)
@@ -468,6 +469,7 @@ int main(int argc, char **argv)
 		{ "drop-after", required_argument, 0, O_FAULT },
 		{ "refuse", required_argument, 0, O_FAULT },
 		{ "delay", required_argument, 0, O_FAULT },
+		{ "admin-delay", required_argument, 0, O_FAULT },
 		{ "status", required_argument, 0, O_FAULT },
 		{ "corrupt", required_argument, 0, O_FAULT },
 		{ "malformed", required_argument, 0, O_FAULT },

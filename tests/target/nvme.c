@@ -297,9 +297,10 @@ static void complete64(struct tgt_cmd *cmd, uint16_t st, uint64_t result)
 	cmd->cqe.status = (uint16_t)(st << 1);
 	if (st)
 		cmd->data_len = cmd->h2c ? cmd->data_len : 0;
-	if (c->qid && T.f.delay_ms) {
+	uint32_t delay = c->qid ? T.f.delay_ms : T.f.admin_delay_ms;
+	if (delay) {
 		cmd->state = CMD_DELAYED;
-		cmd->due_ns = now_ns() + (uint64_t)T.f.delay_ms * 1000000ull;
+		cmd->due_ns = now_ns() + (uint64_t)delay * 1000000ull;
 		delayed_insert(cmd);
 		return;
 	}

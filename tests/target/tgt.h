@@ -260,6 +260,7 @@ struct tgt_faults {
 	int64_t drop_after; /* commands until every connection drops; -1 off */
 	uint64_t refuse_until_ns;
 	uint32_t delay_ms;
+	uint32_t admin_delay_ms; /* every admin queue answer, Connect's included */
 	uint32_t reorder_ms; /* each I/O command executes after 0..reorder_ms */
 	uint32_t late_ms; /* each I/O command executes late_ms after it arrived */
 	unsigned id_ns_fail; /* the next this many Identify Namespace fail... */
