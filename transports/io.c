@@ -57,10 +57,13 @@ static void io_req_done(struct nvmf_req *req, int err)
 		io->err = err;
 	INVARIANT(io->outstanding > 0, "completion of a command the I/O did not send");
 	io->outstanding--;
-	/* Still waiting for a request from an earlier kick: leave the queue's
-	 * waiter list before kicking, or the waiter would be queued twice
-	 * (corrupting the list) and woken after the I/O completed. */
+	/* Still waiting for a request from an earlier kick: it keeps its
+	 * place in the queue's line, and its wake sends the rest.  One that
+	 * failed sends nothing more: it leaves the line (else it would be
+	 * woken after it completed) and ends once its commands are back. */
 	if (io->waiting) {
+		if (!io->err)
+			return;
 		list_del(&io->waiter.link);
 		io->waiting = false;
 	}
@@ -167,7 +170,7 @@ static void io_kick(struct nvmf_io *io)
 			io->err = -EINVAL;
 			break;
 		}
-		struct nvmf_req *req = nvmf_req_get(io->q);
+		struct nvmf_req *req = nvmf_req_get_waiter(io->q, &io->waiter);
 		if (!req) {
 			/* On the waiter list once at most: a second add corrupts it. */
 			INVARIANT(!io->waiting, "an I/O on the queue's waiter list twice");

@@ -228,9 +228,19 @@ static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 	return req;
 }
 
+struct nvmf_req *nvmf_req_get_waiter(struct nvmf_queue *q, struct nvmf_waiter *w)
+{
+	/* First come, first served: a waiter is woken only after the whole
+	 * completion batch, and new submissions of the same batch took the
+	 * slots it freed, so one I/O could wait for ever on a busy queue. */
+	if (!list_empty(&q->waiters) && (!w || q->waking != w))
+		return NULL;
+	return req_take(q, false);
+}
+
 struct nvmf_req *nvmf_req_get(struct nvmf_queue *q)
 {
-	return req_take(q, false);
+	return nvmf_req_get_waiter(q, NULL);
 }
 
 struct nvmf_req *nvmf_req_get_reserved(struct nvmf_queue *q)
@@ -244,11 +254,13 @@ static void queue_wake(struct reactor_msg *m)
 	struct list_node *n;
 
 	q->wake_pending = false;
-	/* Each waiter takes what it needs and re-queues itself if that was
-	 * not enough; stop once the pool is empty again. */
+	/* Each waiter takes what it needs and re-queues itself (at the
+	 * tail) if that was not enough; stop once the pool is empty again. */
 	while (q->nr_free > q->reserved && (n = list_pop(&q->waiters))) {
 		struct nvmf_waiter *w = container_of(n, struct nvmf_waiter, link);
+		q->waking = w;
 		w->fn(w);
+		q->waking = NULL;
 	}
 }
 

@@ -120,8 +120,10 @@ struct nvmf_queue {
 	unsigned reserved;
 	struct list_node in_flight;
 	unsigned nr_in_flight;
-	/* Callers waiting for a free request (struct nvmf_waiter). */
+	/* Callers waiting for a free request (struct nvmf_waiter), first
+	 * come first served; waking: the one whose fn runs now. */
 	struct list_node waiters;
+	struct nvmf_waiter *waking;
 	struct reactor_msg wake_msg;
 	bool wake_pending;
 	struct reactor_timer io_timer; /* oldest in-flight command's deadline */
@@ -202,7 +204,13 @@ void nvmf_queue_free(struct nvmf_queue *q);
 /* false, logged, when the transition is refused: callers branch on it. */
 bool nvmf_queue_set_state(struct nvmf_queue *q, enum nvmf_queue_state s);
 const char *nvmf_queue_state_name(enum nvmf_queue_state s);
+/* A free request, or NULL when there is none or when callers wait for
+ * one: a caller that would wait then queues behind them (nvmf_queue_wait),
+ * so that the slots a completion batch frees are not all taken by new
+ * submissions before the waiters' wake runs. */
 struct nvmf_req *nvmf_req_get(struct nvmf_queue *q);
+/* The same for a caller that waits with w: served while w is being woken. */
+struct nvmf_req *nvmf_req_get_waiter(struct nvmf_queue *q, struct nvmf_waiter *w);
 /* The same, but it may take one of the q->reserved requests too. */
 struct nvmf_req *nvmf_req_get_reserved(struct nvmf_queue *q);
 void nvmf_req_put(struct nvmf_req *req);

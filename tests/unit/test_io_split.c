@@ -590,6 +590,119 @@ END_TEST
 START_TEST(pool_exhaustion_sync) { pool_wait(false, true); }
 END_TEST
 
+/* A queue of 5 entries (4 requests) full, an I/O X waiting for one, and
+ * with every completion a new one-command I/O submitted in the same batch
+ * (an NBD request read alongside the NVMe completions), before the
+ * deferred wake: X still gets the next free request, and the I/Os behind
+ * it go out in the order they came.  Before, each new I/O took the slot
+ * the completion freed and X waited as long as the load lasted. */
+#define FIFO_IOS 64u
+
+static struct nvmf_io fifo_io[FIFO_IOS];
+static uint8_t fifo_buf[4096];
+static struct iovec fifo_iov = { fifo_buf, sizeof(fifo_buf) };
+
+static void fifo_submit(unsigned k)
+{
+	struct nvmf_io *io = &fifo_io[k];
+
+	memset(io, 0, sizeof(*io));
+	io->op = NVMF_IO_READ;
+	io->offset = (uint64_t)k * 4096; /* its place in the order: slba k * 8 */
+	io->len = 4096;
+	io->iov = &fifo_iov;
+	io->iovcnt = 1;
+	io->cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 4096, io), 0);
+}
+
+START_TEST(waiter_served_before_new_submissions)
+{
+	const unsigned x = 4; /* the fifth: the pool has four requests */
+	unsigned next = 0, completions = 0, x_after = 0;
+
+	teardown();
+	queue_setup(5);
+	set_ns(512, 1u << 20);
+	for (; next <= x; next++)
+		fifo_submit(next);
+	ck_assert_uint_eq(ncmds, 4);
+	ck_assert(fifo_io[x].waiting);
+	while (next < FIFO_IOS && npending) {
+		struct nvmf_req *req = pending[0];
+		memmove(pending, pending + 1, --npending * sizeof(*pending));
+		struct nvme_cqe cqe = { .cid = req->cid };
+		nvmf_req_complete(req, &cqe);
+		completions++;
+		fifo_submit(next++);
+		for (int i = 0; i < 4; i++)
+			reactor_poll(&r, 0);
+		if (!x_after && !fifo_io[x].waiting)
+			x_after = completions;
+	}
+	ck_assert_msg(x_after && x_after <= 4,
+		      "the waiting I/O was not submitted within 4 completions (%u completions, "
+		      "%u I/Os submitted after it, %u commands sent)",
+		      completions, next - x - 1, ncmds);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, next);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert_uint_eq(q.nr_in_flight, 0);
+	/* Every I/O's command went out in submission order. */
+	ck_assert_uint_eq(ncmds, next);
+	for (unsigned i = 0; i < ncmds; i++)
+		ck_assert_uint_eq(cmds[i].slba, (uint64_t)i * 8);
+}
+END_TEST
+
+/* A waiting I/O split in several commands keeps its place while its own
+ * commands complete, and sends its parts in order between the others'. */
+START_TEST(split_waiter_keeps_its_place)
+{
+	struct nvmf_io big;
+	static uint8_t buf[32768];
+	struct iovec iov = { buf, sizeof(buf) };
+
+	teardown();
+	queue_setup(3); /* two requests */
+	set_ns(512, 1u << 20);
+	memset(&big, 0, sizeof(big));
+	big.op = NVMF_IO_READ;
+	big.offset = 1 << 19;
+	big.len = sizeof(buf);
+	big.iov = &iov;
+	big.iovcnt = 1;
+	big.cb = io_cb;
+	ck_assert_int_eq(nvmf_io_submit(&q, &ns, 4096, &big), 0); /* 8 commands, 2 sent */
+	ck_assert(big.waiting);
+	fifo_submit(0); /* behind it */
+	ck_assert(fifo_io[0].waiting);
+	/* One of its own commands back: it is still first in line. */
+	struct nvmf_req *req = pending[0];
+	memmove(pending, pending + 1, --npending * sizeof(*pending));
+	struct nvme_cqe cqe = { .cid = req->cid };
+	nvmf_req_complete(req, &cqe);
+	for (int i = 0; i < 4; i++)
+		reactor_poll(&r, 0);
+	ck_assert_uint_eq(ncmds, 3);
+	ck_assert_uint_eq(cmds[2].slba, ((1u << 19) + 8192) / 512);
+	ck_assert(fifo_io[0].waiting);
+	complete_all(0, false);
+	ck_assert_uint_eq(cb_count, 2);
+	ck_assert_int_eq(cb_err, 0);
+	ck_assert_uint_eq(ncmds, 9);
+	/* The big I/O's parts in order, the small one somewhere between. */
+	uint64_t pos = (1u << 19) / 512;
+	for (unsigned i = 0; i < ncmds; i++) {
+		if (cmds[i].slba == 0)
+			continue;
+		ck_assert_uint_eq(cmds[i].slba, pos);
+		pos += 8;
+	}
+	ck_assert_uint_eq(pos, ((1u << 19) + sizeof(buf)) / 512);
+}
+END_TEST
+
 /* A read's pipe goes with every command, each with its place in the
  * stream (the transport appends a part only behind the parts before it);
  * a write's only when the write is one command. */
@@ -1061,6 +1174,8 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, pool_exhaustion_in_order);
 	tcase_add_test(tc, pool_exhaustion_reverse);
 	tcase_add_test(tc, pool_exhaustion_sync);
+	tcase_add_test(tc, waiter_served_before_new_submissions);
+	tcase_add_test(tc, split_waiter_keeps_its_place);
 	tcase_add_test(tc, sink_with_every_read_command);
 	tcase_add_test(tc, new_attempt_resets_the_pipe);
 	tcase_add_test(tc, split_read_in_order_fills_the_pipe);
