@@ -79,8 +79,10 @@ void ctrl_arm_attempt(struct nvmf_ctrl *c)
 		: 2 * ((uint64_t)DEFAULT_STEP_TIMEOUT_MS + c->opts.path.connect_timeout_ms) +
 			  ATTEMPT_CMDS_MS;
 
-	/* A huge connect timeout: room left for CAP.TO's 127.5 s at most. */
-	c->attempt_ms = ms > UINT32_MAX - 127500u ? UINT32_MAX - 127500u : (unsigned)ms;
+	/* A huge connect timeout: room left for CAP.TO's 127.5 s at most
+	 * and 1024 namespaces' allowance. */
+	const uint64_t room = 127500u + 1024ull * ATTEMPT_NS_MS;
+	c->attempt_ms = ms > UINT32_MAX - room ? (unsigned)(UINT32_MAX - room) : (unsigned)ms;
 	c->attempt_deadline_ns = reactor_now_ns() + (uint64_t)c->attempt_ms * NSEC_PER_MSEC;
 }
 
@@ -392,6 +394,11 @@ static void init_cmd_done(struct nvmf_req *req, int err)
 		memcpy(c->ns_list, c->admin_buf, 4096);
 		c->ns_list_len = nvmf_ns_list_count(c->opts.name, c->ns_list, 1024);
 		c->ns_list_idx = 0;
+		if (!c->attempt_timeout_ms) {
+			uint64_t more = (uint64_t)c->ns_list_len * ATTEMPT_NS_MS;
+			c->attempt_ms += (unsigned)more;
+			c->attempt_deadline_ns += more * NSEC_PER_MSEC;
+		}
 		c->step = INIT_IDENTIFY_NS;
 		break;
 	case INIT_IDENTIFY_NS: {

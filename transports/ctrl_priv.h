@@ -25,6 +25,12 @@
  * namespaces: (8 + 2 x 1024) x 10 s), ctrl_loss_tmo and the daemon's
  * start waiting behind it. */
 #define ATTEMPT_CMDS_MS 60000u
+/* And this much more per active namespace, added once the list is read
+ * (its Identify and descriptor list): 1024 namespaces then get 60 s +
+ * 1024 s, about 1 s a command at most, so a target far away (100 ms a
+ * command over a WAN: 205 s for 1024) still comes up, while the bound
+ * stays 20 times below what per-command bounds alone allowed. */
+#define ATTEMPT_NS_MS 1000u
 
 /* fabrics.c: the admin commands' setup.  ctrl_admin_req_reserved may take
  * one of the admin queue's reserved requests (NVMF_ADMIN_RESERVED): only

@@ -14,6 +14,7 @@
 #include "gateway/base/log.h"
 #include "gateway/base/reactor.h"
 #include "transports/ctrl.h"
+#include "transports/ctrl_priv.h"
 
 #include "target_proc.h"
 
@@ -46,6 +47,18 @@ static void setup(void)
 {
 	static const char *const extra[] = { "--subsys", MANY_NQN ":1M:512:" NR_NS,
 					     "--admin-delay", "500", NULL };
+
+	log_init();
+	ck_assert_int_eq(reactor_init(&R, 0, 64), 0);
+	target_proc_start(&tgt, "ctrl-attempt", SUBNQN, false, extra, 15000);
+	memset(&C, 0, sizeof(C));
+	ready_calls = ready_err = 0;
+}
+
+/* The same subsystem answered at once. */
+static void setup_quick(void)
+{
+	static const char *const extra[] = { "--subsys", MANY_NQN ":1M:512:" NR_NS, NULL };
 
 	log_init();
 	ck_assert_int_eq(reactor_init(&R, 0, 64), 0);
@@ -119,6 +132,26 @@ START_TEST(slow_answers_end_at_the_attempt_bound)
 }
 END_TEST
 
+/* The default bound grows by ATTEMPT_NS_MS per active namespace once the
+ * list is read, so that many namespaces far away still come up; and it is
+ * what the attempt's failure would name. */
+START_TEST(default_bound_counts_namespaces)
+{
+	struct nvmf_ctrl_opts o;
+
+	opts_fill(&o);
+	o.path.connect_timeout_ms = 3000;
+	uint64_t t0 = reactor_now_ns();
+	ck_assert_int_eq(nvmf_ctrl_connect(&C, &o, &R, NULL, on_ready), 0);
+	(void)attempt_ms(t0);
+	ck_assert_int_eq(ready_err, 0);
+	unsigned want = 2 * (DEFAULT_STEP_TIMEOUT_MS + 3000) + ATTEMPT_CMDS_MS +
+			(NVME_CAP_TO(C.cap) ? NVME_CAP_TO(C.cap) : 1) * 500u + 8 * 1000u; /* 1 s a namespace */
+	ck_assert_uint_eq(C.attempt_ms, want);
+	nvmf_ctrl_free(&C);
+}
+END_TEST
+
 static Suite *ctrl_attempt_suite(void)
 {
 	Suite *s = suite_create("ctrl_attempt");
@@ -128,6 +161,11 @@ static Suite *ctrl_attempt_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, slow_answers_end_at_the_attempt_bound);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("allowance");
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup_quick, teardown);
+	tcase_add_test(tc, default_bound_counts_namespaces);
 	suite_add_tcase(s, tc);
 	return s;
 }
