@@ -52,6 +52,8 @@ static void io_req_done(struct nvmf_req *req, int err)
 		log_debug("%s: CID 0x%04x opcode 0x%02x: %s", req->q->name, req->cid,
 			  req->sqe.opcode, nvme_status_fmt(st, sbuf, sizeof(sbuf)));
 	}
+	if (err && req->timed_out)
+		io->timed_out = true;
 	nvmf_req_put(req);
 	if (err && !io->err)
 		io->err = err;
@@ -218,6 +220,7 @@ int nvmf_io_submit(struct nvmf_queue *q, const struct nvmf_ns *ns, uint32_t max_
 	io->outstanding = 0;
 	io->err = 0;
 	io->status = 0;
+	io->timed_out = false;
 	io->started = false;
 	io->kicking = false;
 	io->waiting = false;

@@ -45,6 +45,10 @@ struct nvmf_io {
 	unsigned outstanding;
 	int err;
 	uint16_t status; /* the first NVMe status that failed a command, 0 if none */
+	/* A command of this attempt was lost by the transport after its own
+	 * io_timeout expired (status 0, err set): the attempt timed out, its
+	 * connection did not merely go away under it. */
+	bool timed_out;
 	bool kicking;
 	bool started;
 	bool waiting; /* on the queue's waiter list */

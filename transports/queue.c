@@ -100,6 +100,7 @@ static void io_timer_fire(struct reactor_timer *t)
 		}
 		if (q->ops->req_state)
 			q->ops->req_state(q, req, st, sizeof(st));
+		req->timed_out = true;
 		if (q->qid && q->ctrl && !req->abort_sent) {
 			req->abort_sent = true;
 			log_warn("%s: CID 0x%04x (opcode 0x%02x) timed out after %u ms%s%s%s; aborting it",
@@ -225,6 +226,7 @@ static struct nvmf_req *req_take(struct nvmf_queue *q, bool reserved)
 	req->ctx = req->ctx2 = NULL;
 	req->no_timeout = false;
 	req->abort_sent = false;
+	req->timed_out = false;
 	return req;
 }
 

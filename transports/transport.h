@@ -56,6 +56,10 @@ struct nvmf_req {
 	bool host_to_ctrl; /* data direction: write-like */
 	bool no_timeout; /* an Asynchronous Event Request waits as long as it likes */
 	bool abort_sent; /* timed out once: an Abort was asked for */
+	/* Its own io_timeout expired (an Abort sent, or its connection closed
+	 * for it): when the transport then loses it, the loss is its own,
+	 * not that of a command whose connection another one took down. */
+	bool timed_out;
 	uint32_t data_len;
 	unsigned iovcnt;
 	struct iovec iov[NVMF_REQ_MAX_IOV];

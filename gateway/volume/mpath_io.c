@@ -523,10 +523,34 @@ static void nio_done(struct nvmf_io *nio, int err)
 	if (!status) {
 		/* The connection went away under the command: it comes back
 		 * when a path is usable (another one, or this one after its
-		 * reconnect).  Not a retry: nothing was answered. */
-		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s); requeued",
+		 * reconnect).  Not a retry when nothing was answered because
+		 * something else took the connection down.  One that timed
+		 * out itself took it down (Abort not honoured, as nvmet never
+		 * does, or its grace over): a retry, as an aborted command is,
+		 * else a command the target never answers resets a controller
+		 * and goes to the next live path for ever. */
+		if (nio->timed_out) {
+			unsigned tmo_ms = nio->q ? nio->q->io_timeout_ms : 0;
+			if (m->timeouts < UINT8_MAX)
+				m->timeouts++;
+			if (m->retries >= v->t->o.max_retries) {
+				log_err("%s: %s of %llu bytes at %llu failed with ETIMEDOUT: it timed "
+					"out on %u of %u attempts (io_timeout %.3f s, max_retries %u)",
+					io->vol->name, vol_op_name(io->op),
+					(unsigned long long)io->length, (unsigned long long)io->offset,
+					m->timeouts, m->retries + 1u, (double)tmo_ms / 1e3,
+					v->t->o.max_retries);
+				finish(v, io, -ETIMEDOUT);
+				return;
+			}
+			m->retries++;
+			STORE(st->retries, st->retries + 1);
+			vol_count_retry(v->r, io);
+		}
+		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s%s); requeued",
 			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
-			  (unsigned long long)io->offset, m->path, strerror(-err));
+			  (unsigned long long)io->offset, m->path, strerror(-err),
+			  nio->timed_out ? ", timed out" : "");
 		retry_later(v, io, cqt_delay_ns(v, io, &v->t->paths[m->path]));
 		return;
 	}
@@ -726,6 +750,7 @@ static void mp_submit(struct volume *vol, struct vol_io *io)
 
 	m->view = v;
 	m->retries = 0;
+	m->timeouts = 0;
 	m->flush_next = 0;
 	m->flushing = false;
 	m->transition = false;

@@ -225,6 +225,7 @@ struct mpio {
 	uint64_t wait_start; /* first time it had to wait for a path, 0 = never */
 	uint8_t path;
 	uint8_t retries;
+	uint8_t timeouts; /* attempts lost after their own io_timeout (counted in retries) */
 	uint8_t flush_next;
 	uint8_t flush_for; /* the path whose writes this flush covers */
 	bool flushing;

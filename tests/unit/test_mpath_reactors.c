@@ -9,7 +9,10 @@
  *   queues, also when it is deleted and listed again meanwhile, and never
  *   by two attempts at once;
  * - with every slot used, a new address takes the slot of a deleted path,
- *   once nothing refers to that path any more. */
+ *   once nothing refers to that path any more;
+ * - an I/O whose connection is lost again and again while the other path
+ *   is back each time ends: a command that timed out itself counts as a
+ *   retry (ETIMEDOUT after max_retries), other losses do not. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -47,7 +50,18 @@ static int fake_submit(struct nvmf_queue *q, struct nvmf_req *req)
 	return 0;
 }
 
-static void fake_shutdown(struct nvmf_queue *q) { nvmf_queue_transport_quiesced(q); }
+/* The commands in flight on q come back (the queue's own completion);
+ * they are no longer the test's to answer. */
+static void fake_shutdown(struct nvmf_queue *q)
+{
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < npending; i++)
+		if (pending[i]->q != q)
+			pending[k++] = pending[i];
+	npending = k;
+	nvmf_queue_transport_quiesced(q);
+}
 static void fake_free(struct nvmf_queue *q) { q->tp = NULL; }
 
 static const struct nvmf_transport_ops fake_ops = {
@@ -437,6 +451,123 @@ START_TEST(deleted_slot_reused)
 }
 END_TEST
 
+/* ---- an I/O that keeps coming back from a lost connection ---- */
+
+static char rbuf[4096];
+static struct iovec riov = { rbuf, sizeof(rbuf) };
+
+/* Two live paths, one volume, a 4 KiB read submitted on reactor 0. */
+static struct mp_target *two_paths(struct volume **vol, struct vol_io *io)
+{
+	struct mp_target *t = target_new(-1);
+
+	path_live(t, 0);
+	path_live(t, 1);
+	ck_assert_int_eq(vol_mp_create("v", t, 1, false, vol), 0);
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	memset(io, 0, sizeof(*io));
+	io->op = VOL_READ;
+	io->length = sizeof(rbuf);
+	io->iov = &riov;
+	io->iovcnt = 1;
+	io->cb = io_cb;
+	return t;
+}
+
+/* The path whose queue on reactor 0 carries the I/O's command, or -1. */
+static int carrier(void)
+{
+	if (npending != 1)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		if (pending[0]->q == &fakeq[i][0])
+			return i;
+	return -1;
+}
+
+/* A closed queue connects again (its path is back on this reactor). */
+static void queue_back(struct nvmf_queue *q)
+{
+	ck_assert(nvmf_queue_set_state(q, NVMF_Q_CONNECTING));
+	ck_assert(nvmf_queue_set_state(q, NVMF_Q_FABRIC_CONNECT));
+	ck_assert(nvmf_queue_set_state(q, NVMF_Q_LIVE));
+}
+
+static void two_paths_free(struct mp_target *t, struct volume *vol)
+{
+	for (int n = 0; n < 8; n++)
+		poll_all(0);
+	vol_destroy(vol);
+	target_free(t);
+}
+
+/* nvmet never honours an Abort: a command it does not answer takes its
+ * connection down at each io_timeout (here the queue closes at once: no
+ * controller to send the Abort to), and the other path has reconnected
+ * meanwhile.  Each such loss is a retry: with max_retries 2 the read fails
+ * with ETIMEDOUT on its third, although the wait bound is forever.  It was
+ * sent to the next live path without end. */
+START_TEST(timed_out_is_a_retry)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+	unsigned losses = 0;
+
+	t->o.max_retries = 2;
+	t->wait_ns = MP_FOREVER; /* fast_io_fail_tmo = ctrl_loss_tmo = -1 */
+	fakeq[0][0].io_timeout_ms = fakeq[1][0].io_timeout_ms = 1;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	for (unsigned round = 0; round < 40 && !cb_count; round++) {
+		int was = carrier();
+		ck_assert_msg(was >= 0, "round %u: the read is not in flight on one path", round);
+		/* Its io_timeout passes (the queue's own timer). */
+		for (int n = 0; n < 2000 && fakeq[was][0].state == NVMF_Q_LIVE; n++)
+			reactor_poll(&rs[0], NSEC_PER_MSEC);
+		ck_assert_int_eq(fakeq[was][0].state, NVMF_Q_DEAD);
+		losses++;
+		queue_back(&fakeq[was][0]);
+		nsent = 0;
+		poll_all(0);
+	}
+	ck_assert_msg(cb_count == 1, "the read still goes round after %u timeouts", losses);
+	ck_assert_int_eq(cb_err, -ETIMEDOUT);
+	ck_assert_uint_eq(losses, 3);
+	ck_assert_uint_eq(LOAD(t->views[0].st[0].retries) + LOAD(t->views[0].st[1].retries), 2);
+	two_paths_free(t, vol);
+}
+END_TEST
+
+/* Connections lost for another reason (not the read's own timeout) are
+ * not retries: with max_retries 0 and no wait bound, the read lives
+ * through five and then succeeds. */
+START_TEST(lost_not_a_retry)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+
+	t->wait_ns = MP_FOREVER;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	for (int k = 0; k < 5; k++) {
+		int was = carrier();
+		ck_assert_int_ge(was, 0);
+		nvmf_queue_transport_error(&fakeq[was][0], -ECONNRESET, "test: connection reset");
+		queue_back(&fakeq[was][0]);
+		poll_all(0);
+		ck_assert_uint_eq(cb_count, 0);
+	}
+	ck_assert_int_ge(carrier(), 0);
+	complete_pending();
+	poll_all(0);
+	ck_assert_uint_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, 0);
+	two_paths_free(t, vol);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mpath_reactors");
@@ -448,6 +579,11 @@ int main(void)
 	tcase_add_test(tc, flush_of_path_left_out);
 	tcase_add_test(tc, relisted_while_detaching);
 	tcase_add_test(tc, deleted_slot_reused);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("requeue");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, timed_out_is_a_retry);
+	tcase_add_test(tc, lost_not_a_retry);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
