@@ -131,9 +131,10 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 		  struct volume **out);
 /* The export is going away (export-remove, reload, SIGTERM): I/O that
  * waits for a usable path gets MP_DRAIN_NS (5 s) more, then fails with
- * EIO, so the exporters' drain ends even when the deadlines are off.
- * Commands in flight are bounded by io_timeout.  Any thread; a volume of
- * another backend is left alone. */
+ * EIO, so the exporters' drain ends even when the deadlines are off; an
+ * I/O that comes back from a lost connection after that fails too rather
+ * than going out again.  Commands in flight are bounded by io_timeout.
+ * Any thread; a volume of another backend is left alone. */
 void vol_mp_drain(struct volume *vol);
 
 #endif

@@ -181,6 +181,57 @@ static void wait_for_path(struct rview *v, struct vol_io *io)
 	finish(v, io, -EIO);
 }
 
+/* io came back unanswered by anything a retry counts (its connection went
+ * away under it, a status about the path) and is to go out again.  While
+ * some path is usable at each such moment it never waits for one, so the
+ * wait bound alone never ended it: two paths taking turns to reconnect, or
+ * to answer a path error once the other's backoff is over, sent it back and
+ * forth for ever, and a drain waited for it.  Its wait clock runs from the
+ * first return too; past its wait bound (at least two backoffs, as
+ * wait_limit gives a path put aside, so that fast_io_fail_tmo = 0 still
+ * lets one return go to another path) or the drain's deadline, it fails
+ * with EIO here.  false: io is completed. */
+static bool may_resend(struct rview *v, struct vol_io *io, const char *why)
+{
+	struct mpio *m = mpio_of(io);
+	struct vol_mp *n = io->vol->priv;
+	uint64_t now = reactor_now_ns(), lim = wait_limit(v, io), drain = LOAD(n->drain_at);
+	bool drained = drain && now >= drain;
+
+	if (!m->wait_start)
+		m->wait_start = now;
+	if (lim != MP_FOREVER && lim < 2 * MP_BACKOFF_NS)
+		lim = 2 * MP_BACKOFF_NS;
+	if (!drained && (lim == MP_FOREVER || now - m->wait_start < lim))
+		return true;
+	if (now - v->expired_logged_ns >= NSEC_PER_SEC) {
+		char more[48] = "";
+		if (v->expired_quiet)
+			snprintf(more, sizeof(more), " (and %u more since the last line)",
+				 v->expired_quiet);
+		/* The drain's words are wait_for_path's: one line to look for. */
+		if (drained)
+			log_err("%s: %s of %llu bytes at %llu failed with EIO: the export is being "
+				"removed and no path was usable for %.3f s (the last: %s on path "
+				"%u)%s",
+				io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+				(unsigned long long)io->offset, (double)(now - m->wait_start) / 1e9,
+				why, m->path, more);
+		else
+			log_err("%s: %s of %llu bytes at %llu failed with EIO: %s on path %u, %.3f s "
+				"after it first had to wait or be sent again (limit %.0f s)%s",
+				io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
+				(unsigned long long)io->offset, why, m->path,
+				(double)(now - m->wait_start) / 1e9, (double)lim / 1e9, more);
+		v->expired_logged_ns = now;
+		v->expired_quiet = 0;
+	} else {
+		v->expired_quiet++;
+	}
+	finish(v, io, -EIO);
+	return false;
+}
+
 /* Resubmit what waited for a path; those that still find none park again
  * (at the tail, keeping their order). */
 void mp_snap_kick(struct rview *v)
@@ -547,6 +598,8 @@ static void nio_done(struct nvmf_io *nio, int err)
 			STORE(st->retries, st->retries + 1);
 			vol_count_retry(v->r, io);
 		}
+		if (!may_resend(v, io, nio->timed_out ? "timed out" : "lost with its connection"))
+			return;
 		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s%s); requeued",
 			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
 			  (unsigned long long)io->offset, m->path, strerror(-err),
@@ -560,6 +613,8 @@ static void nio_done(struct nvmf_io *nio, int err)
 		/* Another path now; this one again after the backoff (not
 		 * counted as a retry, bounded by the wait deadline). */
 		put_aside(v, n, m->path, status_is_whole_path(status));
+		if (!may_resend(v, io, "a path error"))
+			return;
 		park(v, io);
 		mp_snap_kick(v);
 		return;
@@ -572,12 +627,16 @@ static void nio_done(struct nvmf_io *nio, int err)
 			m->transition = true;
 		put_aside(v, n, m->path, false);
 		ask_ana_refresh(v, m->path);
+		if (!may_resend(v, io, "an ANA status"))
+			return;
 		park(v, io);
 		mp_snap_kick(v);
 		return;
 	case NVME_DISP_RESET:
 		put_aside(v, n, m->path, true);
 		ask_reset(v, m->path);
+		if (!may_resend(v, io, "Keep Alive Timer Expired"))
+			return;
 		park(v, io);
 		mp_snap_kick(v);
 		return;

@@ -222,7 +222,9 @@ struct mpio {
 	struct rview *view;
 	uint64_t due_ns;
 	uint64_t flush_snap;
-	uint64_t wait_start; /* first time it had to wait for a path, 0 = never */
+	/* First time it had to wait for a path or came back to be sent again
+	 * (see may_resend), 0 = never: its wait bound counts from there. */
+	uint64_t wait_start;
 	uint8_t path;
 	uint8_t retries;
 	uint8_t timeouts; /* attempts lost after their own io_timeout (counted in retries) */

@@ -12,7 +12,8 @@
  *   once nothing refers to that path any more;
  * - an I/O whose connection is lost again and again while the other path
  *   is back each time ends: a command that timed out itself counts as a
- *   retry (ETIMEDOUT after max_retries), other losses do not. */
+ *   retry (ETIMEDOUT after max_retries), other losses and path errors are
+ *   bounded by the wait bound and the drain's deadline. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -568,6 +569,103 @@ START_TEST(lost_not_a_retry)
 }
 END_TEST
 
+/* Loses its connection every 10 ms, the other path back each time, until
+ * it completes or 15 s pass on the gateway's clock; the time from the
+ * first loss to its end. */
+static uint64_t lose_until_done(struct mp_target *t)
+{
+	uint64_t first = reactor_now_ns(), end = first + 15 * NSEC_PER_SEC;
+
+	(void)t;
+	while (!cb_count && reactor_now_ns() < end) {
+		int was = carrier();
+		ck_assert_int_ge(was, 0);
+		nvmf_queue_transport_error(&fakeq[was][0], -ECONNRESET, "test: connection reset");
+		queue_back(&fakeq[was][0]);
+		nsent = 0;
+		reactor_poll(&rs[0], 10 * NSEC_PER_MSEC);
+		poll_all(0);
+	}
+	return reactor_now_ns() - first;
+}
+
+/* fast_io_fail_tmo 0: the losses end at the wait bound's floor of two
+ * backoffs (2 s) with EIO; the read went round for ever. */
+START_TEST(lost_bounded)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+
+	t->wait_ns = 0;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	uint64_t took = lose_until_done(t);
+	ck_assert_msg(cb_count == 1, "the read still goes round after %.1f s of losses",
+		      (double)took / 1e9);
+	ck_assert_int_eq(cb_err, -EIO);
+	ck_assert_uint_ge(took, 2 * MP_BACKOFF_NS);
+	two_paths_free(t, vol);
+}
+END_TEST
+
+/* The same with no wait bound, during a drain (export-remove, SIGTERM):
+ * the read fails with EIO at the drain's deadline (the test's, shorter
+ * than MP_DRAIN_NS); it kept the drain waiting for ever. */
+START_TEST(lost_during_drain)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+	struct vol_mp *n = vol->priv;
+
+	t->wait_ns = MP_FOREVER;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	vol_mp_drain(vol);
+	ck_assert_uint_ne(LOAD(n->drain_at), 0);
+	uint64_t drain = reactor_now_ns() + 300 * NSEC_PER_MSEC;
+	STORE(n->drain_at, drain);
+	lose_until_done(t);
+	ck_assert_msg(cb_count == 1, "the read still goes round 15 s after the drain's deadline");
+	ck_assert_int_eq(cb_err, -EIO);
+	ck_assert_uint_ge(reactor_now_ns(), drain);
+	two_paths_free(t, vol);
+}
+END_TEST
+
+/* Each path answers Internal Path Error after the other's put-aside has
+ * ended (a new snapshot ends it, as its backoff would): fast_io_fail_tmo 0,
+ * the read fails with EIO after the floor of two backoffs; it went back
+ * and forth for ever. */
+START_TEST(path_errors_bounded)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+	uint64_t first = reactor_now_ns(), end = first + 15 * NSEC_PER_SEC;
+
+	t->wait_ns = 0;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	while (!cb_count && reactor_now_ns() < end) {
+		ck_assert_int_ge(carrier(), 0);
+		struct nvmf_req *req = pending[0];
+		struct nvme_cqe cqe = { .cid = req->cid,
+					.status = (uint16_t)((NVME_SCT_PATH << 8 | 0x00) << 1) };
+		npending = 0;
+		nsent = 0;
+		nvmf_req_complete(req, &cqe);
+		reactor_poll(&rs[0], 10 * NSEC_PER_MSEC);
+		mp_broadcast(t, NULL, NULL);
+		poll_all(0);
+		poll_all(1);
+	}
+	ck_assert_msg(cb_count == 1, "the read still goes back and forth after %.1f s",
+		      (double)(reactor_now_ns() - first) / 1e9);
+	ck_assert_int_eq(cb_err, -EIO);
+	ck_assert_uint_ge(reactor_now_ns() - first, 2 * MP_BACKOFF_NS);
+	two_paths_free(t, vol);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mpath_reactors");
@@ -584,6 +682,9 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, timed_out_is_a_retry);
 	tcase_add_test(tc, lost_not_a_retry);
+	tcase_add_test(tc, lost_bounded);
+	tcase_add_test(tc, lost_during_drain);
+	tcase_add_test(tc, path_errors_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
