@@ -989,7 +989,9 @@ void nbd_conn_fail(struct nbd_conn *c, int err, const char *fmt, ...)
 	/* Before transmission the peer is anyone who can connect: what it
 	 * does wrong is logged within the rate limit (a client that got
 	 * an export is not limited). */
-	if (c->state < NBD_CONN_TRANSMISSION)
+	if (c->state < NBD_CONN_TRANSMISSION && (err == -ECONNRESET || err == -ESHUTDOWN))
+		log_rl(NOTICE, "nbd %s: closing: %s", c->peer, why);
+	else if (c->state < NBD_CONN_TRANSMISSION)
 		log_rl(WARN, "nbd %s: closing: %s", c->peer, why);
 	else if (err == -ECONNRESET || err == -ESHUTDOWN)
 		log_notice("nbd %s: closing: %s", c->peer, why);

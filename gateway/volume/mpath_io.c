@@ -191,14 +191,21 @@ static void wait_for_path(struct rview *v, struct vol_io *io)
  * wait_limit gives a path put aside, so that fast_io_fail_tmo = 0 still
  * lets one return go to another path) or the drain's deadline, it fails
  * with EIO here.  false: io is completed. */
-static bool may_resend(struct rview *v, struct vol_io *io, const char *why)
+static bool may_resend(struct rview *v, struct vol_io *io, const char *why, bool counted)
 {
 	struct mpio *m = mpio_of(io);
 	struct vol_mp *n = io->vol->priv;
 	uint64_t now = reactor_now_ns(), lim = wait_limit(v, io), drain = LOAD(n->drain_at);
 	bool drained = drain && now >= drain;
 
-	if (!m->wait_start)
+	/* The clock counts a run of quick bounces, not the I/O's life: an
+	 * attempt that stayed in flight a backoff or more had a usable path
+	 * that long, so its return starts a new run (a healthy path's I/O
+	 * lost in a later, unrelated reset must not fail for the first
+	 * one).  A return counted as a retry (its own timeout) is bounded by
+	 * max_retries instead, as the README's bound says; the drain bounds
+	 * every one. */
+	if (!m->wait_start || counted || now - m->due_ns >= MP_BACKOFF_NS)
 		m->wait_start = now;
 	if (lim != MP_FOREVER && lim < 2 * MP_BACKOFF_NS)
 		lim = 2 * MP_BACKOFF_NS;
@@ -598,7 +605,8 @@ static void nio_done(struct nvmf_io *nio, int err)
 			STORE(st->retries, st->retries + 1);
 			vol_count_retry(v->r, io);
 		}
-		if (!may_resend(v, io, nio->timed_out ? "timed out" : "lost with its connection"))
+		if (!may_resend(v, io, nio->timed_out ? "timed out" : "lost with its connection",
+				 nio->timed_out))
 			return;
 		log_debug("%s: %s of %llu bytes at %llu back from path %u (%s%s); requeued",
 			  io->vol->name, vol_op_name(io->op), (unsigned long long)io->length,
@@ -613,7 +621,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 		/* Another path now; this one again after the backoff (not
 		 * counted as a retry, bounded by the wait deadline). */
 		put_aside(v, n, m->path, status_is_whole_path(status));
-		if (!may_resend(v, io, "a path error"))
+		if (!may_resend(v, io, "a path error", false))
 			return;
 		park(v, io);
 		mp_snap_kick(v);
@@ -627,7 +635,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 			m->transition = true;
 		put_aside(v, n, m->path, false);
 		ask_ana_refresh(v, m->path);
-		if (!may_resend(v, io, "an ANA status"))
+		if (!may_resend(v, io, "an ANA status", false))
 			return;
 		park(v, io);
 		mp_snap_kick(v);
@@ -635,7 +643,7 @@ static void nio_done(struct nvmf_io *nio, int err)
 	case NVME_DISP_RESET:
 		put_aside(v, n, m->path, true);
 		ask_reset(v, m->path);
-		if (!may_resend(v, io, "Keep Alive Timer Expired"))
+		if (!may_resend(v, io, "Keep Alive Timer Expired", false))
 			return;
 		park(v, io);
 		mp_snap_kick(v);
@@ -733,6 +741,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		m->nio.cb = nio_done;
 		m->nio.ctx = io;
 		STORE(v->st[via].in_flight, v->st[via].in_flight + 1);
+		m->due_ns = reactor_now_ns(); /* sent at (may_resend) */
 		int ret = nvmf_io_submit(q, &n->ns, sp->max_xfer, &m->nio);
 		if (ret < 0) {
 			STORE(v->st[via].in_flight, v->st[via].in_flight - 1);
@@ -787,6 +796,7 @@ static void mp_start(struct vol_io *io)
 	m->nio.cb = nio_done;
 	m->nio.ctx = io;
 	STORE(v->st[i].in_flight, v->st[i].in_flight + 1);
+	m->due_ns = reactor_now_ns(); /* sent at (may_resend) */
 	int ret = nvmf_io_submit(q, &n->ns, v->cur->p[i].max_xfer, &m->nio);
 	if (ret < 0) {
 		STORE(v->st[i].in_flight, v->st[i].in_flight - 1);

@@ -220,6 +220,8 @@ struct mpio {
 	struct nvmf_io nio;
 	struct list_node link;
 	struct rview *view;
+	/* Waiting in the retry list: when it is due to be sent again; in
+	 * flight: when its current attempt went down a path (may_resend). */
 	uint64_t due_ns;
 	uint64_t flush_snap;
 	/* First time it had to wait for a path or came back to be sent again

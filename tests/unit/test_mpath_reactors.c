@@ -608,6 +608,42 @@ START_TEST(lost_bounded)
 }
 END_TEST
 
+/* Review: the wait clock ran from the read's first return for the rest
+ * of its life, so a read carried 1.2 s at a time by live paths, each time
+ * lost in a reset that was not its doing, failed at the second such loss
+ * with a path usable all along.  A return after a backoff or more in
+ * flight starts the clock again; quick bounces still end at the bound.
+ * Before: "failed after 3 slow losses". */
+START_TEST(slow_losses_not_bounded)
+{
+	struct volume *vol;
+	struct vol_io io;
+	struct mp_target *t = two_paths(&vol, &io);
+
+	t->wait_ns = 0;
+	ck_assert_int_eq(vol_submit(vol, &rs[0], &io), 0);
+	for (int k = 1; k <= 4; k++) {
+		uint64_t until = reactor_now_ns() + MP_BACKOFF_NS + 200 * NSEC_PER_MSEC;
+		int was = -1;
+		while (reactor_now_ns() < until) {
+			reactor_poll(&rs[0], 10 * NSEC_PER_MSEC);
+			poll_all(0);
+		}
+		was = carrier();
+		ck_assert_msg(cb_count == 0 && was >= 0, "failed after %d slow losses", k - 1);
+		nvmf_queue_transport_error(&fakeq[was][0], -ECONNRESET, "test: connection reset");
+		queue_back(&fakeq[was][0]);
+		nsent = 0;
+	}
+	ck_assert_msg(cb_count == 0, "failed after 4 slow losses");
+	/* Then quick bounces: bounded again. */
+	lose_until_done(t);
+	ck_assert_int_eq(cb_count, 1);
+	ck_assert_int_eq(cb_err, -EIO);
+	two_paths_free(t, vol);
+}
+END_TEST
+
 /* The same with no wait bound, during a drain (export-remove, SIGTERM):
  * the read fails with EIO at the drain's deadline (the test's, shorter
  * than MP_DRAIN_NS); it kept the drain waiting for ever. */
@@ -684,6 +720,7 @@ int main(void)
 	tcase_add_test(tc, lost_not_a_retry);
 	tcase_add_test(tc, lost_bounded);
 	tcase_add_test(tc, lost_during_drain);
+	tcase_add_test(tc, slow_losses_not_bounded);
 	tcase_add_test(tc, path_errors_bounded);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
