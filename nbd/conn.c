@@ -859,6 +859,25 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 	/* Rounded up so that buffers are reused across nearby sizes. */
 	want = len <= 4096 ? 4096 : (len + 65535) & ~(size_t)65535;
 	buf_drop(c, q);
+	if (membudget_path_wait_over(b, vol_path_wait_bytes(c->e->vol), vol_path_wait_total(),
+				     want)) {
+		/* The volume's target is down and what waits for it holds its
+		 * share: this request would only wait too.  Not a waiter for
+		 * the budget (nobody need yield to it): it looks again now and
+		 * then, and the clients of other targets get the buffers. */
+		budget_wait_end(c);
+		drop_cached(c);
+		if (!c->path_wait) {
+			c->path_wait = true;
+			log_debug("nbd %s: I/O of %s waiting for a path holds %llu KiB of the buffer "
+				  "budget: no more requests read until some is sent",
+				  c->peer, c->e->vol->name,
+				  (unsigned long long)(vol_path_wait_bytes(c->e->vol) >> 10));
+		}
+		reactor_timer_arm(c->r, &c->poll_timer, NBD_PATH_WAIT_POLL_NS);
+		return -EAGAIN;
+	}
+	c->path_wait = false;
 	if (c->buf_bytes + want > c->buf_cap) {
 		drop_cached(c);
 		/* Over this connection's share: its own replies make room. */

@@ -31,6 +31,9 @@
 #define NBD_MAX_REQ_BUF (32u << 20)
 /* A connection waiting for the budget looks again this often. */
 #define NBD_BUDGET_POLL_NS (5 * NSEC_PER_MSEC)
+/* And one whose volume's I/O waits for a path and holds its share of the
+ * budget (membudget_path_wait_over): an outage lasts seconds at least. */
+#define NBD_PATH_WAIT_POLL_NS (100 * NSEC_PER_MSEC)
 /* Held buffers are looked at this often: an idle connection gives its
  * cached buffers back, a stalled one may be cut off. */
 #define NBD_HOUSEKEEP_NS (500 * NSEC_PER_MSEC)
@@ -217,6 +220,7 @@ struct nbd_conn {
 	size_t buf_bytes; /* held from the budget: in use and cached */
 	uint64_t buf_cap; /* at most this much (membudget_conn_cap) */
 	bool budget_wait; /* counted in the budget's waiters */
+	bool path_wait; /* its volume's I/O waiting for a path holds its share */
 	uint64_t buf_used_ns; /* a request last took a buffer (reactor_now_ns) */
 	struct reactor_timer poll_timer, house_timer;
 	/* Last time the client took NBD_STALL_MIN_BYTES of reply bytes (or a

@@ -64,4 +64,19 @@ static inline uint64_t membudget_used(struct membudget *b)
  * less than one largest request (max_req) nor more than 64 MiB. */
 uint64_t membudget_conn_cap(const struct membudget *b, uint64_t max_req);
 
+/* I/O that waits for a usable path would pin its buffers for as long as
+ * the outage lasts (ctrl_loss_tmo, or for ever), and cannot be failed
+ * sooner than the operator said.  So while some does, an exporter takes
+ * no new buffer of want bytes for more I/O of that failure domain (one
+ * target: group bytes of it wait now) past a quarter of the budget, nor
+ * for any waiting domain past half of it (total: all that waits now): the
+ * clients of the target that is down stop being read (their requests
+ * would only wait too), those of the others still get buffers.  True:
+ * don't take. */
+static inline bool membudget_path_wait_over(const struct membudget *b, uint64_t group,
+					    uint64_t total, uint64_t want)
+{
+	return group && (group + want > b->limit / 4 || total + want > b->limit / 2);
+}
+
 #endif

@@ -88,8 +88,32 @@ static void park(struct rview *v, struct vol_io *io)
 	wait_arm(v, MP_BACKOFF_NS);
 }
 
+/* io waits for a usable path (parked, or for a retry after that) until
+ * it is sent down one or completes: counted once meanwhile, so that the
+ * exporters can bound the buffers a target's outage pins. */
+static void path_wait_begin(struct vol_io *io)
+{
+	struct mpio *m = mpio_of(io);
+
+	if (m->path_wait)
+		return;
+	m->path_wait = true;
+	vol_path_wait_add(io->vol, io->length);
+}
+
+static void path_wait_end(struct vol_io *io)
+{
+	struct mpio *m = mpio_of(io);
+
+	if (!m->path_wait)
+		return;
+	m->path_wait = false;
+	vol_path_wait_sub(io->vol, io->length);
+}
+
 static void finish(struct rview *v, struct vol_io *io, int err)
 {
+	path_wait_end(io);
 	vol_complete(v->r, io, err);
 }
 
@@ -158,6 +182,7 @@ static void wait_for_path(struct rview *v, struct vol_io *io)
 		return;
 	}
 	if (lim == MP_FOREVER || now - m->wait_start < lim) {
+		path_wait_begin(io);
 		park(v, io);
 		if (lim != MP_FOREVER)
 			wait_arm(v, m->wait_start + lim - now);
@@ -742,6 +767,7 @@ static void flush_step(struct rview *v, struct vol_io *io)
 		m->nio.ctx = io;
 		STORE(v->st[via].in_flight, v->st[via].in_flight + 1);
 		m->due_ns = reactor_now_ns(); /* sent at (may_resend) */
+		path_wait_end(io);
 		int ret = nvmf_io_submit(q, &n->ns, sp->max_xfer, &m->nio);
 		if (ret < 0) {
 			STORE(v->st[via].in_flight, v->st[via].in_flight - 1);
@@ -797,6 +823,7 @@ static void mp_start(struct vol_io *io)
 	m->nio.ctx = io;
 	STORE(v->st[i].in_flight, v->st[i].in_flight + 1);
 	m->due_ns = reactor_now_ns(); /* sent at (may_resend) */
+	path_wait_end(io);
 	int ret = nvmf_io_submit(q, &n->ns, v->cur->p[i].max_xfer, &m->nio);
 	if (ret < 0) {
 		STORE(v->st[i].in_flight, v->st[i].in_flight - 1);
@@ -824,6 +851,7 @@ static void mp_submit(struct volume *vol, struct vol_io *io)
 	m->flushing = false;
 	m->transition = false;
 	m->wait_start = 0;
+	m->path_wait = false;
 	if (v->r == io->origin) {
 		/* vol_complete defers when the completion is on the
 		 * submitter's own stack, so starting here is safe. */
@@ -908,6 +936,7 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	snprintf(n->v.name, sizeof(n->v.name), "%s", name);
 	n->v.ops = &mp_vol_ops;
 	n->v.priv = n;
+	n->v.path_wait = &t->path_wait;
 	n->v.size = ns->nsze << ns->lba_shift;
 	n->v.block_size = ns->lba_size;
 	n->v.pref_io = ns->optimal_io > ns->lba_size ? ns->optimal_io : ns->lba_size;

@@ -179,6 +179,9 @@ struct mp_target {
 	 * ANATT (the longest of the paths', atomic): see wait_limit. */
 	uint64_t wait_ns;
 	uint64_t anatt_ns;
+	/* Bytes of its volumes' I/O parked for lack of a usable path
+	 * (struct volume's path_wait): atomic. */
+	uint64_t path_wait;
 };
 
 /* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
@@ -234,6 +237,7 @@ struct mpio {
 	uint8_t flush_for; /* the path whose writes this flush covers */
 	bool flushing;
 	bool transition; /* came back with ANA Transition: may wait up to ANATT */
+	bool path_wait; /* counted in the target's path_wait until sent or completed */
 };
 _Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
 

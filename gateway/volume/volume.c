@@ -120,6 +120,29 @@ void vol_dispatch(struct vol_io *io)
 	io->in_submit = false;
 }
 
+static uint64_t path_wait_total;
+
+uint64_t vol_path_wait_total(void)
+{
+	return __atomic_load_n(&path_wait_total, __ATOMIC_RELAXED);
+}
+
+void vol_path_wait_add(struct volume *v, uint64_t n)
+{
+	if (!n || !v->path_wait)
+		return;
+	__atomic_add_fetch(v->path_wait, n, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&path_wait_total, n, __ATOMIC_RELAXED);
+}
+
+void vol_path_wait_sub(struct volume *v, uint64_t n)
+{
+	if (!n || !v->path_wait)
+		return;
+	__atomic_sub_fetch(v->path_wait, n, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&path_wait_total, n, __ATOMIC_RELAXED);
+}
+
 void vol_note_loss(struct volume *v)
 {
 	__atomic_add_fetch(&v->loss_seq, 1, __ATOMIC_RELEASE);

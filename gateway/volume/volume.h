@@ -155,7 +155,27 @@ struct volume {
 	 * loss_reported is the newest one some flush has failed for, and
 	 * each session keeps its own cursor.  All atomic. */
 	uint64_t loss_seq, loss_reported, loss_anon;
+	/* Bytes of I/O that wait for a usable path now, counted for the
+	 * volume's whole failure domain (an "nvmf" volume: every volume of
+	 * its target), which the backend keeps (vol_path_wait_add).  NULL:
+	 * its I/O never waits for a path. */
+	uint64_t *path_wait;
 };
+
+/* What waits for a usable path: the bytes of v's failure domain (its
+ * target), and of every volume of the process.  From any thread; each
+ * counter exact, the two not one snapshot.  The exporters bound the data
+ * buffers such I/O pins (membudget_path_wait_over): the outage of one
+ * target must not hold the buffers of the others' clients. */
+static inline uint64_t vol_path_wait_bytes(const struct volume *v)
+{
+	return v->path_wait ? __atomic_load_n(v->path_wait, __ATOMIC_RELAXED) : 0;
+}
+uint64_t vol_path_wait_total(void);
+/* Used by the backends, from any thread: n more bytes of v's I/O wait for
+ * a path (add), or no longer do (sub: sent down a path, or completed). */
+void vol_path_wait_add(struct volume *v, uint64_t n);
+void vol_path_wait_sub(struct volume *v, uint64_t n);
 
 /* From reactor 0: fn(v, ev, gone, arg) on each namespace change from now
  * on (NULL: none). */

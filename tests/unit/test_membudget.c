@@ -103,6 +103,21 @@ START_TEST(waiters_count)
 }
 END_TEST
 
+/* I/O waiting for a path: its target's may hold a quarter of the budget,
+ * all targets' half; nothing waiting, nothing bounded. */
+START_TEST(path_wait_share)
+{
+	struct membudget b;
+
+	membudget_init(&b, 64 * MiB, 0);
+	ck_assert(!membudget_path_wait_over(&b, 0, 40 * MiB, 32 * MiB));
+	ck_assert(!membudget_path_wait_over(&b, 4 * MiB, 4 * MiB, 12 * MiB));
+	ck_assert(membudget_path_wait_over(&b, 4 * MiB, 4 * MiB, 12 * MiB + 4096));
+	ck_assert(!membudget_path_wait_over(&b, 8 * MiB, 28 * MiB, 4 * MiB));
+	ck_assert(membudget_path_wait_over(&b, 8 * MiB, 30 * MiB, 4 * MiB));
+}
+END_TEST
+
 /* Threads take and give at random: never past the limit, all back at the
  * end. */
 static struct membudget shared;
@@ -214,6 +229,7 @@ int main(void)
 	tcase_add_test(tc, limit_floor_and_defaults);
 	tcase_add_test(tc, conn_cap);
 	tcase_add_test(tc, waiters_count);
+	tcase_add_test(tc, path_wait_share);
 	tcase_add_test(tc, threads_never_exceed);
 	tcase_add_test(tc, config_keys);
 	suite_add_tcase(s, tc);

@@ -702,6 +702,64 @@ START_TEST(path_errors_bounded)
 }
 END_TEST
 
+/* I/O that waits for a usable path is counted, by bytes, for its target
+ * and the process (what the exporters bound the buffers of: a target's
+ * outage must not pin the budget of the others' clients) from when it
+ * parks until it is sent down a path; never twice across the retries. */
+START_TEST(path_wait_counted)
+{
+	struct mp_target *t = target_new(-1);
+	static uint8_t buf[8192];
+	struct iovec iov = { buf, sizeof(buf) };
+	struct volume *vol;
+	struct vol_io io[2];
+
+	path_live(t, 0);
+	ck_assert_int_eq(vol_mp_create("v", t, 1, false, &vol), 0);
+	uint64_t total0 = vol_path_wait_total();
+	t->paths[0].attached = false; /* lost: no usable path */
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	for (unsigned i = 0; i < 2; i++) {
+		memset(&io[i], 0, sizeof(io[i]));
+		io[i].op = VOL_READ;
+		io[i].offset = 8192 * i;
+		io[i].length = 4096 << i;
+		io[i].iov = &iov;
+		io[i].iovcnt = 1;
+		io[i].cb = io_cb;
+		ck_assert_int_eq(vol_submit(vol, &rs[i], &io[i]), 0);
+	}
+	poll_all(0);
+	poll_all(1);
+	ck_assert_uint_eq(nsent, 0);
+	ck_assert_uint_eq(vol_path_wait_bytes(vol), 4096 + 8192);
+	ck_assert_uint_eq(vol_path_wait_total() - total0, 4096 + 8192);
+	/* Looked at again (every second, and on each snapshot): still one
+	 * count each. */
+	mp_wait_fire(&t->views[0].wait_timer);
+	mp_wait_fire(&t->views[1].wait_timer);
+	ck_assert_uint_eq(vol_path_wait_bytes(vol), 4096 + 8192);
+
+	t->paths[0].attached = true; /* back */
+	mp_broadcast(t, NULL, NULL);
+	poll_all(0);
+	poll_all(1);
+	ck_assert_uint_eq(nsent, 2);
+	ck_assert_uint_eq(vol_path_wait_bytes(vol), 0);
+	ck_assert_uint_eq(vol_path_wait_total(), total0);
+	complete_pending();
+	poll_all(0);
+	poll_all(1);
+	ck_assert_uint_eq(cb_count, 2);
+	ck_assert_int_eq(cb_err, 0);
+
+	vol_destroy(vol);
+	target_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("mpath_reactors");
@@ -713,6 +771,7 @@ int main(void)
 	tcase_add_test(tc, flush_of_path_left_out);
 	tcase_add_test(tc, relisted_while_detaching);
 	tcase_add_test(tc, deleted_slot_reused);
+	tcase_add_test(tc, path_wait_counted);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("requeue");
 	tcase_set_timeout(tc, 60);
