@@ -361,6 +361,8 @@ static const struct fuse_lowlevel_ops fusefs_ops = {
 
 static void session_gone(struct fusefs *fs, int res);
 static void park_watch(struct fusefs *fs);
+static void budget_park(struct fusefs *fs);
+static void budget_unpark(struct fusefs *fs);
 static void watch_done(struct reactor_op *op, int res, uint32_t flags);
 
 static void read_arm(struct fuse_read *rd)
@@ -402,10 +404,12 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		if (fs->state != FS_MOUNTED) {
 			fusefs_maybe_finish(fs);
 		} else if (!rd->busy) {
-			if (fusefs_may_read(fs))
+			if (fusefs_may_read(fs)) {
 				read_arm(rd);
-			else
+			} else {
 				park_watch(fs); /* req_put resumes it */
+				budget_park(fs);
+			}
 		}
 		return;
 	}
@@ -423,6 +427,7 @@ gone:
 
 static void session_gone(struct fusefs *fs, int res)
 {
+	budget_unpark(fs);
 	if (res == 0 || res == -ENODEV)
 		log_notice("fuse %s: unmounted", fs->mountpoint);
 	else
@@ -447,7 +452,41 @@ bool fusefs_may_read(struct fusefs *fs)
 {
 	struct membudget *b = membudget_global();
 
-	return fs->inflight < FUSE_MAX_INFLIGHT || membudget_used(b) < b->limit;
+	return fs->nr_deferred < FUSE_MAX_DEFERRED &&
+	       (fs->inflight < FUSE_MAX_INFLIGHT || membudget_used(b) < b->limit);
+}
+
+/* Parked for the budget (not for the reads held back): a waiter for it,
+ * so that NBD connections stop taking and give back what they cache, and
+ * a look every FUSE_BUDGET_POLL_NS.  Before, only a request answered
+ * resumed it: with those in flight waiting for a path, the mount stayed
+ * parked after the budget had come back. */
+static void budget_park(struct fusefs *fs)
+{
+	if (fs->budget_wait || fs->inflight < FUSE_MAX_INFLIGHT ||
+	    fs->nr_deferred >= FUSE_MAX_DEFERRED)
+		return;
+	fs->budget_wait = true;
+	membudget_wait_begin(membudget_global());
+	reactor_timer_arm(fs->r, &fs->budget_timer, FUSE_BUDGET_POLL_NS);
+}
+
+static void budget_unpark(struct fusefs *fs)
+{
+	if (!fs->budget_wait)
+		return;
+	fs->budget_wait = false;
+	membudget_wait_end(membudget_global());
+	reactor_timer_cancel(&fs->budget_timer);
+}
+
+static void budget_poll(struct reactor_timer *t)
+{
+	struct fusefs *fs = container_of(t, struct fusefs, budget_timer);
+
+	fusefs_reads_resume(fs);
+	if (fs->budget_wait)
+		reactor_timer_arm(fs->r, &fs->budget_timer, FUSE_BUDGET_POLL_NS);
 }
 
 /* With every read parked nothing would notice the connection's end (an
@@ -482,6 +521,8 @@ static void watch_done(struct reactor_op *op, int res, uint32_t flags)
 
 void fusefs_reads_resume(struct fusefs *fs)
 {
+	if (fs->state != FS_MOUNTED || fusefs_may_read(fs))
+		budget_unpark(fs);
 	for (unsigned i = 0; i < NR_READS && fs->state == FS_MOUNTED && fusefs_may_read(fs); i++)
 		if (!fs->reads[i].busy && !fs->reads[i].processing)
 			read_arm(&fs->reads[i]);
@@ -494,6 +535,8 @@ static void fs_free(struct fusefs *fs)
 	struct list_node *l;
 
 	reactor_timer_cancel(&fs->idle_timer);
+	reactor_timer_cancel(&fs->defer_timer);
+	budget_unpark(fs);
 	while ((l = list_pop(&fs->handles)))
 		free(container_of(l, struct fhandle, link));
 	fusefs_free_reqs(fs);
@@ -530,7 +573,7 @@ static void fin(struct reactor_msg *m)
 void fusefs_maybe_finish(struct fusefs *fs)
 {
 	if (fs->state != FS_DRAINING || !fs->stop_done || fs->reading || fs->inflight ||
-	    fs->watching || fs->finishing)
+	    fs->nr_deferred || fs->watching || fs->finishing)
 		return;
 	fs->finishing = true;
 	reactor_defer(fs->r, &fs->fin_msg);
@@ -547,7 +590,9 @@ void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
 	for (unsigned i = 0; i < NR_READS; i++)
 		if (fs->reads[i].busy)
 			reactor_cancel(fs->r, &fs->reads[i].op);
-	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint, fs->inflight);
+	budget_unpark(fs);
+	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint,
+		   fs->inflight + fs->nr_deferred);
 	fusefs_maybe_finish(fs);
 }
 
@@ -754,6 +799,9 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	fs->o.files = NULL;
 	list_init(&fs->free_reqs);
 	reactor_timer_init(&fs->idle_timer, fusefs_idle);
+	list_init(&fs->deferred);
+	reactor_timer_init(&fs->defer_timer, fusefs_deferred_fire);
+	reactor_timer_init(&fs->budget_timer, budget_poll);
 	fs->watch_op.fn = watch_done;
 	list_init(&fs->handles);
 	for (unsigned i = 0; i < NR_READS; i++) {

@@ -28,6 +28,15 @@
 /* Cached requests go back (buffers to the budget) after this long with
  * none in flight, as an idle NBD connection's do. */
 #define FUSE_IDLE_NS (500 * NSEC_PER_MSEC)
+/* Reads held back without a buffer while their target's I/O waiting for a
+ * path holds its share of the budget (io.c read_defer) are looked at this
+ * often; past this many held back, /dev/fuse is not read (each is a
+ * request of about 2 KiB, outside the budget). */
+#define FUSE_DEFER_POLL_NS (100 * NSEC_PER_MSEC)
+#define FUSE_MAX_DEFERRED 256
+/* Reading parked with the budget spent looks again this often (the
+ * buffers that free it come back on other threads). */
+#define FUSE_BUDGET_POLL_NS (5 * NSEC_PER_MSEC)
 /* A whole request plus the header libfuse and the kernel put before it. */
 #define READ_BUF_SIZE (FUSEFS_MAX_IO + 64 * 1024)
 /* Reads of /dev/fuse kept armed: requests the kernel queued together are
@@ -96,6 +105,13 @@ struct fusefs {
 	bool watching;
 	bool init_seen, ready_sent;
 	unsigned inflight; /* requests that hold volume I/O */
+	struct list_node deferred; /* reads held back without a buffer (io.c) */
+	unsigned nr_deferred;
+	struct reactor_timer defer_timer;
+	/* Reading parked with the budget spent: counted in its waiters, as a
+	 * waiting NBD connection is, so that the others yield. */
+	bool budget_wait;
+	struct reactor_timer budget_timer;
 	/* counters, logged when stopping (the functional tests read them) */
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
@@ -139,5 +155,6 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			 struct fuse_file_info *fi);
 void fusefs_free_reqs(struct fusefs *fs);
 void fusefs_idle(struct reactor_timer *t);
+void fusefs_deferred_fire(struct reactor_timer *t);
 
 #endif

@@ -81,15 +81,24 @@ static int buf_reserve(uint8_t **p, size_t *cap, size_t need)
 	return 0;
 }
 
-static void req_free(struct req *q)
+static void req_bufs_free(struct req *q)
 {
 	membudget_give(membudget_global(), q->cap + q->edge_cap);
 	free(q->buf);
 	free(q->edge);
+	q->buf = q->edge = NULL;
+	q->cap = q->edge_cap = 0;
+}
+
+static void req_free(struct req *q)
+{
+	req_bufs_free(q);
 	free(q);
 }
 
-static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, size_t span)
+/* A request from the cache (or a new one), set up for freq on n; it holds
+ * nothing yet. */
+static struct req *req_alloc(struct fusefs *fs, fuse_req_t freq, struct fnode *n)
 {
 	struct list_node *l = list_pop(&fs->free_reqs);
 	struct req *q;
@@ -104,12 +113,6 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 			return NULL;
 		list_init(&q->link);
 	}
-	if (buf_reserve(&q->buf, &q->cap, span) < 0 ||
-	    buf_reserve(&q->edge, &q->edge_cap, 2 * (size_t)n->vol->block_size) < 0) {
-		req_free(q);
-		return NULL;
-	}
-	fs->req_used_ns = reactor_now_ns();
 	q->fs = fs;
 	q->n = n;
 	q->req = freq;
@@ -122,9 +125,40 @@ static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, 
 	q->active = 0;
 	q->err = 0;
 	q->phase_done = NULL;
+	return q;
+}
+
+/* Its buffers: span bytes and two edge blocks; then it is in flight. */
+static int req_hold(struct req *q, size_t span)
+{
+	struct fusefs *fs = q->fs;
+
+	if (buf_reserve(&q->buf, &q->cap, span) < 0 ||
+	    buf_reserve(&q->edge, &q->edge_cap, 2 * (size_t)q->n->vol->block_size) < 0)
+		return -ENOMEM;
+	fs->req_used_ns = reactor_now_ns();
 	fs->inflight++;
+	return 0;
+}
+
+static struct req *req_get(struct fusefs *fs, fuse_req_t freq, struct fnode *n, size_t span)
+{
+	struct req *q = req_alloc(fs, freq, n);
+
+	if (!q)
+		return NULL;
+	if (req_hold(q, span) < 0) {
+		req_free(q);
+		return NULL;
+	}
 	n->inflight++;
 	return q;
+}
+
+static void node_put(struct fusefs *fs, struct fnode *n)
+{
+	if (--n->inflight == 0 && n->gone)
+		fusefs_node_released(fs, n);
 }
 
 /* After the reply: the request is gone, its memory reused. */
@@ -141,8 +175,7 @@ static void req_put(struct req *q)
 		q->locked = false;
 		range_unlock(&q->n->locks, &q->lk);
 	}
-	if (--n->inflight == 0 && n->gone)
-		fusefs_node_released(fs, n);
+	node_put(fs, n);
 	if (fs->nr_free < FREE_REQS_MAX && q->cap <= 2 * FUSEFS_MAX_IO &&
 	    !membudget_waiters(membudget_global())) {
 		list_add_head(&fs->free_reqs, &q->link);
@@ -305,6 +338,88 @@ static void read_done(struct req *q)
 	req_put(q);
 }
 
+static void read_start(struct req *q)
+{
+	/* No lock: like a block device, a read racing a write may see either
+	 * side of it, but never a torn partial-block update of its own. */
+	add_seg(q, VOL_READ, 0, q->plan.start, q->plan.end - q->plan.start, q->buf);
+	run_phase(q, read_done);
+}
+
+/* The I/O of n's target that waits for a usable path holds its share of
+ * the budget already (membudget_path_wait_over): a read of span bytes
+ * more would pin its buffer for the outage too. */
+static bool path_wait_over(const struct fnode *n, uint64_t span)
+{
+	return membudget_path_wait_over(membudget_global(), vol_path_wait_bytes(n->vol),
+					vol_path_wait_total(), span);
+}
+
+/* Such a read waits here, without a buffer, so that the files of other
+ * targets on this mount (and the NBD clients) still get buffers; it
+ * starts once its target's waiting I/O holds less (fusefs_deferred_fire).
+ * Writes are not held back: their data must be kept somewhere. */
+static void read_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n, uint64_t off,
+		       uint64_t len, const struct rmw_plan *p)
+{
+	struct req *q = req_alloc(fs, freq, n);
+
+	if (!q) {
+		fuse_reply_err(freq, ENOMEM);
+		return;
+	}
+	req_bufs_free(q); /* a cached one's: not held while it waits */
+	q->kind = RQ_READ;
+	q->off = off;
+	q->len = len;
+	q->plan = *p;
+	n->inflight++;
+	list_add_tail(&fs->deferred, &q->link);
+	if (fs->nr_deferred++ == 0)
+		log_debug("fuse %s: %s: I/O waiting for a path holds %llu KiB of the buffer budget: "
+			  "reads of it wait without a buffer",
+			  fs->mountpoint, n->name,
+			  (unsigned long long)(vol_path_wait_bytes(n->vol) >> 10));
+	if (!fs->defer_timer.armed)
+		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+}
+
+/* Deferred reads whose target's waiting I/O now leaves room start, in
+ * their order; the rest look again later.  Also while draining: their
+ * volume's drain ends the wait. */
+void fusefs_deferred_fire(struct reactor_timer *t)
+{
+	struct fusefs *fs = container_of(t, struct fusefs, defer_timer);
+	struct list_node *l, *nx;
+	struct list_node go;
+
+	list_init(&go);
+	list_for_each_safe(l, nx, &fs->deferred) {
+		struct req *q = container_of(l, struct req, link);
+		if (path_wait_over(q->n, q->plan.end - q->plan.start))
+			continue;
+		list_del(l);
+		fs->nr_deferred--;
+		list_add_tail(&go, l);
+	}
+	/* Started once off the list: a start may end at once (a submit
+	 * refused), and its put resumes reads. */
+	while ((l = list_pop(&go))) {
+		struct req *q = container_of(l, struct req, link);
+		if (req_hold(q, q->plan.end - q->plan.start) < 0) {
+			fuse_reply_err(q->req, ENOMEM);
+			node_put(fs, q->n);
+			req_free(q);
+			continue;
+		}
+		read_start(q);
+	}
+	if (fs->nr_deferred)
+		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+	fusefs_reads_resume(fs);
+	fusefs_maybe_finish(fs);
+}
+
 /* write */
 
 static void write_replied(struct req *q)
@@ -406,6 +521,10 @@ void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		len = vsize - (uint64_t)off;
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
+	if (path_wait_over(n, p.end - p.start)) {
+		read_defer(fs, req, n, (uint64_t)off, len, &p);
+		return;
+	}
 	q = req_get(fs, req, n, p.end - p.start);
 	if (!q) {
 		fuse_reply_err(req, ENOMEM);
@@ -415,10 +534,7 @@ void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	q->off = (uint64_t)off;
 	q->len = len;
 	q->plan = p;
-	/* No lock: like a block device, a read racing a write may see either
-	 * side of it, but never a torn partial-block update of its own. */
-	add_seg(q, VOL_READ, 0, p.start, p.end - p.start, q->buf);
-	run_phase(q, read_done);
+	read_start(q);
 }
 
 void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
