@@ -534,6 +534,7 @@ static void fs_free(struct fusefs *fs)
 {
 	struct list_node *l;
 
+	fusefs_reclaim_stop(fs);
 	reactor_timer_cancel(&fs->idle_timer);
 	reactor_timer_cancel(&fs->defer_timer);
 	budget_unpark(fs);
@@ -832,6 +833,8 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	for (unsigned i = 0; i < o->nr_files; i++)
 		if ((ret = node_add(fs, &o->files[i])) < 0)
 			goto fail;
+	if ((ret = fusefs_reclaim_start(fs)) < 0)
+		goto fail;
 
 	snprintf(mopts, sizeof(mopts),
 		 "fsname=nvmf-gateway,subtype=nvmf-gateway,default_permissions,max_read=%u%s",

@@ -26,7 +26,8 @@
  * took 193 MiB past an 8 MiB budget. */
 #define FUSE_MAX_INFLIGHT 64
 /* Cached requests go back (buffers to the budget) after this long with
- * none in flight, as an idle NBD connection's do. */
+ * no new request, as an idle NBD connection's do, and at once when
+ * someone waits for the budget. */
 #define FUSE_IDLE_NS (500 * NSEC_PER_MSEC)
 /* Reads held back without a buffer while their target's I/O waiting for a
  * path holds its share of the budget (io.c read_defer) are looked at this
@@ -112,6 +113,7 @@ struct fusefs {
 	 * waiting NBD connection is, so that the others yield. */
 	bool budget_wait;
 	struct reactor_timer budget_timer;
+	struct fusefs_reclaim *reclaim; /* io.c: a budget waiter empties the cache */
 	/* counters, logged when stopping (the functional tests read them) */
 	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
 	struct list_node free_reqs;
@@ -156,5 +158,7 @@ void fusefs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 void fusefs_free_reqs(struct fusefs *fs);
 void fusefs_idle(struct reactor_timer *t);
 void fusefs_deferred_fire(struct reactor_timer *t);
+int fusefs_reclaim_start(struct fusefs *fs);
+void fusefs_reclaim_stop(struct fusefs *fs);
 
 #endif

@@ -195,21 +195,90 @@ static void req_put(struct req *q)
  * are not kept waiting by an idle mount for as long as it lives.  Quiet
  * for a period, not for an instant (a client drains its queue before each
  * fsync): buffers freed and taken back at once are pages the kernel must
- * find again, on the data path (t_reclaim_nofault). */
+ * find again, on the data path (t_reclaim_nofault).  Quiet is about new
+ * requests only: one in flight for long (waiting for a path) kept the
+ * whole cache, up to 64 MiB, for as long. */
 void fusefs_idle(struct reactor_timer *t)
 {
 	struct fusefs *fs = container_of(t, struct fusefs, idle_timer);
 	uint64_t quiet = reactor_now_ns() - fs->req_used_ns;
 
-	if (fs->inflight || quiet < FUSE_IDLE_NS) {
-		reactor_timer_arm(fs->r, &fs->idle_timer,
-				  fs->inflight ? FUSE_IDLE_NS : FUSE_IDLE_NS - quiet);
+	if (quiet < FUSE_IDLE_NS) {
+		reactor_timer_arm(fs->r, &fs->idle_timer, FUSE_IDLE_NS - quiet);
 		return;
 	}
 	if (fs->nr_free)
 		log_debug("fuse %s: idle: %u cached requests back to the budget", fs->mountpoint,
 			  fs->nr_free);
 	fusefs_free_reqs(fs);
+}
+
+/* Someone began to wait for the budget (membudget's hook, on its own
+ * thread): the cached requests go back now, on the mount's reactor, not
+ * after the idle period or one by one as requests are answered.  The
+ * hook's memory outlives the mount while its message is on the way. */
+struct fusefs_reclaim {
+	struct membudget_hook hook;
+	struct reactor_msg msg;
+	struct reactor *r;
+	struct fusefs *fs; /* NULL: the mount is gone, the message frees this */
+	int busy; /* atomic: the message is on its way */
+};
+
+static void reclaim_hook(struct membudget_hook *h)
+{
+	struct fusefs_reclaim *rc = container_of(h, struct fusefs_reclaim, hook);
+
+	if (!__atomic_exchange_n(&rc->busy, 1, __ATOMIC_ACQ_REL))
+		reactor_send_msg(rc->r, &rc->msg);
+}
+
+static void reclaim_msg(struct reactor_msg *m)
+{
+	struct fusefs_reclaim *rc = container_of(m, struct fusefs_reclaim, msg);
+	struct fusefs *fs = rc->fs;
+
+	if (!fs) {
+		free(rc);
+		return;
+	}
+	__atomic_store_n(&rc->busy, 0, __ATOMIC_RELEASE);
+	if (!fs->nr_free || !membudget_waiters(membudget_global()))
+		return;
+	log_debug("fuse %s: %u cached requests back to the budget for a waiter", fs->mountpoint,
+		  fs->nr_free);
+	fusefs_free_reqs(fs);
+}
+
+int fusefs_reclaim_start(struct fusefs *fs)
+{
+	struct fusefs_reclaim *rc = calloc(1, sizeof(*rc));
+
+	if (!rc)
+		return -ENOMEM;
+	rc->hook.fn = reclaim_hook;
+	rc->msg.fn = reclaim_msg;
+	rc->r = fs->r;
+	rc->fs = fs;
+	fs->reclaim = rc;
+	membudget_hook_add(membudget_global(), &rc->hook);
+	return 0;
+}
+
+void fusefs_reclaim_stop(struct fusefs *fs)
+{
+	struct fusefs_reclaim *rc = fs->reclaim;
+
+	if (!rc)
+		return;
+	fs->reclaim = NULL;
+	/* No hook runs from here on: busy is only cleared by the message,
+	 * on this thread. */
+	membudget_hook_del(membudget_global(), &rc->hook);
+	if (__atomic_load_n(&rc->busy, __ATOMIC_ACQUIRE))
+		rc->fs = NULL;
+	else
+		free(rc);
 }
 
 static void req_fail(struct req *q, int vol_err)

@@ -6,6 +6,7 @@
 static struct membudget global = {
 	.limit = MEMBUDGET_DEFAULT_BYTES,
 	.stall_ns = MEMBUDGET_DEFAULT_STALL_S * 1000000000ull,
+	.hook_lock = ATOMIC_FLAG_INIT,
 };
 
 void membudget_pin_allocator(void)
@@ -35,6 +36,38 @@ void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s)
 	atomic_store(&b->waiters, 0);
 	atomic_store(&b->waits, 0);
 	b->stall_ns = (uint64_t)(stall_s ? stall_s : MEMBUDGET_DEFAULT_STALL_S) * 1000000000ull;
+	atomic_flag_clear(&b->hook_lock);
+	b->hooks = NULL;
+}
+
+static void hooks_lock(struct membudget *b)
+{
+	while (atomic_flag_test_and_set_explicit(&b->hook_lock, memory_order_acquire))
+		;
+}
+
+static void hooks_unlock(struct membudget *b)
+{
+	atomic_flag_clear_explicit(&b->hook_lock, memory_order_release);
+}
+
+void membudget_hook_add(struct membudget *b, struct membudget_hook *h)
+{
+	hooks_lock(b);
+	h->next = b->hooks;
+	b->hooks = h;
+	hooks_unlock(b);
+}
+
+void membudget_hook_del(struct membudget *b, struct membudget_hook *h)
+{
+	hooks_lock(b);
+	for (struct membudget_hook **p = &b->hooks; *p; p = &(*p)->next)
+		if (*p == h) {
+			*p = h->next;
+			break;
+		}
+	hooks_unlock(b);
 }
 
 static void note_peak(struct membudget *b, uint64_t now)
@@ -75,6 +108,10 @@ void membudget_wait_begin(struct membudget *b)
 {
 	atomic_fetch_add_explicit(&b->waiters, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->waits, 1, memory_order_relaxed);
+	hooks_lock(b);
+	for (struct membudget_hook *h = b->hooks; h; h = h->next)
+		h->fn(h);
+	hooks_unlock(b);
 }
 
 void membudget_wait_end(struct membudget *b)

@@ -1,7 +1,8 @@
 /* The process's budget for NBD and FUSE data buffers.
  *
  * One counter for the whole process, shared by every reactor: taking and
- * giving are lock-free atomics (no message, no lock on the data path).
+ * giving are lock-free atomics (no message, no lock on the data path; a
+ * waiter's begin takes a short lock to tell the hooks).
  * Nothing blocks here: a caller that cannot take what it needs stops
  * reading requests and tries again later (see nbd/conn.c). */
 #ifndef GW_MEMBUDGET_H
@@ -16,6 +17,15 @@
 #define MEMBUDGET_MIN_BYTES (1ull << 20)
 #define MEMBUDGET_DEFAULT_STALL_S 30u
 
+/* Told when someone begins to wait for the budget (membudget_wait_begin),
+ * on the waiter's thread with the hooks' lock held: fn must only post a
+ * message or set a flag (FUSE posts one to its reactor, which gives its
+ * cached buffers back at once). */
+struct membudget_hook {
+	void (*fn)(struct membudget_hook *h);
+	struct membudget_hook *next;
+};
+
 struct membudget {
 	uint64_t limit;
 	_Atomic uint64_t used;
@@ -25,8 +35,11 @@ struct membudget {
 	/* A client that takes less than NBD_STALL_MIN_BYTES for this long while someone
 	 * waits for buffers is cut off (it holds buffers others need). */
 	uint64_t stall_ns;
+	atomic_flag hook_lock; /* a waiter's begin, off the data path */
+	struct membudget_hook *hooks;
 };
 
+/* Before anyone uses it (the global: before the reactors start). */
 void membudget_init(struct membudget *b, uint64_t limit, unsigned stall_s);
 /* Data buffers are large: malloc gives them their own mappings and
  * unmaps them when freed, at a fixed threshold (glibc would otherwise
@@ -48,6 +61,10 @@ void membudget_charge(struct membudget *b, uint64_t n);
 
 void membudget_wait_begin(struct membudget *b);
 void membudget_wait_end(struct membudget *b);
+/* From any thread.  Once del returns, h's fn is not running and is not
+ * called again. */
+void membudget_hook_add(struct membudget *b, struct membudget_hook *h);
+void membudget_hook_del(struct membudget *b, struct membudget_hook *h);
 
 static inline unsigned membudget_waiters(struct membudget *b)
 {

@@ -14,6 +14,12 @@
 #    budget, so the client is cut off after stall_timeout and a read of
 #    e2's FUSE file is served.  Before, nothing but an answered request
 #    resumed the mount: e2 hung until ta came back.
+# 3. One read waits on e1, then a burst of 31 reads of e2's file leaves 31
+#    cached requests (31 MiB of the 32 MiB budget): an NBD read of e2 gets
+#    its buffer (the mount's cache goes back when no request came for half
+#    a second, or at once for a waiter).  Before, the one request in
+#    flight kept the idle timer from ever giving the cache back, and a
+#    waiter did not either: the NBD client waited until ta came back.
 set -u
 . "$TOP/tests/func/live/lib.sh"
 need_root "mount (FUSE)"
@@ -132,5 +138,39 @@ timeout 20 dd if="$tmp/fuse/e2" of=/dev/null bs=1M count=1 iflag=direct status=n
 echo "2: e2's file read beside 64 reads of e1 waiting and the hog"
 grep -q "client took 0 reply bytes in 2 s" "$tmp/gw.log" || fail "2: the hog was not cut off"
 readers_ok 2
+kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=
+gw_stop_within 30
+
+# 3.
+conf 'buffer_budget = "32M";'
+SOCKS="$tmp/e2.sock" gw_start run "$tmp/gw.conf"
+wait_for 10 test -e "$tmp/fuse/e2" || fail "no FUSE file e2"
+pattern 1 4096
+# The read that waits first: the burst's cache is never idle with it.
+ctl a port 1 down > /dev/null
+gw_wait 'ta/path0: lost' 1 30 > /dev/null || fail "the gateway did not see ta's loss"
+readers 1 4096
+sleep 1
+ctl b delay 500 > /dev/null
+python3 - "$tmp/fuse/e2" << 'PY' || fail "3: the burst of reads of e2"
+import mmap, os, sys, threading
+def r(i):
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+    assert os.preadv(fd, [mmap.mmap(-1, 1 << 20)], i << 20) == 1 << 20
+    os.close(fd)
+ts = [threading.Thread(target=r, args=(i,)) for i in range(31)]
+for t in ts: t.start()
+for t in ts: t.join()
+PY
+ctl b delay 0 > /dev/null
+echo "3: after the burst: $(($(buffers used_bytes) >> 20)) MiB of the budget used"
+sleep 1
+timeout 20 python3 -c '
+import nbd, sys
+h = nbd.NBD(); h.connect_uri("nbd+unix:///e2?socket=" + sys.argv[1])
+assert len(h.pread(1 << 20, 0)) == 1 << 20
+h.shutdown()' "$tmp/e2.sock" || fail "3: an NBD read of e2 waited for the cache of a mount with one request in flight (exit $?)"
+echo "3: e2 served over NBD; $(($(buffers used_bytes) >> 20)) MiB of the budget used"
+readers_ok 3
 gw_stop_within 30
 echo pass

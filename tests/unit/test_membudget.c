@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/base/list.h"
 #include "gateway/config.h"
 
 #define MiB (1ull << 20)
@@ -115,6 +116,41 @@ START_TEST(path_wait_share)
 	ck_assert(membudget_path_wait_over(&b, 4 * MiB, 4 * MiB, 12 * MiB + 4096));
 	ck_assert(!membudget_path_wait_over(&b, 8 * MiB, 28 * MiB, 4 * MiB));
 	ck_assert(membudget_path_wait_over(&b, 8 * MiB, 30 * MiB, 4 * MiB));
+}
+END_TEST
+
+/* A waiter's begin tells every hook, on its own thread; a hook removed is
+ * not called again. */
+struct counted_hook {
+	struct membudget_hook h;
+	unsigned calls;
+};
+
+static void count_hook(struct membudget_hook *h)
+{
+	container_of(h, struct counted_hook, h)->calls++;
+}
+
+START_TEST(hooks_on_wait)
+{
+	struct membudget b;
+	struct counted_hook x = { .h.fn = count_hook }, y = { .h.fn = count_hook };
+
+	membudget_init(&b, 8 * MiB, 0);
+	membudget_hook_add(&b, &x.h);
+	membudget_hook_add(&b, &y.h);
+	membudget_wait_begin(&b);
+	ck_assert_uint_eq(x.calls, 1);
+	ck_assert_uint_eq(y.calls, 1);
+	membudget_wait_end(&b);
+	membudget_hook_del(&b, &x.h);
+	membudget_wait_begin(&b);
+	ck_assert_uint_eq(x.calls, 1);
+	ck_assert_uint_eq(y.calls, 2);
+	membudget_hook_del(&b, &y.h);
+	membudget_wait_begin(&b);
+	ck_assert_uint_eq(y.calls, 2);
+	ck_assert_uint_eq(membudget_waiters(&b), 2);
 }
 END_TEST
 
@@ -230,6 +266,7 @@ int main(void)
 	tcase_add_test(tc, conn_cap);
 	tcase_add_test(tc, waiters_count);
 	tcase_add_test(tc, path_wait_share);
+	tcase_add_test(tc, hooks_on_wait);
 	tcase_add_test(tc, threads_never_exceed);
 	tcase_add_test(tc, config_keys);
 	suite_add_tcase(s, tc);
