@@ -112,7 +112,9 @@ h.shutdown(); print("OK polite writer")' "$tmp/a.sock" > "$tmp/pw.out" 2>&1
 st=$?
 cat "$tmp/pw.out"
 [ $st = 0 ] && grep -q "OK polite writer" "$tmp/pw.out" || fail "a polite writer not served beside the write hogs (exit $st)"
-grep -q "client sent 0 bytes of a 33554432-byte write's payload in 2 s (the least is 1024 KiB)" "$tmp/gw.log" ||
+# 0 bytes when the 100 came in the header's read, else 100: which one is
+# the scheduler's (it failed on a loaded host with 100).
+grep -qE "client sent (0|100) bytes of a 33554432-byte write's payload in 2 s \(the least is 1024 KiB\)" "$tmp/gw.log" ||
 	fail "no write hog was cut off with a reason"
 kill "$hpid"; wait "$hpid" 2> /dev/null; hpid=''
 
