@@ -463,10 +463,27 @@ void fusefs_deferred_fire(struct reactor_timer *t)
 	struct list_node go;
 
 	list_init(&go);
+	uint64_t started = 0;
+	unsigned n_started = 0;
 	list_for_each_safe(l, nx, &fs->deferred) {
 		struct req *q = container_of(l, struct req, link);
-		if (path_wait_over(q->n, q->plan.end - q->plan.start))
+		uint64_t span = q->plan.end - q->plan.start;
+		/* A file being removed (its volume drains) or a mount going
+		 * away: started whatever the share, so that the drain's EIO
+		 * ends them; held here they kept the removal waiting for the
+		 * whole outage (review). */
+		bool ending = q->n->gone || fs->state != FS_MOUNTED ||
+			      __atomic_load_n(&q->n->vol->draining, __ATOMIC_ACQUIRE);
+		/* The reads started at this fire count as waiting too (they
+		 * park again if the path is still down), and no more start
+		 * than the mount's in-flight bound allows: one fire after a
+		 * flap started all 256 at once, past the budget (review). */
+		if (!ending &&
+		    (path_wait_over(q->n, started + span) ||
+		     fs->inflight + n_started >= FUSE_MAX_INFLIGHT))
 			continue;
+		started += span;
+		n_started++;
 		list_del(l);
 		fs->nr_deferred--;
 		list_add_tail(&go, l);

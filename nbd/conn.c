@@ -852,15 +852,19 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 	size_t want;
 
 	c->buf_used_ns = reactor_now_ns();
-	if (q->cap >= len) {
+	/* Asked first: a warm buffer taken from the cache would send the
+	 * request to wait too, past the share (review). */
+	bool over = membudget_path_wait_over(b, vol_path_wait_bytes(c->e->vol),
+					     vol_path_wait_total(), len);
+	if (q->cap >= len && !over) {
 		budget_wait_end(c);
 		return 0;
 	}
 	/* Rounded up so that buffers are reused across nearby sizes. */
 	want = len <= 4096 ? 4096 : (len + 65535) & ~(size_t)65535;
 	buf_drop(c, q);
-	if (membudget_path_wait_over(b, vol_path_wait_bytes(c->e->vol), vol_path_wait_total(),
-				     want)) {
+	if (over || membudget_path_wait_over(b, vol_path_wait_bytes(c->e->vol),
+					     vol_path_wait_total(), want)) {
 		/* The volume's target is down and what waits for it holds its
 		 * share: this request would only wait too.  Not a waiter for
 		 * the budget (nobody need yield to it): it looks again now and

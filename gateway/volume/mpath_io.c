@@ -95,7 +95,9 @@ static void path_wait_begin(struct vol_io *io)
 {
 	struct mpio *m = mpio_of(io);
 
-	if (m->path_wait)
+	/* Only what holds a data buffer: a parked 1 GiB discard holds none
+	 * and would have used up the share of every volume (review). */
+	if (m->path_wait || (io->op != VOL_READ && io->op != VOL_WRITE))
 		return;
 	m->path_wait = true;
 	vol_path_wait_add(io->vol, io->length);
@@ -936,7 +938,7 @@ int vol_mp_create(const char *name, struct mp_target *t, uint32_t nsid, bool rea
 	snprintf(n->v.name, sizeof(n->v.name), "%s", name);
 	n->v.ops = &mp_vol_ops;
 	n->v.priv = n;
-	n->v.path_wait = &t->path_wait;
+	n->v.path_wait = &n->path_wait;
 	n->v.size = ns->nsze << ns->lba_shift;
 	n->v.block_size = ns->lba_size;
 	n->v.pref_io = ns->optimal_io > ns->lba_size ? ns->optimal_io : ns->lba_size;

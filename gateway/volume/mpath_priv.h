@@ -179,9 +179,6 @@ struct mp_target {
 	 * ANATT (the longest of the paths', atomic): see wait_limit. */
 	uint64_t wait_ns;
 	uint64_t anatt_ns;
-	/* Bytes of its volumes' I/O parked for lack of a usable path
-	 * (struct volume's path_wait): atomic. */
-	uint64_t path_wait;
 };
 
 /* Per volume and path: the FLUSH rule's bookkeeping (see flush_*). */
@@ -198,6 +195,11 @@ struct vol_mp {
 	 * LOAD. */
 	struct nvmf_ns ns;
 	bool failed; /* atomic: the namespace changed under us */
+	/* Bytes of its I/O parked for lack of a usable path (struct
+	 * volume's path_wait), atomic.  The volume's, not the target's: one
+	 * namespace without a path (its ANA group inaccessible, gone on
+	 * every path) must not hold back the clients of the others (review). */
+	uint64_t path_wait;
 	uint64_t drain_at; /* atomic: vol_mp_drain's deadline for waiting I/O, 0 = none */
 	bool excluded[MP_MAX_PATHS]; /* path reports another namespace (reactor 0) */
 	bool bad_path[MP_MAX_PATHS]; /* the same, read by the data path (atomic) */
@@ -237,7 +239,7 @@ struct mpio {
 	uint8_t flush_for; /* the path whose writes this flush covers */
 	bool flushing;
 	bool transition; /* came back with ANA Transition: may wait up to ANATT */
-	bool path_wait; /* counted in the target's path_wait until sent or completed */
+	bool path_wait; /* counted in the volume's path_wait until sent or completed */
 };
 _Static_assert(sizeof(struct mpio) <= VOL_IO_PRIV_SIZE, "VOL_IO_PRIV_SIZE too small");
 

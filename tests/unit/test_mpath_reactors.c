@@ -714,8 +714,11 @@ START_TEST(path_wait_counted)
 	struct volume *vol;
 	struct vol_io io[2];
 
+	struct volume *other;
+
 	path_live(t, 0);
 	ck_assert_int_eq(vol_mp_create("v", t, 1, false, &vol), 0);
+	ck_assert_int_eq(vol_mp_create("w", t, 1, false, &other), 0);
 	uint64_t total0 = vol_path_wait_total();
 	t->paths[0].attached = false; /* lost: no usable path */
 	mp_broadcast(t, NULL, NULL);
@@ -736,6 +739,10 @@ START_TEST(path_wait_counted)
 	ck_assert_uint_eq(nsent, 0);
 	ck_assert_uint_eq(vol_path_wait_bytes(vol), 4096 + 8192);
 	ck_assert_uint_eq(vol_path_wait_total() - total0, 4096 + 8192);
+	/* The volume's count, not its target's: another volume's clients
+	 * are not held back by this one's waiting I/O (review: one namespace
+	 * without a path stalled every namespace of its target). */
+	ck_assert_uint_eq(vol_path_wait_bytes(other), 0);
 	/* Looked at again (every second, and on each snapshot): still one
 	 * count each. */
 	mp_wait_fire(&t->views[0].wait_timer);
@@ -755,6 +762,7 @@ START_TEST(path_wait_counted)
 	ck_assert_uint_eq(cb_count, 2);
 	ck_assert_int_eq(cb_err, 0);
 
+	vol_destroy(other);
 	vol_destroy(vol);
 	target_free(t);
 }
