@@ -33,7 +33,10 @@ shutdown_checks() {
 	local b j g_stop gw_stopping gw_stopped t_a t_b took first last
 	b=$(cat /var/lib/sysd-c6.boot) && [ -n "$b" ] || fail "no boot id from the boot step"
 	[ "$b" != "$(tr -d - < /proc/sys/kernel/random/boot_id)" ] || fail "this is the boot that was to shut down"
-	j=$(journalctl -b "$b" -o short-monotonic -u "$U" -u $G)
+	# From the stand-in's start (the prepare step) on: that boot also
+	# holds the earlier cases' stops of the gateway (watchdog, stop),
+	# which are not the shutdown's.
+	j=$(journalctl -b "$b" -o short-monotonic -u "$U" -u $G | sed -n '/guests: start/,$p')
 	grep -E 'Stopp|guests: stop|Deactivated|timed out|Killing|SIGKILL|Failed' <<< "$j"
 	num() { grep -m1 -n "$1" <<< "$j" | cut -d: -f1; }
 	ts() { grep -m1 "$1" <<< "$j" | sed -E 's/^\[ *([0-9.]+)\].*/\1/'; }
