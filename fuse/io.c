@@ -420,8 +420,10 @@ static void read_start(struct req *q)
  * more would pin its buffer for the outage too. */
 static bool path_wait_over(const struct fnode *n, uint64_t span)
 {
-	return membudget_path_wait_over(membudget_global(), vol_path_wait_bytes(n->vol),
-					vol_path_wait_total(), span);
+	uint64_t waiting = vol_path_wait_bytes(n->vol);
+
+	return waiting &&
+	       membudget_path_wait_over(membudget_global(), waiting, vol_path_wait_total(), span);
 }
 
 /* Such a read waits here, without a buffer, so that the files of other
