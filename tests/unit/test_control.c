@@ -5,6 +5,7 @@
 #include "gateway/base/control.h"
 #include "gateway/base/log.h"
 #include "unit_skip.h"
+#include "log_capture.h"
 
 #include <check.h>
 #include <errno.h>
@@ -426,26 +427,17 @@ END_TEST
  * journal).  Now its bytes other than printable ASCII show as '?'. */
 START_TEST(cmd_logged_printable)
 {
-	int fd = client(), log_fd, saved;
+	int fd = client();
 	enum log_level lvl = log_get_level();
+	struct log_capture cap;
 	char text[4096];
-	ssize_t n;
 
-	fflush(stderr);
-	log_fd = memfd_create("log", 0);
-	ck_assert_int_ge(log_fd, 0);
-	saved = dup(2);
-	dup2(log_fd, 2);
+	log_capture_begin(&cap);
 	log_set_level(LOG_LVL_INFO);
 	send_str(fd, "{\"cmd\":\"x\\n<3>forged\\r\\u001b[2J\"}\n");
 	recv_lines(fd, 1);
 	log_set_level(lvl);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	n = pread(log_fd, text, sizeof(text) - 1, 0);
-	close(log_fd);
-	text[n > 0 ? n : 0] = 0;
+	log_capture_end(&cap, text, sizeof(text));
 	fputs(text, stderr);
 	ck_assert_uint_eq(calls, 1);
 	ck_assert_msg(strstr(text, "control: client 1: x?<3>forged??[2J\n"), "%s", text);

@@ -7,6 +7,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "log_capture.h"
+
 #define S 1000000000ull
 
 /* A burst passes, the rest of the interval is left out and counted, and
@@ -56,22 +58,13 @@ static char logged[65536];
 /* The lines log_rl_msg writes for n calls through one site. */
 static unsigned capture(struct log_rl *rl, unsigned n, enum log_level lvl)
 {
-	int fd = memfd_create("log", 0), saved;
-	ssize_t len;
+	struct log_capture cap;
 	unsigned lines = 0;
 
-	ck_assert_int_ge(fd, 0);
-	fflush(stderr);
-	saved = dup(2);
-	dup2(fd, 2);
+	log_capture_begin(&cap);
 	for (unsigned i = 0; i < n; i++)
 		log_rl_msg(rl, lvl, "peer %u: refused", i);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	len = pread(fd, logged, sizeof(logged) - 1, 0);
-	close(fd);
-	logged[len > 0 ? len : 0] = 0;
+	log_capture_end(&cap, logged, sizeof(logged));
 	for (char *p = logged; (p = strchr(p, '\n')); p++)
 		lines++;
 	return lines;
