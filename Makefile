@@ -198,12 +198,15 @@ asan-unit:
 deps:
 	$(DEPS)
 
-# The whole job against its peers, side by side in one run (tests/bench/run
-# says what is measured).  Numbers, not assertions: not part of make test.
+# The whole job against its peers, side by side in one run: this host
+# (tests/bench/run) and the guest against the kernel's own host
+# (tests/bench/engine.sh), then one table of issue 20's goals
+# (tests/bench/all; BENCH_GUEST=0 for the host alone).  Numbers, not
+# assertions: not part of make test.
 bench:
 	bash tests/deps.sh bench
 	$(MAKE) all
-	bash tests/bench/run $(BUILD)
+	bash tests/bench/all $(BUILD)
 
 # Installs, then builds in a separate make: only that one reads pkg-config,
 # after deps has installed the libraries.

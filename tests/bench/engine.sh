@@ -289,8 +289,12 @@ def bound(name, way, floor=0.0, why=None):
     tail = ""
     if why:
         tail = f" (+{why}; " + (f"at most {1.5 * need[name] / left:4.2f}x" if left > 0 else "no limit") + ")"
+    if left > 0:
+        atmost[(name, way, bool(why))] = 1.5 * need[name] / left
     print(f"  {name:17} {way:9} {'latency' if qd1 else 'CPU per I/O'} {left:7.1f} us, needs"
           f" <= {need[name]:7.1f}: {'out of reach' if left > need[name] else 'not excluded'}{tail}")
+
+atmost = {}  # (point, way, floored): the most a bound leaves, ratio to the kernel host
 
 def bench_ways(name):
     return [w for w in ("bench", "benchpoll", "bench2q", "bench2r") if w in res[name] and res[name][w]["gw"] is not None]
@@ -330,6 +334,35 @@ for name in names:
     for way in bench_ways(name):
         if not ("qd1" in name and way == "benchpoll"):
             bound(name, way, fl[fm], what)
+
+# ENGINE_GOALS=FILE (tests/bench/all): the guest goals appended as
+# tab-separated lines for its one summary: where, goal, value, op, target,
+# and a limit measured in this run with what it is ("-": none).  nbd's
+# limit is the kernel's NBD path alone (nbdmem: no NVMe-oF behind it);
+# bench's is the floor bound above for the way that did best.
+if os.environ.get("ENGINE_GOALS"):
+    with open(os.environ["ENGINE_GOALS"], "a") as g:
+        def goal(what, v, op, target, lim=None, limwhat="-"):
+            g.write("\t".join(("guest", what, f"{v:.2f}", op, str(target),
+                                "-" if lim is None else f"{lim:.2f}", limwhat)) + "\n")
+        for name in names:
+            k = res[name]["kernel"]["iops"]
+            if name.startswith("128k") and "nbd" in res[name]:
+                m = res[name].get("nbdmem")
+                goal(f"/dev/nbdN {name} vs kernel host", res[name]["nbd"]["iops"] / k, ">=", 0.8,
+                     m and m["iops"] / k, "the kernel's NBD path alone (nbdmem), vs kernel host")
+        for name in names:
+            k = res[name]["kernel"]["iops"]
+            ways = [w for w in ("bench", "benchpoll", "bench2q", "bench2r") if w in res[name]]
+            if not ways:
+                continue
+            best = max(ways, key=lambda w: res[name][w]["iops"])
+            # The floor bound where it applies (not to benchpoll at QD1,
+            # which does not sleep), else the weaker zero-CPU one.
+            fb = (name, best, True) in atmost
+            goal(f"bench {name} vs kernel host (best: {best})", res[name][best]["iops"] / k, ">=", 1.5,
+                 atmost.get((name, best, fb)),
+                 f"the most an initiator {'at the floor' if fb else 'of zero CPU'} could reach, vs kernel host")
 
 # Where bench's latency goes, as its engine sees it (bench's target_us:
 # per command, from the reap of the send that put our last PDU for it in
