@@ -148,9 +148,18 @@ void log_rl_msg(struct log_rl *rl, enum log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (left_out)
-		log_msg(lvl, "%s (and %u more like it, not logged: at most %u lines in %u s)", text,
-			left_out, LOG_RL_BURST, LOG_RL_INTERVAL_S);
-	else
+	/* The burst's last line says so: a flood that stops right after it
+	 * has no later line to carry its count, and the reader should know
+	 * that the silence is the limit's, not the end of the flood. */
+	bool last = rl->n == LOG_RL_BURST;
+	char more[64] = "";
+	if (!left_out && !last) {
 		log_msg(lvl, "%s", text);
+		return;
+	}
+	if (left_out)
+		snprintf(more, sizeof(more), "and %u more like it, not logged%s", left_out,
+			 last ? "; " : "");
+	log_msg(lvl, "%s (%s%s: at most %u lines in %u s)", text, more,
+		last ? "the last line like it for now" : "", LOG_RL_BURST, LOG_RL_INTERVAL_S);
 }
