@@ -495,7 +495,10 @@ START_TEST(idle_reactor_sleeps)
 	R.poll_ns = 2 * NSEC_PER_MSEC;
 	/* The window begins at the completion: a test thread preempted for
 	 * longer than it before the poll (two unit binaries at once on a
-	 * loaded host did it) finds it over and nothing spins.  Then again. */
+	 * loaded host did it) finds it over and nothing spins, and one
+	 * preempted for part of it spins only the rest (0.56 ms of the 2 in
+	 * a clean make test).  Then again: a window that always ends early
+	 * still fails after 20 tries. */
 	for (int tries = 0;; tries++) {
 		one_completion();
 		reactor_spin_stats(&R, &st0);
@@ -503,10 +506,13 @@ START_TEST(idle_reactor_sleeps)
 		cpu0 = thread_cpu_ns();
 		reactor_poll(&R, 100 * NSEC_PER_MSEC);
 		reactor_spin_stats(&R, &st1);
-		if (st1.misses == st0.misses + 1 || tries == 20)
+		if ((st1.misses == st0.misses + 1 && st1.spin_ns - st0.spin_ns >= NSEC_PER_MSEC) ||
+		    tries == 20)
 			break;
-		ck_assert_uint_eq(st1.misses, st0.misses);
-		ck_assert_uint_eq(st1.spin_ns, st0.spin_ns);
+		if (st1.misses == st0.misses)
+			ck_assert_uint_eq(st1.spin_ns, st0.spin_ns);
+		else
+			ck_assert_uint_eq(st1.misses, st0.misses + 1);
 	}
 	ck_assert_uint_eq(st1.misses, st0.misses + 1);
 	ck_assert_uint_eq(st1.hits, st0.hits);
