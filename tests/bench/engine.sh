@@ -357,12 +357,21 @@ if os.environ.get("ENGINE_GOALS"):
             if not ways:
                 continue
             best = max(ways, key=lambda w: res[name][w]["iops"])
-            # The floor bound where it applies (not to benchpoll at QD1,
-            # which does not sleep), else the weaker zero-CPU one.
-            fb = (name, best, True) in atmost
+            # The limit is the highest bound of any way: each is computed
+            # with the rest of the guest as in that way's own run, and a
+            # goal is out of reach only if no way's bound reaches it.  A
+            # way's floor bound where it applies (not to benchpoll at QD1,
+            # which does not sleep), else its weaker zero-CPU one.
+            lims = {}
+            for w in ways:
+                fb = (name, w, True) in atmost
+                if (name, w, fb) in atmost:
+                    lims[w] = (atmost[(name, w, fb)], fb)
+            lw = max(lims, key=lambda w: lims[w][0]) if lims else None
             goal(f"bench {name} vs kernel host (best: {best})", res[name][best]["iops"] / k, ">=", 1.5,
-                 atmost.get((name, best, fb)),
-                 f"the most an initiator {'at the floor' if fb else 'of zero CPU'} could reach, vs kernel host")
+                 lims[lw][0] if lw else None,
+                 f"the most {lw} could reach {'at the floor' if lims[lw][1] else 'with zero CPU'}"
+                 if lw else "-")
 
 # Where bench's latency goes, as its engine sees it (bench's target_us:
 # per command, from the reap of the send that put our last PDU for it in
