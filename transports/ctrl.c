@@ -222,6 +222,11 @@ static void kato_tick(struct reactor_timer *t)
 	kato_arm(c);
 }
 
+void ctrl_kato_init(struct nvmf_ctrl *c)
+{
+	reactor_timer_init(&c->kato_timer, kato_tick);
+}
+
 /* ---- I/O queues, possibly on other reactors ---- */
 
 struct ioq_msg {
@@ -457,7 +462,7 @@ int nvmf_ctrl_connect(struct nvmf_ctrl *c, const struct nvmf_ctrl_opts *opts,
 	c->ready_cb = cb;
 	c->state = NVMF_CTRL_NEW;
 	reactor_timer_init(&c->step_timer, ctrl_step_timeout);
-	reactor_timer_init(&c->kato_timer, kato_tick);
+	ctrl_kato_init(c);
 	list_init(&c->abort_wait);
 	ctrl_ns_change_init(c);
 	c->id = aligned_alloc(4096, sizeof(*c->id));

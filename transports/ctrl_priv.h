@@ -53,6 +53,10 @@ void ctrl_ns_change_init(struct nvmf_ctrl *c);
 /* The Asynchronous Event Configuration bits this controller gets. */
 uint32_t ctrl_aen_config(const struct nvmf_ctrl *c);
 
+/* ctrl.c: the keep-alive timer's setup (nvmf_ctrl_init's; the unit
+ * tests' controller fixture calls it too). */
+void ctrl_kato_init(struct nvmf_ctrl *c);
+
 /* ctrl_init.c: the bring-up steps and their timer. */
 void ctrl_init_fail(struct nvmf_ctrl *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

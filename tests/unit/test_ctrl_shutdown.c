@@ -98,6 +98,53 @@ START_TEST(csts_poll_unanswered_after_polls)
 }
 END_TEST
 
+/* A keep-alive answered after the CC.SHN Property Set went out: the
+ * shutdown goes on with the Set's completion and ends when the controller
+ * reports SHST complete, not at its deadline.  The keep-alive's completion
+ * cleared the shutdown's poll (fixed in 42f86bd): the Set's completion was
+ * then taken for nobody's, no CSTS poll went out, and the shutdown waited
+ * out its 5 s bound with a false warning. */
+START_TEST(keep_alive_answered_during_shutdown)
+{
+	struct ctrl_fixture f;
+	struct nvme_sqe ka, set, poll;
+
+	done_calls = 0;
+	ck_assert_int_eq(ctrlfx_init(&f, "shn-ka"), 0);
+	f.c.adminq.io_timeout_ms = ADMIN_IO_TIMEOUT_MS;
+	f.c.shutdown_timeout_ms = 3 * SHN_TEST_MS;
+	/* A keep-alive now, left unanswered for the moment. */
+	f.c.opts.kato_ms = 10000;
+	reactor_timer_arm(&f.r, &f.c.kato_timer, 1);
+	ck_assert(ctrlfx_wait_cmd(&f, &ka, 1000));
+	ck_assert_msg(ka.opcode == NVME_ADMIN_KEEP_ALIVE, "not a keep-alive: opcode 0x%02x",
+		      ka.opcode);
+	uint64_t t0 = reactor_now_ns();
+	nvmf_ctrl_shutdown(&f.c, on_done);
+	ck_assert(ctrlfx_wait_cmd(&f, &set, 1000));
+	ck_assert(is_property(&set, NVMF_FCTYPE_PROPERTY_SET, NVME_REG_CC));
+	/* The keep-alive's answer first, then the Set's. */
+	ck_assert(ctrlfx_reply(&f, ka.cid, NULL, 0, 0, 0));
+	ck_assert(ctrlfx_reply(&f, set.cid, NULL, 0, 0, 0));
+	ck_assert_msg(ctrlfx_wait_cmd(&f, &poll, SHN_TEST_MS),
+		      "no CSTS poll within %u ms of the Set's answer", SHN_TEST_MS);
+	ck_assert_msg(is_property(&poll, NVMF_FCTYPE_PROPERTY_GET, NVME_REG_CSTS),
+		      "not a CSTS poll: opcode 0x%02x", poll.opcode);
+	/* SHST 10b: shutdown processing complete. */
+	ck_assert(ctrlfx_reply(&f, poll.cid, NULL, 0, 0, 2u << 2));
+	uint64_t end = t0 + (uint64_t)BOUND_MS * NSEC_PER_MSEC;
+	while (!done_calls && reactor_now_ns() < end) {
+		ctrlfx_settle(&f);
+		reactor_poll(&f.r, 10 * NSEC_PER_MSEC);
+	}
+	ck_assert_int_eq(done_calls, 1);
+	unsigned ms = (unsigned)((done_ns - t0) / NSEC_PER_MSEC);
+	/* By the reactor's clock; the deadline is 3 s. */
+	ck_assert_msg(ms < 2 * SHN_TEST_MS, "shutdown took %u ms: it waited for its deadline", ms);
+	ctrlfx_fini(&f);
+}
+END_TEST
+
 static Suite *ctrl_shutdown_suite(void)
 {
 	Suite *s = suite_create("ctrl_shutdown");
@@ -108,6 +155,7 @@ static Suite *ctrl_shutdown_suite(void)
 	tcase_add_test(tc, property_set_unanswered);
 	tcase_add_test(tc, csts_poll_unanswered);
 	tcase_add_test(tc, csts_poll_unanswered_after_polls);
+	tcase_add_test(tc, keep_alive_answered_during_shutdown);
 	suite_add_tcase(s, tc);
 	return s;
 }
