@@ -42,6 +42,7 @@ int ctrlfx_init(struct ctrl_fixture *f, const char *name)
 	c->ns_cb = fx_ns_cb;
 	ctrl_ns_change_init(c);
 	ctrl_kato_init(c); /* armed by a test only (opts.kato_ms 0) */
+	list_init(&c->abort_wait);
 	c->id = aligned_alloc(4096, sizeof(*c->id));
 	c->ns = calloc(NVME_CHANGED_NS_MAX, sizeof(*c->ns));
 	if (!c->id || !c->ns) {
