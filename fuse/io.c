@@ -415,17 +415,6 @@ static void read_start(struct req *q)
 	run_phase(q, read_done);
 }
 
-/* The I/O of n's target that waits for a usable path holds its share of
- * the budget already (membudget_path_wait_over): a read of span bytes
- * more would pin its buffer for the outage too. */
-static bool path_wait_over(const struct fnode *n, uint64_t span)
-{
-	uint64_t waiting = vol_path_wait_bytes(n->vol);
-
-	return waiting &&
-	       membudget_path_wait_over(membudget_global(), waiting, vol_path_wait_total(), span);
-}
-
 /* Such a read waits here, without a buffer, so that the files of other
  * targets on this mount (and the NBD clients) still get buffers; it
  * starts once its target's waiting I/O holds less (fusefs_deferred_fire).
@@ -481,7 +470,7 @@ void fusefs_deferred_fire(struct reactor_timer *t)
 		 * than the mount's in-flight bound allows: one fire after a
 		 * flap started all 256 at once, past the budget (review). */
 		if (!ending &&
-		    (path_wait_over(q->n, started + span) ||
+		    (vol_path_wait_over(q->n->vol, started + span) ||
 		     fs->inflight + n_started >= FUSE_MAX_INFLIGHT))
 			continue;
 		started += span;
@@ -609,7 +598,7 @@ void fusefs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		len = vsize - (uint64_t)off;
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
-	if (path_wait_over(n, p.end - p.start)) {
+	if (vol_path_wait_over(n->vol, p.end - p.start)) {
 		read_defer(fs, req, n, (uint64_t)off, len, &p);
 		return;
 	}

@@ -853,10 +853,8 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 
 	c->buf_used_ns = reactor_now_ns();
 	/* Asked first: a warm buffer taken from the cache would send the
-	 * request to wait too, past the share (review).  One load on the
-	 * data path: the process total only when this volume waits. */
-	uint64_t waiting = vol_path_wait_bytes(c->e->vol);
-	bool over = waiting && membudget_path_wait_over(b, waiting, vol_path_wait_total(), len);
+	 * request to wait too, past the share (review). */
+	bool over = vol_path_wait_over(c->e->vol, len);
 	if (q->cap >= len && !over) {
 		budget_wait_end(c);
 		return 0;
@@ -864,8 +862,7 @@ int nbd_conn_ensure_buf(struct nbd_conn *c, struct nbd_req *q, size_t len)
 	/* Rounded up so that buffers are reused across nearby sizes. */
 	want = len <= 4096 ? 4096 : (len + 65535) & ~(size_t)65535;
 	buf_drop(c, q);
-	if (over ||
-	    (waiting && membudget_path_wait_over(b, waiting, vol_path_wait_total(), want))) {
+	if (over || vol_path_wait_over(c->e->vol, want)) {
 		/* The volume's target is down and what waits for it holds its
 		 * share: this request would only wait too.  Not a waiter for
 		 * the budget (nobody need yield to it): it looks again now and

@@ -60,8 +60,9 @@ void log_printable(char *dst, size_t len, const void *src, size_t n);
  * connection, a handshake that fails): each call site lets through at
  * most LOG_RL_BURST lines per LOG_RL_INTERVAL_S seconds on each thread;
  * the lines left out are counted and the next line let through says how
- * many; the last line of a burst says that it is the last for now.  A flood of connections then costs the journal a few lines a
- * minute, and never reaches journald's own rate limit, which drops the
+ * many; the last line of a burst says that it is the last for now.  A
+ * flood of connections then costs the journal a few lines a minute, and
+ * never reaches journald's own rate limit, which drops the
  * service's lines without choosing which (the path-loss lines among
  * them).  Lines of established clients are not limited. */
 #define LOG_RL_BURST 10

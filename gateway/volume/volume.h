@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "gateway/base/histogram.h"
+#include "gateway/base/membudget.h"
 #include "gateway/base/pipe_sink.h"
 #include "gateway/base/reactor.h"
 
@@ -172,6 +173,17 @@ static inline uint64_t vol_path_wait_bytes(const struct volume *v)
 	return v->path_wait ? __atomic_load_n(v->path_wait, __ATOMIC_RELAXED) : 0;
 }
 uint64_t vol_path_wait_total(void);
+/* Whether a new buffer of want bytes for more of v's I/O would pass what
+ * may wait for a path (membudget_path_wait_over, in the process's budget).
+ * One load while nothing of v waits, the data path's usual case; the
+ * process total only when some does. */
+static inline bool vol_path_wait_over(const struct volume *v, uint64_t want)
+{
+	uint64_t waiting = vol_path_wait_bytes(v);
+
+	return waiting && membudget_path_wait_over(membudget_global(), waiting,
+						   vol_path_wait_total(), want);
+}
 /* Used by the backends, from any thread: n more bytes of v's I/O wait for
  * a path (add), or no longer do (sub: sent down a path, or completed). */
 void vol_path_wait_add(struct volume *v, uint64_t n);
