@@ -112,7 +112,8 @@ START_TEST(keep_alive_answered_during_shutdown)
 	done_calls = 0;
 	ck_assert_int_eq(ctrlfx_init(&f, "shn-ka"), 0);
 	f.c.adminq.io_timeout_ms = ADMIN_IO_TIMEOUT_MS;
-	f.c.shutdown_timeout_ms = 3 * SHN_TEST_MS;
+	/* Far past what the test waits for: a busy host cannot fail it. */
+	f.c.shutdown_timeout_ms = 20 * SHN_TEST_MS;
 	/* A keep-alive now, left unanswered for the moment. */
 	f.c.opts.kato_ms = 10000;
 	reactor_timer_arm(&f.r, &f.c.kato_timer, 1);
@@ -126,8 +127,8 @@ START_TEST(keep_alive_answered_during_shutdown)
 	/* The keep-alive's answer first, then the Set's. */
 	ck_assert(ctrlfx_reply(&f, ka.cid, NULL, 0, 0, 0));
 	ck_assert(ctrlfx_reply(&f, set.cid, NULL, 0, 0, 0));
-	ck_assert_msg(ctrlfx_wait_cmd(&f, &poll, SHN_TEST_MS),
-		      "no CSTS poll within %u ms of the Set's answer", SHN_TEST_MS);
+	ck_assert_msg(ctrlfx_wait_cmd(&f, &poll, 10 * SHN_TEST_MS),
+		      "no CSTS poll within %u ms of the Set's answer", 10 * SHN_TEST_MS);
 	ck_assert_msg(is_property(&poll, NVMF_FCTYPE_PROPERTY_GET, NVME_REG_CSTS),
 		      "not a CSTS poll: opcode 0x%02x", poll.opcode);
 	/* SHST 10b: shutdown processing complete. */
@@ -139,8 +140,8 @@ START_TEST(keep_alive_answered_during_shutdown)
 	}
 	ck_assert_int_eq(done_calls, 1);
 	unsigned ms = (unsigned)((done_ns - t0) / NSEC_PER_MSEC);
-	/* By the reactor's clock; the deadline is 3 s. */
-	ck_assert_msg(ms < 2 * SHN_TEST_MS, "shutdown took %u ms: it waited for its deadline", ms);
+	/* By the reactor's clock; the deadline is 20 s. */
+	ck_assert_msg(ms < 10 * SHN_TEST_MS, "shutdown took %u ms: it waited for its deadline", ms);
 	ctrlfx_fini(&f);
 }
 END_TEST
