@@ -72,7 +72,7 @@ FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 .PHONY: check-layers all asan unit-bins check unit func func-epoll interop test deps demo bench chaos chaos-suite \
 	install uninstall clean asan-unit fuzz fuzz-bins deb test-systemd
 
-all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target $(BUILD)/tests/bench/wire $(BUILD)/tests/bench/floor
+all: $(BUILD)/nvmf-gateway $(BUILD)/nvmf-test-target $(BUILD)/tests/bench/wire $(BUILD)/tests/bench/floor $(BUILD)/tests/bench/pingpong
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -100,7 +100,8 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(UNIT_HELPERS) $(BUILD)/libgateway.a
 
 unit-bins: $(UNIT_BINS)
 
-# The bench's loopback TCP tools (wire: raw streams and a relay; floor: an
+# The bench's loopback TCP tools (wire: raw streams and a relay; pingpong:
+# a QD1 round trip direct and through a relay; floor: an
 # initiator's least CPU per I/O; no protocol), built with the rest so that a
 # change that breaks them fails the build.
 $(BUILD)/tests/bench/%: tests/bench/%.c tests/bench/tool.h
