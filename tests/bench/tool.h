@@ -1,5 +1,5 @@
 /*
- * What the bench's small C tools (wire.c, floor.c) share: they stop at
+ * What the bench's small C tools (wire.c, pingpong.c, floor.c) share: they stop at
  * the first failed call, since a figure measured after one means nothing.
  */
 #ifndef NVMF_BENCH_TOOL_H
