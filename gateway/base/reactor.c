@@ -45,8 +45,9 @@ static void mbox_done(struct reactor_op *op, int res, uint32_t flags)
 	struct reactor *r = container_of(op, struct reactor, mbox_op);
 	(void)flags;
 	r->mbox_armed = false;
+	/* Limited: a broken ring or epoll set fails the read again at once. */
 	if (res < 0 && res != -EINTR && res != -ECANCELED)
-		log_err("reactor %u: mailbox read failed: %s", r->id, strerror(-res));
+		log_rl(ERR, "reactor %u: mailbox read failed: %s", r->id, strerror(-res));
 	mbox_drain(r);
 	if (!r->stop)
 		mbox_arm(r);
@@ -543,8 +544,10 @@ void reactor_submit(struct reactor *r)
 	if (r->backlog_tail)
 		(void)sq_refill(r, false, &ret);
 	ret = sq_submit(r, false);
+	/* Limited as a failing wait is: the ring that refuses a submit
+	 * refuses the next one too. */
 	if (ret < 0)
-		log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
+		log_rl(ERR, "reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
 #else
 	(void)r;
 #endif
@@ -657,7 +660,6 @@ static unsigned uring_complete(struct reactor *r)
 static unsigned uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 {
 	struct io_uring_cqe *cqe;
-	struct __kernel_timespec ts;
 	int ret;
 
 	/* What is still left after the refill goes on the next pass: not
@@ -667,17 +669,36 @@ static unsigned uring_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 		if (r->backlog_tail && timeout_ns > NSEC_PER_MSEC)
 			timeout_ns = NSEC_PER_MSEC;
 	}
-	ts.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC);
-	ts.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC);
+	r->wait_ts.tv_sec = (long long)(timeout_ns / NSEC_PER_SEC);
+	r->wait_ts.tv_nsec = (long long)(timeout_ns % NSEC_PER_SEC);
 	ret = io_uring_submit_and_wait_timeout(&r->ring, &cqe, 1,
-					       timeout_ns == UINT64_MAX ? NULL : &ts, NULL);
+					       timeout_ns == UINT64_MAX ? NULL : &r->wait_ts, NULL);
 	r->pending_submit = io_uring_sq_ready(&r->ring) + r->backlog_tail - r->backlog_head;
 	if (ret < 0 && ret != -ETIME && ret != -EINTR && ret != -EAGAIN &&
 	    ret != -EBUSY)
-		log_err("reactor %u: wait: %s", r->id, strerror(-ret));
+		reactor_wait_failed(r, "io_uring_enter", -ret);
 	return uring_complete(r);
 }
 #endif
+
+/* Without the pause, a wait that keeps failing at once (a ring or epoll set
+ * gone bad: EBADF, EFAULT, EOPNOTSUPP; memory short for longer than a
+ * pass: ENOMEM) sent the reactor round its loop as fast as the system call
+ * failed, a core at 100% and a log line each time, without end: seen with
+ * a ring entered before it was enabled, whose gateway wrote its error line
+ * in a loop until killed.  The pause bounds both (at most 100 waits a
+ * second) and leaves the reactor running, its timers and any completion
+ * the next wait brings, in case the cause passes. */
+void reactor_wait_failed(struct reactor *r, const char *call, int err)
+{
+	struct timespec pause = { 0, REACTOR_WAIT_FAIL_PAUSE_MS * 1000000L };
+
+	__atomic_store_n(&r->nr_wait_failures, r->nr_wait_failures + 1, __ATOMIC_RELAXED);
+	log_rl(ERR, "reactor %u: %s: %s; waiting %d ms before the next pass", r->id, call,
+	       strerror(err), REACTOR_WAIT_FAIL_PAUSE_MS);
+	while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
+		;
+}
 
 static unsigned backend_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 {
@@ -725,7 +746,7 @@ static unsigned spin(struct reactor *r, uint64_t end_ns)
 		/* As in the wait: EBUSY (a kernel before 5.19 with an
 		 * overflowed CQ) and EAGAIN leave the SQEs for the next pass. */
 		if (ret < 0 && ret != -EBUSY && ret != -EAGAIN && ret != -EINTR)
-			log_err("reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
+			log_rl(ERR, "reactor %u: io_uring_submit: %s", r->id, strerror(-ret));
 	}
 #endif
 	while (now < end_ns && !r->stop) {

@@ -94,6 +94,10 @@ struct reactor {
 	uint64_t backlog_logged_ns;
 	unsigned long backlog_unlogged;
 	unsigned test_fail_submits; /* reactor_test_fail_submits */
+	/* The wait's bound.  Not on the stack: before 5.11 liburing bounds a
+	 * wait with a timeout SQE pointing at it, which a failed enter leaves
+	 * in the SQ for a later one to read. */
+	struct __kernel_timespec wait_ts;
 #endif
 	enum reactor_backend backend;
 	const char *backend_why; /* for the log and status */
@@ -114,6 +118,7 @@ struct reactor {
 	uint64_t nr_spin_hits;	 /* spins that ended with a completion */
 	uint64_t nr_spin_misses; /* spins that ran the whole window and slept */
 	uint64_t spin_ns;	 /* time spent spinning, for the CPU it costs */
+	uint64_t nr_wait_failures; /* waits that failed: reactor_wait_failed */
 };
 
 /* The backend reactor_init() uses from now on: auto takes io_uring when the

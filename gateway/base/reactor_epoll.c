@@ -137,7 +137,9 @@ static void sync_interest(struct reactor *r)
 				/* EPERM: a regular file.  Fail what waits on it
 				 * rather than wait forever. */
 				struct list_node *n;
-				log_err("reactor %u: epoll_ctl on fd %d: %s", r->id, fd, strerror(err));
+				/* Limited: a broken epoll set fails every one. */
+				log_rl(ERR, "reactor %u: epoll_ctl on fd %d: %s", r->id, fd,
+				       strerror(err));
 				while ((n = list_pop(&f->in)) || (n = list_pop(&f->out))) {
 					struct reactor_op *op = container_of(n, struct reactor_op, link);
 					op->kind = ROP_DONE;
@@ -358,7 +360,7 @@ unsigned ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns)
 		ms = (int)((timeout_ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
 	nev = epoll_wait(r->epfd, ev, EP_EVENTS, ms);
 	if (nev < 0 && errno != EINTR)
-		log_err("reactor %u: epoll_wait: %s", r->id, strerror(errno));
+		reactor_wait_failed(r, "epoll_wait", errno);
 	for (int i = 0; i < nev; i++) {
 		int fd = ev[i].data.fd;
 		struct reactor_fd *f = fd_slot(r, fd);

@@ -32,4 +32,10 @@ void ep_cancel(struct reactor *r, struct reactor_op *target);
  * returns how many ran. */
 unsigned ep_wait_and_complete(struct reactor *r, uint64_t timeout_ns);
 
+/* A wait (call, the system call's name) failed with errno err for a reason
+ * a retry does not cure at once: logged, rate-limited, and the reactor
+ * pauses REACTOR_WAIT_FAIL_PAUSE_MS before its next pass. */
+#define REACTOR_WAIT_FAIL_PAUSE_MS 10
+void reactor_wait_failed(struct reactor *r, const char *call, int err);
+
 #endif

@@ -3,6 +3,9 @@
  * completion on the reactor thread, cancellation), which every backend must
  * keep. */
 #include "gateway/base/reactor.h"
+#include "gateway/base/log.h"
+#include "gateway/base/reactor_epoll.h"
+#include "log_capture.h"
 
 #include <check.h>
 #include <errno.h>
@@ -252,6 +255,64 @@ START_TEST(nop_completes_on_a_later_pass)
 	done_init(&n);
 	reactor_nop(&R, &n.op);
 	ck_assert_int_eq(n.calls, 0);
+	wait_done(&R, &n);
+	ck_assert_int_eq(n.res, 0);
+}
+END_TEST
+
+/* A wait that fails at once, pass after pass (here the backend's
+ * descriptor swapped for /dev/null: io_uring_enter answers EOPNOTSUPP,
+ * epoll_wait EINVAL): the reactor pauses between passes and its line is
+ * rate-limited, then carries on once the wait works again.  Before, each
+ * pass logged and went round at once: 30 passes took no time and wrote a
+ * line each (on epoll three: the wait's, the mailbox read's, epoll_ctl's). */
+START_TEST(failing_wait_pauses)
+{
+	int fd = R.epfd, saved, null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct log_capture cap;
+	static char buf[16384];
+	uint64_t t0, spent, before = R.nr_wait_failures;
+	unsigned lines = 0;
+	struct done n;
+
+#ifndef GW_NO_IO_URING
+	if (R.backend == REACTOR_IO_URING)
+		fd = R.ring.ring_fd;
+#endif
+	saved = dup(fd);
+	ck_assert_int_ge(null, 0);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(null, fd), fd);
+	log_capture_begin(&cap);
+	t0 = reactor_now_ns();
+	for (int i = 0; i < 30; i++)
+		reactor_poll(&R, 0);
+	spent = reactor_now_ns() - t0;
+	log_capture_end(&cap, buf, sizeof(buf));
+	ck_assert_int_eq(dup3(saved, fd, O_CLOEXEC), fd);
+	close(saved);
+	close(null);
+	for (const char *p = buf; *p; p++)
+		if ((p == buf || p[-1] == '\n') && *p != '\n')
+			lines++;
+	ck_assert_msg(R.nr_wait_failures - before >= 30, "%llu failed waits counted, want 30",
+		      (unsigned long long)(R.nr_wait_failures - before));
+	ck_assert_msg(spent >= 30ull * REACTOR_WAIT_FAIL_PAUSE_MS * NSEC_PER_MSEC,
+		      "30 failing passes took %llu us: no pause", (unsigned long long)(spent / 1000));
+	/* Every line of the reactor limited: the wait's, and on epoll the
+	 * mailbox read's and epoll_ctl's (each its own call site). */
+	unsigned sites = R.backend == REACTOR_EPOLL ? 3 : 1;
+	ck_assert_msg(lines <= sites * LOG_RL_BURST, "%u lines for 30 failed waits:\n%s", lines, buf);
+	/* In a forked case the limit's count starts afresh: the failure is
+	 * said. */
+	const char *ck_fork = getenv("CK_FORK");
+	if (!ck_fork || strcmp(ck_fork, "no"))
+		ck_assert_msg(strstr(buf, R.backend == REACTOR_EPOLL ? "reactor 0: epoll_wait: "
+								     : "reactor 0: io_uring_enter: "),
+			      "the failed wait not logged:\n%s", buf);
+	/* The same reactor works again. */
+	done_init(&n);
+	reactor_nop(&R, &n.op);
 	wait_done(&R, &n);
 	ck_assert_int_eq(n.res, 0);
 }
@@ -867,6 +928,7 @@ static void add_contract(TCase *tc)
 	tcase_add_test(tc, message_from_another_thread);
 	tcase_add_test(tc, fini_reaps_the_mailbox);
 	tcase_add_test(tc, poll_for_errors_only_sleeps);
+	tcase_add_test(tc, failing_wait_pauses);
 	tcase_set_timeout(tc, 30);
 }
 
