@@ -155,18 +155,6 @@ static pid_t child(void)
 	return p;
 }
 
-static void host_busy(unsigned long long *busy, unsigned long long *total)
-{
-	unsigned long long u, n, sy, id, io, irq, sirq, st;
-	FILE *f = fopen("/proc/stat", "r");
-
-	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &n, &sy, &id, &io, &irq,
-			 &sirq, &st) != 8)
-		die("/proc/stat");
-	fclose(f);
-	*busy = u + n + sy + irq + sirq + st;
-	*total = *busy + id + io;
-}
 
 static int cmp_u32(const void *a, const void *b)
 {

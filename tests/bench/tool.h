@@ -32,4 +32,19 @@ static inline uint64_t now_ns(clockid_t c)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Busy and total jiffies of all CPUs, as the bench's host_busy counts
+ * them (steal is busy; idle and iowait are not). */
+static inline void host_busy(unsigned long long *busy, unsigned long long *total)
+{
+	unsigned long long u, n, sy, id, io, irq, sirq, st;
+	FILE *f = fopen("/proc/stat", "r");
+
+	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &n, &sy, &id, &io, &irq,
+			 &sirq, &st) != 8)
+		die("/proc/stat");
+	fclose(f);
+	*busy = u + n + sy + irq + sirq + st;
+	*total = *busy + id + io;
+}
+
 #endif

@@ -201,19 +201,6 @@ static void *sink(void *arg)
 	return NULL;
 }
 
-/* Busy and total jiffies of all CPUs, as the bench's host_busy counts them. */
-static void host_busy(unsigned long long *busy, unsigned long long *total)
-{
-	unsigned long long u, n, sy, id, io, irq, sirq, st;
-	FILE *f = fopen("/proc/stat", "r");
-
-	if (!f || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &n, &sy, &id, &io, &irq,
-			 &sirq, &st) != 8)
-		die("/proc/stat");
-	fclose(f);
-	*busy = u + n + sy + irq + sirq + st;
-	*total = *busy + id + io;
-}
 
 static unsigned long long sum_received(int n)
 {
