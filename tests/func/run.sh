@@ -22,8 +22,8 @@ io_uring|epoll) export NVMF_GATEWAY_REACTOR_BACKEND="$backend" ;;
 *) echo "run.sh: unknown backend $backend" >&2; exit 2 ;;
 esac
 [ $# -gt 0 ] || set -- 't_*'
-# FUNC_JOBS=N runs up to N tests at once (make test runs 2: most tests
-# wait on timers and peers, so two on this 2-core host take little more
+# FUNC_JOBS=N runs up to N tests at once (make test runs 3: most tests
+# wait on timers and peers, so three on this 2-core host take little more
 # than one).  Each test's resources are its own (mktemp, free_port,
 # namespaces named by pid); a test whose header says "# func: alone"
 # (system-wide state: dpkg, make install in the tree) runs with no other.
