@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fuse/fs_priv.h"
+#include "gateway/base/invariant.h"
 #include "gateway/base/log.h"
 #include "gateway/base/membudget.h"
 
@@ -365,13 +366,47 @@ static void budget_park(struct fusefs *fs);
 static void budget_unpark(struct fusefs *fs);
 static void watch_done(struct reactor_op *op, int res, uint32_t flags);
 
-static void read_arm(struct fuse_read *rd)
+/* False when it has no buffer and may not have one now (its own went with
+ * a held write, and FUSE_MAX_HELD_BUFS more are out). */
+static bool read_arm(struct fuse_read *rd)
 {
 	struct fusefs *fs = rd->fs;
 
+	if (!rd->buf) {
+		if (fs->nr_read_bufs >= NR_READS + fs->max_held_bufs ||
+		    posix_memalign((void **)&rd->buf, 4096, READ_BUF_SIZE)) {
+			rd->buf = NULL;
+			return false;
+		}
+		fs->nr_read_bufs++;
+	}
 	reactor_read(fs->r, &rd->op, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE);
 	rd->busy = true;
 	fs->reading++;
+	return true;
+}
+
+uint8_t *fusefs_read_take_buf(struct fusefs *fs, const void *data, size_t len)
+{
+	struct fuse_read *rd = fs->decoding;
+	const uint8_t *d = data;
+	uint8_t *b;
+
+	/* libfuse hands a write the bytes inside the buffer it was given;
+	 * anything else (a version that copies) is not ours to keep. */
+	if (!rd || !rd->buf || d < rd->buf || len > READ_BUF_SIZE ||
+	    (size_t)(d - rd->buf) > READ_BUF_SIZE - len)
+		return NULL;
+	b = rd->buf;
+	rd->buf = NULL;
+	return b;
+}
+
+void fusefs_read_buf_put(struct fusefs *fs, uint8_t *buf)
+{
+	INVARIANT(fs->nr_read_bufs > 0, "FUSE read buffer count out of step");
+	free(buf);
+	fs->nr_read_bufs--;
 }
 
 static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
@@ -388,7 +423,9 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		 * is free again when this returns.  A reply made meanwhile
 		 * may resume parked reads: not this one. */
 		rd->processing = true;
+		fs->decoding = rd;
 		fuse_session_process_buf(fs->se, &fb);
+		fs->decoding = NULL;
 		rd->processing = false;
 		if (fs->init_seen && !fs->ready_sent && fs->state == FS_MOUNTED) {
 			fs->ready_sent = true;
@@ -404,9 +441,7 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		if (fs->state != FS_MOUNTED) {
 			fusefs_maybe_finish(fs);
 		} else if (!rd->busy) {
-			if (fusefs_may_read(fs)) {
-				read_arm(rd);
-			} else {
+			if (!fusefs_may_read(fs) || !read_arm(rd)) {
 				park_watch(fs); /* req_put resumes it */
 				budget_park(fs);
 			}
@@ -414,7 +449,7 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
-		read_arm(rd); /* an interrupted request, not the end */
+		read_arm(rd); /* an interrupted request, not the end: its buffer is there */
 		return;
 	}
 	if (fs->state != FS_MOUNTED) {
@@ -810,6 +845,16 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 		fs->reads[i].op.fn = session_read_done;
 	}
 	fs->fin_msg.fn = fin;
+	fs->max_held_bufs = FUSE_MAX_HELD_BUFS;
+	const char *hb = getenv("NVMF_GATEWAY_FUSE_HELD_BUFS");
+	if (hb && *hb) {
+		char *end;
+		unsigned long v = strtoul(hb, &end, 10);
+		if (!*end && v <= 64)
+			fs->max_held_bufs = (unsigned)v;
+		else
+			log_warn("fuse: NVMF_GATEWAY_FUSE_HELD_BUFS=%s: not 0-64, ignored", hb);
+	}
 	clock_gettime(CLOCK_REALTIME, &fs->mtime);
 	fs->mountpoint = realpath(o->mountpoint, NULL);
 	if (!fs->mountpoint && stale_errno(errno)) {
@@ -826,9 +871,13 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 	if ((ret = clean_stale_mount(fs->mountpoint)) < 0)
 		goto fail;
 	ret = -ENOMEM;
-	for (unsigned i = 0; i < NR_READS; i++)
-		if (posix_memalign((void **)&fs->reads[i].buf, 4096, READ_BUF_SIZE))
+	for (unsigned i = 0; i < NR_READS; i++) {
+		if (posix_memalign((void **)&fs->reads[i].buf, 4096, READ_BUF_SIZE)) {
+			fs->reads[i].buf = NULL;
 			goto fail;
+		}
+		fs->nr_read_bufs++;
+	}
 	fs->next_ino = ROOT_INO + 1;
 	for (unsigned i = 0; i < o->nr_files; i++)
 		if ((ret = node_add(fs, &o->files[i])) < 0)

@@ -35,6 +35,14 @@
  * request of about 2 KiB, outside the budget). */
 #define FUSE_DEFER_POLL_NS (100 * NSEC_PER_MSEC)
 #define FUSE_MAX_DEFERRED 256
+/* A write whose target's waiting I/O holds its share of the budget keeps
+ * the /dev/fuse read buffer its data came in (io.c write_defer), outside
+ * the budget, and that read goes on with a new buffer: at most this many
+ * such buffers beyond the NR_READS, after which the reads whose buffer
+ * went with a write stay unarmed (the mount stops reading once all are).
+ * NVMF_GATEWAY_FUSE_HELD_BUFS=N sets it (0-64), for the tests: the
+ * kernel's 12 background requests never use them all at the default. */
+#define FUSE_MAX_HELD_BUFS 8
 /* Reading parked with the budget spent looks again this often (the
  * buffers that free it come back on other threads). */
 #define FUSE_BUDGET_POLL_NS (5 * NSEC_PER_MSEC)
@@ -85,7 +93,7 @@ struct fusefs;
 struct fuse_read {
 	struct reactor_op op;
 	struct fusefs *fs;
-	uint8_t *buf;
+	uint8_t *buf; /* NULL: it went with a held write (fusefs_read_take_buf) */
 	bool busy;
 	bool processing; /* its buffer is being decoded: not to be armed */
 };
@@ -102,6 +110,9 @@ struct fusefs {
 	struct timespec mtime;
 	struct fuse_read reads[NR_READS];
 	unsigned reading; /* reads armed */
+	struct fuse_read *decoding; /* the read whose request is being decoded */
+	unsigned nr_read_bufs; /* read buffers allocated: the reads' and the held writes' */
+	unsigned max_held_bufs; /* FUSE_MAX_HELD_BUFS */
 	struct reactor_op watch_op; /* the connection's end, while reads are parked */
 	bool watching;
 	bool init_seen, ready_sent;
@@ -143,6 +154,11 @@ void fusefs_node_released(struct fusefs *fs, struct fnode *n);
  * reads left parked are armed again when a request is answered. */
 bool fusefs_may_read(struct fusefs *fs);
 void fusefs_reads_resume(struct fusefs *fs);
+/* fs.c: the buffer of the read being decoded, which holds the request's
+ * data (NULL if data is not in it), is the caller's from now on, to be
+ * given back with fusefs_read_buf_put; its read gets another when armed. */
+uint8_t *fusefs_read_take_buf(struct fusefs *fs, const void *data, size_t len);
+void fusefs_read_buf_put(struct fusefs *fs, uint8_t *buf);
 
 /* fs.c: frees fs once it is draining and nothing is in flight. */
 void fusefs_maybe_finish(struct fusefs *fs);

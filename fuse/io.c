@@ -48,6 +48,10 @@ struct req {
 	size_t cap;
 	uint8_t *edge; /* head block, tail block */
 	size_t edge_cap;
+	/* A held write (write_defer): the /dev/fuse read buffer its data is
+	 * in, and where in it; NULL once the data is in buf. */
+	uint8_t *held_buf;
+	const uint8_t *held_data;
 	struct seg segs[3];
 	unsigned nsegs, seg_i;
 	uint64_t seg_pos;
@@ -125,6 +129,8 @@ static struct req *req_alloc(struct fusefs *fs, fuse_req_t freq, struct fnode *n
 	q->active = 0;
 	q->err = 0;
 	q->phase_done = NULL;
+	q->held_buf = NULL;
+	q->held_data = NULL;
 	return q;
 }
 
@@ -415,6 +421,8 @@ static void read_start(struct req *q)
 	run_phase(q, read_done);
 }
 
+static void write_begin(struct req *q, const void *data);
+
 /* Such a read waits here, without a buffer, so that the files of other
  * targets on this mount (and the NBD clients) still get buffers; it
  * starts once its target's waiting I/O holds less (fusefs_deferred_fire).
@@ -483,13 +491,20 @@ void fusefs_deferred_fire(struct reactor_timer *t)
 	 * refused), and its put resumes reads. */
 	while ((l = list_pop(&go))) {
 		struct req *q = container_of(l, struct req, link);
+		uint8_t *held = q->held_buf;
+
+		q->held_buf = NULL;
 		if (req_hold(q, q->plan.end - q->plan.start) < 0) {
 			fuse_reply_err(q->req, ENOMEM);
 			node_put(fs, q->n);
 			req_free(q);
-			continue;
+		} else if (q->kind == RQ_WRITE) {
+			write_begin(q, q->held_data); /* copies the data first */
+		} else {
+			read_start(q);
 		}
-		read_start(q);
+		if (held)
+			fusefs_read_buf_put(fs, held);
 	}
 	if (fs->nr_deferred)
 		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
@@ -534,6 +549,53 @@ static void write_locked(struct req *q)
 static void write_granted(struct range_lock *l)
 {
 	write_locked(container_of(l, struct req, lk));
+}
+
+/* The data into the request's buffer (the caller's is reused as soon as
+ * this returns), then the range lock. */
+static void write_begin(struct req *q, const void *data)
+{
+	memcpy(q->buf + (q->off - q->plan.start), data, q->len);
+	q->locked = true;
+	if (range_lock(&q->n->locks, &q->lk, q->plan.start, q->plan.end, write_granted))
+		write_locked(q);
+	else
+		q->fs->st_waits++;
+}
+
+/* A write to a target whose waiting I/O holds its share of the budget
+ * waits with the deferred reads, in the /dev/fuse read buffer its data
+ * came in (outside the budget; the read goes on with another, at most
+ * FUSE_MAX_HELD_BUFS more), and starts as they do, taking a buffer then.
+ * Before, such writes took budget buffers past the share, up to all of it
+ * with enough writers, and the NBD clients of healthy targets waited for
+ * the dead one's return.  NULL: not held (libfuse's bytes are not in our
+ * buffer), to be started now. */
+static struct req *write_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n,
+			       const char *buf, uint64_t len)
+{
+	struct req *q = req_alloc(fs, freq, n);
+	uint8_t *held;
+
+	if (!q)
+		return NULL;
+	if (!(held = fusefs_read_take_buf(fs, buf, len))) {
+		req_free(q);
+		return NULL;
+	}
+	req_bufs_free(q); /* a cached one's: not held while it waits */
+	q->held_buf = held;
+	q->held_data = (const uint8_t *)buf;
+	n->inflight++;
+	list_add_tail(&fs->deferred, &q->link);
+	if (fs->nr_deferred++ == 0)
+		log_debug("fuse %s: %s: I/O waiting for a path holds %llu KiB of the buffer budget: "
+			  "writes to it wait in their request's buffer",
+			  fs->mountpoint, n->name,
+			  (unsigned long long)(vol_path_wait_bytes(n->vol) >> 10));
+	if (!fs->defer_timer.armed)
+		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+	return q;
 }
 
 /* fallocate: zero range and punch hole */
@@ -649,8 +711,11 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		len = vsize - (uint64_t)off;
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
-	q = req_get(fs, req, n, p.end - p.start);
-	if (!q) {
+	bool held = false;
+	q = NULL;
+	if (vol_path_wait_over(n->vol, p.end - p.start))
+		held = (q = write_defer(fs, req, n, buf, len)) != NULL;
+	if (!q && !(q = req_get(fs, req, n, p.end - p.start))) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -658,9 +723,7 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	q->off = (uint64_t)off;
 	q->len = len;
 	q->plan = p;
-	/* The request buffer is reused for the next request as soon as this
-	 * returns: the data moves into the request now. */
-	memcpy(q->buf + (q->off - p.start), buf, len);
+	/* fi is the caller's: what the write needs of it is taken now. */
 	q->loss_seen = fi->fh ? &fhandle_of(fi)->loss_seen : NULL;
 	if ((fi->flags | (fi->fh ? fhandle_of(fi)->flags : 0)) & (O_DSYNC | O_SYNC)) {
 		if (n->vol->caps & VOL_CAP_FUA)
@@ -668,11 +731,8 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		else if (n->vol->caps & VOL_CAP_FLUSH)
 			q->flush_after = true;
 	}
-	q->locked = true;
-	if (range_lock(&n->locks, &q->lk, p.start, p.end, write_granted))
-		write_locked(q);
-	else
-		fs->st_waits++;
+	if (!held)
+		write_begin(q, buf);
 }
 
 void fusefs_op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
