@@ -45,6 +45,8 @@
 # ENGINE_WAYS=REGEX runs only those ways (no table then); ENGINE_ONLY=REGEX
 # runs only the points whose name matches (e.g. 128k); ENGINE_BACKEND=epoll
 # (or io_uring) sets the gateway's reactor backend in the guest;
+# ENGINE_ENV='VAR=VALUE ...' exports those in the guest for every way (an
+# A/B of a gateway knob: NVMF_GATEWAY_VMSPLICE_MIN=0);
 # ENGINE_CPU=max,-erms,-fsrm sets the guest's CPU model (below: TCG's `rep
 # movsb`); ENGINE_PROFILE=1 profiles every run guest-wide (perf at 97 Hz, which
 # slows the run a little) and prints, per point and way, the busy CPU per
@@ -137,6 +139,7 @@ run() {
 	VM_EXEC_TIMEOUT=$((T + 180)) vm_exec "export GW=$GW EG_NQN=$nqn EG_OUT=$out EG_T=$T
 		NBD_GW_LOG=${ENGINE_GW_LOG:-info} EG_PROFILE=${ENGINE_PROFILE:-}
 		${ENGINE_BACKEND:+export NVMF_GATEWAY_REACTOR_BACKEND=$ENGINE_BACKEND}
+		${ENGINE_ENV:+export $ENGINE_ENV}
 		. tests/interop/nvmet.sh && . tests/bench/engine_guest.sh &&
 		eg_$way $2 $3 $4 $5 $region"
 	r=$?
