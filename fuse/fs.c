@@ -366,45 +366,42 @@ static void budget_park(struct fusefs *fs);
 static void budget_unpark(struct fusefs *fs);
 static void watch_done(struct reactor_op *op, int res, uint32_t flags);
 
-/* False when it has no buffer and may not have one now (its own went with
- * a held write, and FUSE_MAX_HELD_BUFS more are out). */
-static bool read_arm(struct fuse_read *rd)
+static void read_arm(struct fuse_read *rd)
 {
 	struct fusefs *fs = rd->fs;
 
-	if (!rd->buf) {
-		if (fs->nr_read_bufs >= NR_READS + fs->max_held_bufs ||
-		    posix_memalign((void **)&rd->buf, 4096, READ_BUF_SIZE)) {
-			rd->buf = NULL;
-			return false;
-		}
-		fs->nr_read_bufs++;
-	}
 	reactor_read(fs->r, &rd->op, fuse_session_fd(fs->se), rd->buf, READ_BUF_SIZE);
 	rd->busy = true;
 	fs->reading++;
-	return true;
 }
 
 uint8_t *fusefs_read_take_buf(struct fusefs *fs, const void *data, size_t len)
 {
 	struct fuse_read *rd = fs->decoding;
 	const uint8_t *d = data;
-	uint8_t *b;
+	uint8_t *b, *nb;
 
 	/* libfuse hands a write the bytes inside the buffer it was given;
 	 * anything else (a version that copies) is not ours to keep. */
-	if (!rd || !rd->buf || d < rd->buf || len > READ_BUF_SIZE ||
+	if (!rd || d < rd->buf || len > READ_BUF_SIZE ||
 	    (size_t)(d - rd->buf) > READ_BUF_SIZE - len)
 		return NULL;
+	/* The read gets its new buffer now, so that it never waits for one:
+	 * a mount whose reads all lost theirs to writes waiting for a dead
+	 * target would stop serving its other files for as long (review). */
+	if (fs->nr_read_bufs >= NR_READS + FUSE_MAX_HELD_BUFS ||
+	    posix_memalign((void **)&nb, 4096, READ_BUF_SIZE))
+		return NULL;
+	fs->nr_read_bufs++;
+	fs->st_held++;
 	b = rd->buf;
-	rd->buf = NULL;
+	rd->buf = nb;
 	return b;
 }
 
 void fusefs_read_buf_put(struct fusefs *fs, uint8_t *buf)
 {
-	INVARIANT(fs->nr_read_bufs > 0, "FUSE read buffer count out of step");
+	INVARIANT(fs->nr_read_bufs > NR_READS, "FUSE read buffer count out of step");
 	free(buf);
 	fs->nr_read_bufs--;
 }
@@ -441,7 +438,9 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		if (fs->state != FS_MOUNTED) {
 			fusefs_maybe_finish(fs);
 		} else if (!rd->busy) {
-			if (!fusefs_may_read(fs) || !read_arm(rd)) {
+			if (fusefs_may_read(fs)) {
+				read_arm(rd);
+			} else {
 				park_watch(fs); /* req_put resumes it */
 				budget_park(fs);
 			}
@@ -449,7 +448,7 @@ static void session_read_done(struct reactor_op *op, int res, uint32_t flags)
 		return;
 	}
 	if (fs->state == FS_MOUNTED && (res == -EINTR || res == -EAGAIN || res == -ENOENT)) {
-		read_arm(rd); /* an interrupted request, not the end: its buffer is there */
+		read_arm(rd); /* an interrupted request, not the end */
 		return;
 	}
 	if (fs->state != FS_MOUNTED) {
@@ -545,8 +544,13 @@ static void watch_done(struct reactor_op *op, int res, uint32_t flags)
 		fusefs_maybe_finish(fs);
 		return;
 	}
-	if (res == -ECANCELED || res == -EINTR)
-		return; /* reads resumed */
+	if (res == -ECANCELED || res == -EINTR) {
+		/* Reads resumed; but the read armed then may have parked
+		 * again while this cancel was on its way, and found the
+		 * watch still on (review). */
+		park_watch(fs);
+		return;
+	}
 	if (res >= 0 && !(res & (POLLERR | POLLHUP | POLLNVAL))) {
 		park_watch(fs); /* not the end: watch on while parked */
 		return;
@@ -597,10 +601,11 @@ static void fin(struct reactor_msg *m)
 	fuse_session_unmount(fs->se);
 	fuse_session_destroy(fs->se);
 	log_notice("fuse %s: stopped; %llu volume I/Os, %llu partial-block edges read, "
-		   "%llu writes waited for an overlapping one, %llu FUA writes, %llu flushes",
+		   "%llu writes waited for an overlapping one, %llu writes held in their "
+		   "request's buffer, %llu FUA writes, %llu flushes",
 		   fs->mountpoint, (unsigned long long)fs->st_ios, (unsigned long long)fs->st_rmw,
-		   (unsigned long long)fs->st_waits, (unsigned long long)fs->st_fua,
-		   (unsigned long long)fs->st_flushes);
+		   (unsigned long long)fs->st_waits, (unsigned long long)fs->st_held,
+		   (unsigned long long)fs->st_fua, (unsigned long long)fs->st_flushes);
 	fs_free(fs);
 	if (done)
 		done(arg);
@@ -626,6 +631,11 @@ void fusefs_stop(struct fusefs *fs, void (*done)(void *arg), void *arg)
 	for (unsigned i = 0; i < NR_READS; i++)
 		if (fs->reads[i].busy)
 			reactor_cancel(fs->r, &fs->reads[i].op);
+	/* Reading parked: its watch only ends with the connection, which
+	 * fin unmounts after the watch is gone; left on, the stop waited for
+	 * ever (review). */
+	if (fs->watching)
+		reactor_cancel(fs->r, &fs->watch_op);
 	budget_unpark(fs);
 	log_notice("fuse %s: stopping (%u requests in flight)", fs->mountpoint,
 		   fs->inflight + fs->nr_deferred);
@@ -845,16 +855,6 @@ int fusefs_start(struct reactor *r, const struct fusefs_opts *o, struct fusefs *
 		fs->reads[i].op.fn = session_read_done;
 	}
 	fs->fin_msg.fn = fin;
-	fs->max_held_bufs = FUSE_MAX_HELD_BUFS;
-	const char *hb = getenv("NVMF_GATEWAY_FUSE_HELD_BUFS");
-	if (hb && *hb) {
-		char *end;
-		unsigned long v = strtoul(hb, &end, 10);
-		if (!*end && v <= 64)
-			fs->max_held_bufs = (unsigned)v;
-		else
-			log_warn("fuse: NVMF_GATEWAY_FUSE_HELD_BUFS=%s: not 0-64, ignored", hb);
-	}
 	clock_gettime(CLOCK_REALTIME, &fs->mtime);
 	fs->mountpoint = realpath(o->mountpoint, NULL);
 	if (!fs->mountpoint && stale_errno(errno)) {

@@ -37,11 +37,9 @@
 #define FUSE_MAX_DEFERRED 256
 /* A write whose target's waiting I/O holds its share of the budget keeps
  * the /dev/fuse read buffer its data came in (io.c write_defer), outside
- * the budget, and that read goes on with a new buffer: at most this many
- * such buffers beyond the NR_READS, after which the reads whose buffer
- * went with a write stay unarmed (the mount stops reading once all are).
- * NVMF_GATEWAY_FUSE_HELD_BUFS=N sets it (0-64), for the tests: the
- * kernel's 12 background requests never use them all at the default. */
+ * the budget, and that read goes on with a new one: at most this many
+ * such buffers per mount, past which such writes take budget buffers as
+ * before (the kernel's 12 background requests bound them). */
 #define FUSE_MAX_HELD_BUFS 8
 /* Reading parked with the budget spent looks again this often (the
  * buffers that free it come back on other threads). */
@@ -93,7 +91,7 @@ struct fusefs;
 struct fuse_read {
 	struct reactor_op op;
 	struct fusefs *fs;
-	uint8_t *buf; /* NULL: it went with a held write (fusefs_read_take_buf) */
+	uint8_t *buf; /* a new one when the last went with a held write */
 	bool busy;
 	bool processing; /* its buffer is being decoded: not to be armed */
 };
@@ -112,7 +110,6 @@ struct fusefs {
 	unsigned reading; /* reads armed */
 	struct fuse_read *decoding; /* the read whose request is being decoded */
 	unsigned nr_read_bufs; /* read buffers allocated: the reads' and the held writes' */
-	unsigned max_held_bufs; /* FUSE_MAX_HELD_BUFS */
 	struct reactor_op watch_op; /* the connection's end, while reads are parked */
 	bool watching;
 	bool init_seen, ready_sent;
@@ -126,7 +123,7 @@ struct fusefs {
 	struct reactor_timer budget_timer;
 	struct fusefs_reclaim *reclaim; /* io.c: a budget waiter empties the cache */
 	/* counters, logged when stopping (the functional tests read them) */
-	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes;
+	uint64_t st_rmw, st_waits, st_ios, st_fua, st_flushes, st_held;
 	struct list_node free_reqs;
 	struct reactor_timer idle_timer; /* gives free_reqs back when idle */
 	uint64_t req_used_ns; /* a request last took a buffer (reactor_now_ns) */
@@ -155,8 +152,9 @@ void fusefs_node_released(struct fusefs *fs, struct fnode *n);
 bool fusefs_may_read(struct fusefs *fs);
 void fusefs_reads_resume(struct fusefs *fs);
 /* fs.c: the buffer of the read being decoded, which holds the request's
- * data (NULL if data is not in it), is the caller's from now on, to be
- * given back with fusefs_read_buf_put; its read gets another when armed. */
+ * data, is the caller's from now on, to be given back with
+ * fusefs_read_buf_put, and the read has a new one.  NULL (nothing taken):
+ * the data is not in it, FUSE_MAX_HELD_BUFS are out, or no memory. */
 uint8_t *fusefs_read_take_buf(struct fusefs *fs, const void *data, size_t len);
 void fusefs_read_buf_put(struct fusefs *fs, uint8_t *buf);
 

@@ -484,15 +484,17 @@ void fusefs_deferred_fire(struct reactor_timer *t)
 		started += span;
 		n_started++;
 		list_del(l);
-		fs->nr_deferred--;
 		list_add_tail(&go, l);
 	}
 	/* Started once off the list: a start may end at once (a submit
-	 * refused), and its put resumes reads. */
+	 * refused), and its put resumes reads.  Each counts as deferred until
+	 * it starts: such an end must not find the mount with nothing left
+	 * and free it under the rest (review). */
 	while ((l = list_pop(&go))) {
 		struct req *q = container_of(l, struct req, link);
 		uint8_t *held = q->held_buf;
 
+		fs->nr_deferred--;
 		q->held_buf = NULL;
 		if (req_hold(q, q->plan.end - q->plan.start) < 0) {
 			fuse_reply_err(q->req, ENOMEM);
@@ -565,12 +567,13 @@ static void write_begin(struct req *q, const void *data)
 
 /* A write to a target whose waiting I/O holds its share of the budget
  * waits with the deferred reads, in the /dev/fuse read buffer its data
- * came in (outside the budget; the read goes on with another, at most
- * FUSE_MAX_HELD_BUFS more), and starts as they do, taking a buffer then.
- * Before, such writes took budget buffers past the share, up to all of it
- * with enough writers, and the NBD clients of healthy targets waited for
- * the dead one's return.  NULL: not held (libfuse's bytes are not in our
- * buffer), to be started now. */
+ * came in (outside the budget; the read goes on with a new one, at most
+ * FUSE_MAX_HELD_BUFS of them), and starts as they do, taking a buffer
+ * then.  Before, such writes took budget buffers past the share, all of
+ * it with enough writers, and the NBD clients of healthy targets waited
+ * for the dead one's return.  NULL: not held (FUSE_MAX_HELD_BUFS out, no
+ * memory, or libfuse's bytes not in our buffer): it takes a budget buffer
+ * now, as before. */
 static struct req *write_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n,
 			       const char *buf, uint64_t len)
 {
