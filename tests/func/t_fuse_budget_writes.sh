@@ -17,8 +17,11 @@
 #    NBD export are still served (found by a review: with the reads' own
 #    buffers going to held writes, the kernel's 12 took all of them and
 #    the mount stopped reading).  Then SIGTERM, ta still down: the gateway
-#    stops within 30 s (the review found a stop that waited for ever on a
-#    mount whose reading was parked).
+#    stops within 30 s.
+# 3. 300 direct reads of e1 park the mount's reading (256 held back), and
+#    the gateway still stops within 30 s of SIGTERM (the review found a
+#    stop that waited for ever on a mount whose reading was parked: before,
+#    'the gateway did not exit within 30 s of SIGTERM').
 set -u
 . "$TOP/tests/func/live/lib.sh"
 need_root "mount (FUSE)"
@@ -128,4 +131,34 @@ nbd_e2 || fail "2: an NBD read of e2 waited behind the I/O of e1 (exit $?)"
 echo "2: e2 served over NBD beside them"
 gw_stop_within 30
 echo "2: the gateway stopped with e1's I/O waiting for ta"
+
+# 3. 300 direct reads of 1 MiB of e1 wait for ta: 3 take the quarter of
+#    the budget, 256 wait without a buffer, and the mount stops reading
+#    (its bound of reads held back) and watches /dev/fuse for its end.
+#    SIGTERM, ta still down: the gateway stops within 30 s.  Before, the
+#    stop left that watch on, and waited for ever for it (review).
+ctl a port 1 up > /dev/null
+SOCKS="$tmp/e2.sock" gw_start run "$tmp/gw.conf"
+wait_for 10 test -e "$tmp/fuse/e1" || fail "no FUSE file e1"
+down
+python3 - "$tmp/fuse/e1" > "$tmp/many.out" 2>&1 << 'PY' &
+import mmap, os, sys, threading
+def r(i):
+    try:
+        fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)
+        os.preadv(fd, [mmap.mmap(-1, 1 << 20)], (i % 64) << 20)
+    except OSError:
+        pass
+ts = [threading.Thread(target=r, args=(i,)) for i in range(300)]
+for t in ts: t.start()
+print("STARTED", flush=True)
+for t in ts: t.join()
+PY
+mpid=$!
+cleanup_fn stop_var mpid
+for _ in $(seq 300); do grep -q STARTED "$tmp/many.out" && break; sleep 0.1; done
+grep -q STARTED "$tmp/many.out" || fail "3: the readers did not start"
+sleep 3
+gw_stop_within 30
+echo "3: the gateway stopped with the mount's reading parked"
 echo pass
