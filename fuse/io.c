@@ -423,10 +423,25 @@ static void read_start(struct req *q)
 
 static void write_begin(struct req *q, const void *data);
 
-/* Such a read waits here, without a buffer, so that the files of other
- * targets on this mount (and the NBD clients) still get buffers; it
- * starts once its target's waiting I/O holds less (fusefs_deferred_fire).
- * Writes are not held back: their data must be kept somewhere. */
+/* q waits on the deferred list, holding no budget buffer, until its
+ * target's waiting I/O holds less (fusefs_deferred_fire); how: what that
+ * means for it, for the first one's log line. */
+static void defer_add(struct fusefs *fs, struct req *q, const char *how)
+{
+	req_bufs_free(q); /* a cached one's: not held while it waits */
+	q->n->inflight++;
+	list_add_tail(&fs->deferred, &q->link);
+	if (fs->nr_deferred++ == 0)
+		log_debug("fuse %s: %s: I/O waiting for a path holds %llu KiB of the buffer budget: %s",
+			  fs->mountpoint, q->n->name,
+			  (unsigned long long)(vol_path_wait_bytes(q->n->vol) >> 10), how);
+	if (!fs->defer_timer.armed)
+		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+}
+
+/* Such a read waits without a buffer, so that the files of other targets
+ * on this mount (and the NBD clients) still get buffers.  Writes have
+ * their data to keep: write_defer. */
 static void read_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n, uint64_t off,
 		       uint64_t len, const struct rmw_plan *p)
 {
@@ -436,20 +451,11 @@ static void read_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n, uint
 		fuse_reply_err(freq, ENOMEM);
 		return;
 	}
-	req_bufs_free(q); /* a cached one's: not held while it waits */
 	q->kind = RQ_READ;
 	q->off = off;
 	q->len = len;
 	q->plan = *p;
-	n->inflight++;
-	list_add_tail(&fs->deferred, &q->link);
-	if (fs->nr_deferred++ == 0)
-		log_debug("fuse %s: %s: I/O waiting for a path holds %llu KiB of the buffer budget: "
-			  "reads of it wait without a buffer",
-			  fs->mountpoint, n->name,
-			  (unsigned long long)(vol_path_wait_bytes(n->vol) >> 10));
-	if (!fs->defer_timer.armed)
-		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+	defer_add(fs, q, "reads of it wait without a buffer");
 }
 
 /* Deferred reads whose target's waiting I/O now leaves room start, in
@@ -586,18 +592,9 @@ static struct req *write_defer(struct fusefs *fs, fuse_req_t freq, struct fnode 
 		req_free(q);
 		return NULL;
 	}
-	req_bufs_free(q); /* a cached one's: not held while it waits */
 	q->held_buf = held;
 	q->held_data = (const uint8_t *)buf;
-	n->inflight++;
-	list_add_tail(&fs->deferred, &q->link);
-	if (fs->nr_deferred++ == 0)
-		log_debug("fuse %s: %s: I/O waiting for a path holds %llu KiB of the buffer budget: "
-			  "writes to it wait in their request's buffer",
-			  fs->mountpoint, n->name,
-			  (unsigned long long)(vol_path_wait_bytes(n->vol) >> 10));
-	if (!fs->defer_timer.armed)
-		reactor_timer_arm(fs->r, &fs->defer_timer, FUSE_DEFER_POLL_NS);
+	defer_add(fs, q, "writes to it wait in their request's buffer");
 	return q;
 }
 

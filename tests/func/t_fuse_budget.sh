@@ -54,10 +54,6 @@ sys.exit(1 if errs else 0)
 PY
 }
 # A field of status's buffers object.
-buffers() {
-	"$GW" status -s "$tmp/gw.control" -o json |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)["buffers"][sys.argv[1]])' "$1"
-}
 
 # 1. The burst (held together by a slow target), then an NBD client that
 #    needs a new buffer.

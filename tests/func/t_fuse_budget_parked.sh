@@ -44,10 +44,6 @@ exports = ( { name = "e1"; target = "ta"; nsid = 1; fuse = true; },
 fuse = { mountpoint = "$tmp/fuse"; };
 CONF
 }
-buffers() {
-	"$GW" status -s "$tmp/gw.control" -o json |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)["buffers"][sys.argv[1]])' "$1"
-}
 # readers N SIZE: N threads, each one direct read of SIZE bytes of e1 at
 # SIZE * i, which must hold byte i % 251 + 1 throughout (see pattern).
 readers() {

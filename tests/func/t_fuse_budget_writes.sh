@@ -45,10 +45,6 @@ exports = ( { name = "e1"; target = "ta"; nsid = 1; fuse = true; },
             { name = "e2"; target = "tb"; nsid = 1; fuse = true; nbd = { listen = "unix:$tmp/e2.sock"; }; } );
 fuse = { mountpoint = "$tmp/fuse"; };
 CONF
-buffers() {
-	"$GW" status -s "$tmp/gw.control" -o json |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)["buffers"][sys.argv[1]])' "$1"
-}
 # writers: fio, 32 direct asynchronous writes of 1 MiB in flight over
 # the first 32 MiB of e1 at 64 MiB, each block with its checksum and
 # offset, which fio reads back and checks once all are written (verify).

@@ -26,10 +26,6 @@ exports = (
   { name = "b"; target = "tb"; nsid = 1; nbd = { listen = "unix:$tmp/b.sock"; }; } );
 CONF
 SOCKS="$tmp/a.sock $tmp/b.sock" gw_start run "$tmp/gw.conf"
-buffers() {
-	"$GW" status -s "$tmp/gw.control" -o json |
-		"$NBDPY" -c 'import json, sys; print(json.load(sys.stdin)["buffers"][sys.argv[1]])' "$1"
-}
 
 # 64 MiB of a known pattern on a, read back later.
 "$NBDPY" - "$tmp/a.sock" << 'PY' || fail "writing the pattern to a"

@@ -80,6 +80,13 @@ metric() {
 	curl -fsS "$1" | awk -v k="$2{$3}" '$1 == k { print $2; f=1 } END { if (!f) print "none" }'
 }
 
+# buffers FIELD: the buffer budget's FIELD (used_bytes, limit_bytes, ...)
+# from `status -o json` on $tmp/gw.control.
+buffers() {
+	"$GW" status -s "$tmp/gw.control" -o json |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["buffers"][sys.argv[1]])' "$1"
+}
+
 # mono: this host's CLOCK_MONOTONIC, the clock of the gateway's stamps.
 mono() { "$NBDPY" -c 'import time; print("%.3f" % time.monotonic())'; }
 # gw_at PATTERN [N]: the stamp of the Nth (default first) gateway log line
