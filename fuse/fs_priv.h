@@ -39,7 +39,9 @@
  * the /dev/fuse read buffer its data came in (io.c write_defer), outside
  * the budget, and that read goes on with a new one: at most this many
  * such buffers per mount, past which such writes take budget buffers as
- * before (the kernel's 12 background requests bound them). */
+ * before: the kernel sends at most its background requests of them
+ * (max_background, 12 by default) and one synchronous writer per file,
+ * and past FUSE_MAX_INFLIGHT with the budget spent nothing is read. */
 #define FUSE_MAX_HELD_BUFS 8
 /* Reading parked with the budget spent looks again this often (the
  * buffers that free it come back on other threads). */

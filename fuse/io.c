@@ -481,11 +481,13 @@ void fusefs_deferred_fire(struct reactor_timer *t)
 			      __atomic_load_n(&q->n->vol->draining, __ATOMIC_ACQUIRE);
 		/* The reads started at this fire count as waiting too (they
 		 * park again if the path is still down), and no more start
-		 * than the mount's in-flight bound allows: one fire after a
-		 * flap started all 256 at once, past the budget (review). */
-		if (!ending &&
-		    (vol_path_wait_over(q->n->vol, started + span) ||
-		     fs->inflight + n_started >= FUSE_MAX_INFLIGHT))
+		 * than the mount's in-flight bound allows, ending or not: one
+		 * fire after a flap started all 256 at once, past the budget,
+		 * and so did a removal (264 MiB of a 12 MiB budget for its
+		 * drain; reviews).  The rest start at later fires, or at once
+		 * when those end. */
+		if (fs->inflight + n_started >= FUSE_MAX_INFLIGHT ||
+		    (!ending && vol_path_wait_over(q->n->vol, started + span)))
 			continue;
 		started += span;
 		n_started++;
@@ -577,23 +579,29 @@ static void write_begin(struct req *q, const void *data)
  * FUSE_MAX_HELD_BUFS of them), and starts as they do, taking a buffer
  * then.  Before, such writes took budget buffers past the share, all of
  * it with enough writers, and the NBD clients of healthy targets waited
- * for the dead one's return.  NULL: not held (FUSE_MAX_HELD_BUFS out, no
- * memory, or libfuse's bytes not in our buffer): it takes a budget buffer
- * now, as before. */
+ * for the dead one's return.  Not held (*held false: FUSE_MAX_HELD_BUFS
+ * out, no memory, or libfuse's bytes not in our buffer), it takes a
+ * budget buffer now, as before.  NULL: no memory for the request. */
 static struct req *write_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n,
-			       const char *buf, uint64_t len)
+			       const char *buf, uint64_t len, uint64_t span, bool *held)
 {
 	struct req *q = req_alloc(fs, freq, n);
-	uint8_t *held;
 
+	*held = false;
 	if (!q)
 		return NULL;
-	if (!(held = fusefs_read_take_buf(fs, buf, len))) {
-		req_free(q);
-		return NULL;
+	if (!(q->held_buf = fusefs_read_take_buf(fs, buf, len))) {
+		/* Taken as req_get does, keeping the cached request's buffer
+		 * (freeing it made every such write allocate anew; review). */
+		if (req_hold(q, span) < 0) {
+			req_free(q);
+			return NULL;
+		}
+		n->inflight++;
+		return q;
 	}
-	q->held_buf = held;
 	q->held_data = (const uint8_t *)buf;
+	*held = true;
 	defer_add(fs, q, "writes to it wait in their request's buffer");
 	return q;
 }
@@ -712,10 +720,11 @@ void fusefs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct rmw_plan p;
 	rmw_plan((uint64_t)off, len, n->vol->block_size, &p);
 	bool held = false;
-	q = NULL;
 	if (vol_path_wait_over(n->vol, p.end - p.start))
-		held = (q = write_defer(fs, req, n, buf, len)) != NULL;
-	if (!q && !(q = req_get(fs, req, n, p.end - p.start))) {
+		q = write_defer(fs, req, n, buf, len, p.end - p.start, &held);
+	else
+		q = req_get(fs, req, n, p.end - p.start);
+	if (!q) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
