@@ -585,21 +585,17 @@ static void write_begin(struct req *q, const void *data)
 static struct req *write_defer(struct fusefs *fs, fuse_req_t freq, struct fnode *n,
 			       const char *buf, uint64_t len, uint64_t span, bool *held)
 {
-	struct req *q = req_alloc(fs, freq, n);
+	uint8_t *hb = fusefs_read_take_buf(fs, buf, len);
+	struct req *q;
 
 	*held = false;
-	if (!q)
+	if (!hb)
+		return req_get(fs, freq, n, span);
+	if (!(q = req_alloc(fs, freq, n))) {
+		fusefs_read_buf_put(fs, hb);
 		return NULL;
-	if (!(q->held_buf = fusefs_read_take_buf(fs, buf, len))) {
-		/* Taken as req_get does, keeping the cached request's buffer
-		 * (freeing it made every such write allocate anew; review). */
-		if (req_hold(q, span) < 0) {
-			req_free(q);
-			return NULL;
-		}
-		n->inflight++;
-		return q;
 	}
+	q->held_buf = hb;
 	q->held_data = (const uint8_t *)buf;
 	*held = true;
 	defer_add(fs, q, "writes to it wait in their request's buffer");
