@@ -46,7 +46,7 @@
 # runs only the points whose name matches (e.g. 128k); ENGINE_BACKEND=epoll
 # (or io_uring) sets the gateway's reactor backend in the guest;
 # ENGINE_ENV='VAR=VALUE ...' exports those in the guest for every way (an
-# A/B of a gateway knob: NVMF_GATEWAY_VMSPLICE_MIN=0);
+# A/B of a gateway knob: NVMF_GATEWAY_SPLICE_READS=none);
 # ENGINE_CPU=max,-erms,-fsrm sets the guest's CPU model (below: TCG's `rep
 # movsb`); ENGINE_PROFILE=1 profiles every run guest-wide (perf at 97 Hz, which
 # slows the run a little) and prints, per point and way, the busy CPU per
