@@ -60,7 +60,7 @@ SOCKS="$tmp/e1.sock" gw_start run "$tmp/gw.conf"
 # first had to wait"), whichever it was doing at the deadline: both count
 # from its first wait (seen: the second, under load, where this test knew
 # only the first).
-eio_lines() { grep -E 'failed with EIO (after waiting [0-9.]+ s|: .* [0-9.]+ s after it first had to wait)' "$tmp/gw.log"; }
+eio_lines() { grep -E 'failed with EIO( after waiting [0-9.]+ s|: .* [0-9.]+ s after it first had to wait)' "$tmp/gw.log"; }
 expect_eio() {
 	local r line waited before
 	before=$(eio_lines | wc -l)
